@@ -1,0 +1,1 @@
+"""racegate's harness: scenarios, isolated runs, outcome classification, probes, gates, reports."""

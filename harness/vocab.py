@@ -1,0 +1,73 @@
+"""The shared vocabulary (DESIGN §5) as enums: strategies, cache states, schedules, outcomes.
+
+Every other module, the CLI, pytest and nox name things through these, so an
+unknown value is rejected in one place with one message.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TypeVar
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class Strategy(StrEnum):
+    """How the workload compiles its attention (DESIGN §5)."""
+
+    PER_DEVICE = "per_device"  # dict of torch.compile(flex) keyed by device, the incident's code
+    SINGLETON = "singleton"  # transformers' own process-global compiled flex
+    WARMUP = "warmup"  # per_device, compiled single-threaded up front, then fail_on_recompile
+    PROCESSES = "processes"  # one process per device, no threads (harness-level)
+    NESTED_FX_OFF = "nested_fx_off"  # per_device + error_on_nested_fx_trace=False: the silent "fix"
+    EAGER = "eager"  # flex_attention uncompiled
+    SDPA_DENSE = "sdpa_dense"  # dense boolean-mask SDPA, uncompiled: reference and CPU training path
+
+
+class CacheState(StrEnum):
+    COLD = "cold"  # empty private inductor/triton cache
+    WARM = "warm"  # filled by a prior single-threaded run of the same scenario
+    DELETED = "deleted"  # filled, then removed while the run is in progress
+
+
+class Schedule(StrEnum):
+    """When each thread starts compiling relative to the others (issue 11)."""
+
+    BARRIER = "barrier"  # all threads released together
+    STAGGERED = "staggered"  # thread i starts once threads < i are in steady state
+    RECOMPILE = "recompile"  # all steady, then one thread at a time switches to a new shape
+
+
+class Outcome(StrEnum):
+    """What happened to one thread or one run; ordered worst-first by SEVERITY."""
+
+    OK = "ok"
+    NESTED_FX_ERROR = "nested_fx_error"
+    SILENT_FALLBACK = "silent_fallback"
+    RECOMPILE_BLOCKED = "recompile_blocked"
+    OTHER_ERROR = "other_error"
+    HANG = "hang"
+    OOM = "oom"
+    CRASH = "crash"
+
+
+# A run's outcome is its worst thread's; crash/hang first because they lose data.
+SEVERITY: tuple[Outcome, ...] = (
+    Outcome.CRASH,
+    Outcome.HANG,
+    Outcome.OOM,
+    Outcome.NESTED_FX_ERROR,
+    Outcome.SILENT_FALLBACK,
+    Outcome.RECOMPILE_BLOCKED,
+    Outcome.OTHER_ERROR,
+    Outcome.OK,
+)
+
+
+def parse_choice(enum: type[E], value: str, field: str) -> E:
+    """`value` as a member of `enum`, or ValueError naming the field and the allowed values."""
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in enum)
+        raise ValueError(f"unknown {field} {value!r}; choose from: {allowed}") from None

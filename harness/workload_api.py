@@ -1,0 +1,126 @@
+"""The workload interface: what the harness needs from any training step (issue 10).
+
+The harness talks to a workload only through these protocols; `model/` is the
+built-in implementation and user code plugs in by import path
+(`mypkg.train:make_workload`). Loading and checking a workload lives here too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+DEFAULT_WORKLOAD = "model.workload:make_workload"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one train step reports back."""
+
+    tokens: int  # tokens this step processed (the unit of tokens/s; the workload says which)
+    loss: float | None = None
+
+
+@runtime_checkable
+class Replica(Protocol):
+    """One trainable copy of the workload on one device, driven by one thread."""
+
+    def step(self, shape: int) -> StepResult:
+        """Run one full train step (forward, backward, optimizer) on a batch of bucket `shape`."""
+        ...
+
+    def eager_fallbacks(self) -> int:
+        """How many compiled-attention calls ran uncompiled so far (silent fallback detector).
+
+        Return 0 if the workload cannot tell; the harness then relies on throughput.
+        """
+        ...
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """A factory of replicas plus what the harness needs to schedule them."""
+
+    name: str
+
+    def strategies(self) -> Sequence[str]:
+        """Compile strategies this workload implements (a subset of harness.vocab.Strategy)."""
+        ...
+
+    def shapes(self) -> Sequence[int]:
+        """Bucket ids this workload will step on; the `warmup` strategy compiles each up front.
+
+        The first is the steady-state shape; `recompile` schedules switch to the next one.
+        """
+        ...
+
+    def make_replica(self, device: torch.device, strategy: str, *, seed: int) -> Replica:
+        """Build one replica on `device` compiled with `strategy` (raises ValueError if unsupported)."""
+        ...
+
+    def flops_per_step(self, shape: int) -> float | None:
+        """Analytic FLOPs of one train step on bucket `shape`, or None if unknown (no MFU)."""
+        ...
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """Where a workload comes from and the keyword options passed to its factory."""
+
+    path: str = DEFAULT_WORKLOAD
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class WorkloadError(ValueError):
+    """The workload path does not import or the object does not fit the interface."""
+
+
+REQUIRED_WORKLOAD_METHODS = ("strategies", "shapes", "make_replica", "flops_per_step")
+REQUIRED_REPLICA_METHODS = ("step", "eager_fallbacks")
+
+
+def load_workload(spec: WorkloadSpec) -> Workload:
+    """Import `module:factory`, call it with the spec's options, check the result fits."""
+    module_name, sep, attr = spec.path.partition(":")
+    if not sep or not module_name or not attr:
+        raise WorkloadError(
+            f"workload {spec.path!r} is not an import path; expected 'package.module:factory'"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise WorkloadError(f"workload {spec.path!r}: cannot import {module_name!r}: {exc}") from exc
+    factory = getattr(module, attr, None)
+    if factory is None:
+        raise WorkloadError(f"workload {spec.path!r}: module {module_name!r} has no {attr!r}")
+    if not callable(factory):
+        raise WorkloadError(f"workload {spec.path!r}: {attr!r} is not callable")
+    workload = factory(**spec.options)
+    check_workload(workload, spec.path)
+    return workload
+
+
+def check_workload(workload: object, where: str) -> None:
+    """Raise WorkloadError naming the first missing member of the Workload interface."""
+    if not isinstance(getattr(workload, "name", None), str):
+        raise WorkloadError(f"workload {where!r}: missing attribute 'name' (a str)")
+    for method in REQUIRED_WORKLOAD_METHODS:
+        if not callable(getattr(workload, method, None)):
+            raise WorkloadError(f"workload {where!r}: missing method {method}()")
+    if not list(workload.shapes()):  # type: ignore[attr-defined]
+        raise WorkloadError(f"workload {where!r}: shapes() returned no bucket")
+    params = inspect.signature(workload.make_replica).parameters  # type: ignore[attr-defined]
+    if "seed" not in params:
+        raise WorkloadError(f"workload {where!r}: make_replica() must accept a 'seed' keyword")
+
+
+def check_replica(replica: object, where: str) -> None:
+    """Raise WorkloadError naming the first missing member of the Replica interface."""
+    for method in REQUIRED_REPLICA_METHODS:
+        if not callable(getattr(replica, method, None)):
+            raise WorkloadError(f"workload {where!r}: replica is missing method {method}()")
