@@ -21,7 +21,9 @@ class Strategy(StrEnum):
     PROCESSES = "processes"  # one process per device, no threads (harness-level)
     NESTED_FX_OFF = "nested_fx_off"  # per_device + error_on_nested_fx_trace=False: the silent "fix"
     EAGER = "eager"  # flex_attention uncompiled
-    SDPA_DENSE = "sdpa_dense"  # dense boolean-mask SDPA, uncompiled: reference and CPU training path
+    SDPA_DENSE = (
+        "sdpa_dense"  # dense boolean-mask SDPA, uncompiled: reference and CPU training path
+    )
 
 
 class CacheState(StrEnum):

@@ -60,7 +60,7 @@ class Workload(Protocol):
         ...
 
     def make_replica(self, device: torch.device, strategy: str, *, seed: int) -> Replica:
-        """Build one replica on `device` compiled with `strategy` (raises ValueError if unsupported)."""
+        """Build one replica on `device` compiled with `strategy` (ValueError if unsupported)."""
         ...
 
     def flops_per_step(self, shape: int) -> float | None:
@@ -94,7 +94,9 @@ def load_workload(spec: WorkloadSpec) -> Workload:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise WorkloadError(f"workload {spec.path!r}: cannot import {module_name!r}: {exc}") from exc
+        raise WorkloadError(
+            f"workload {spec.path!r}: cannot import {module_name!r}: {exc}"
+        ) from exc
     factory = getattr(module, attr, None)
     if factory is None:
         raise WorkloadError(f"workload {spec.path!r}: module {module_name!r} has no {attr!r}")

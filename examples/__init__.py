@@ -1,0 +1,1 @@
+"""Example workloads that live outside model/: proof that racegate gates code it has never seen."""

@@ -1,0 +1,286 @@
+"""The command line: `python -m harness run | probe | report | baseline`.
+
+The only module that prints or exits. Exit codes: 0 pass, 1 a run or gate failed,
+2 usage error (one line naming the bad value and the allowed ones, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness import settings
+from harness.record import RunRecord, append_jsonl
+from harness.scenario import Scenario, check_devices_present, make_scenario
+from harness.summary import summarise
+from harness.vocab import CacheState, Outcome, Schedule, Strategy
+from harness.workload_api import WorkloadError, WorkloadSpec, load_workload
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line and exit 2, like every usage error here
+        raise UsageError(message)
+
+
+def _csv(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m harness", description="racegate: gate torch upgrades.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run scenarios in isolated processes and record them")
+    run.add_argument("--preset", default="tiny", help="workload preset (default: %(default)s)")
+    run.add_argument(
+        "--strategy",
+        default=str(Strategy.PER_DEVICE),
+        help=f"compile strategy, or a comma list ({', '.join(Strategy)}) (default: %(default)s)",
+    )
+    run.add_argument(
+        "--cache-state",
+        default=str(CacheState.COLD),
+        help=f"cache state(s), comma list ({', '.join(CacheState)}) (default: %(default)s)",
+    )
+    run.add_argument(
+        "--schedule",
+        default=str(Schedule.BARRIER),
+        help=f"start schedule(s), comma list ({', '.join(Schedule)}) (default: %(default)s)",
+    )
+    run.add_argument(
+        "--devices", default="cpu", help="'cpu' or GPU indices '0,1' (default: %(default)s)"
+    )
+    run.add_argument(
+        "--target-devices", default="", help="GPUs for the target model (default: the drafter's)"
+    )
+    run.add_argument(
+        "--threads-per-device",
+        default="2",
+        help="threads per device, or a comma list (default: %(default)s)",
+    )
+    run.add_argument(
+        "--steps", type=int, default=6, help="steady steps per thread (default: %(default)s)"
+    )
+    run.add_argument(
+        "--warmup-steps", type=int, default=1, help="excluded first steps (default: %(default)s)"
+    )
+    run.add_argument(
+        "--repeat", type=int, default=1, help="runs per scenario (default: %(default)s)"
+    )
+    run.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds per run (default: %(default)s)"
+    )
+    run.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        help="sys.setswitchinterval in the child (default: unchanged)",
+    )
+    run.add_argument(
+        "--workload", default=None, help="module:factory (default: [tool.racegate] or model/)"
+    )
+    run.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
+    run.add_argument(
+        "--out", type=Path, default=None, help="append records to this JSON Lines file"
+    )
+    run.add_argument("--json", action="store_true", help="print each record as JSON on stdout")
+    run.add_argument("--keep", action="store_true", help="keep each run's work dir (logs, cache)")
+
+    probe = sub.add_parser("probe", help="deterministic cross-thread tracing-state probes")
+    probe.add_argument("--json", action="store_true", help="print results as JSON")
+    probe.add_argument("--only", default="", help="comma list of probe names (default: all)")
+    probe.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds in all (default: %(default)s)"
+    )
+
+    report = sub.add_parser("report", help="merge run records into Markdown, HTML and a PNG chart")
+    report.add_argument("records", nargs="+", type=Path, help="JSON Lines files or folders of them")
+    report.add_argument(
+        "--out-dir", type=Path, default=Path("report"), help="(default: %(default)s)"
+    )
+    report.add_argument(
+        "--baselines", type=Path, default=Path("baselines"), help="(default: %(default)s)"
+    )
+    report.add_argument("--title", default="racegate matrix", help="(default: %(default)s)")
+
+    base = sub.add_parser("baseline", help="show or update throughput floors from run records")
+    base.add_argument("records", nargs="*", type=Path, help="JSON Lines files with throughput runs")
+    base.add_argument("--update", action="store_true", help="write floors from the records")
+    base.add_argument(
+        "--baselines", type=Path, default=Path("baselines"), help="(default: %(default)s)"
+    )
+    base.add_argument("--tolerance", type=float, default=0.10, help="(default: %(default)s)")
+    return parser
+
+
+def scenarios_from_args(args: argparse.Namespace) -> list[Scenario]:
+    workload, _ = settings.setting("workload", args.workload)
+    combos = itertools.product(
+        _csv(args.strategy),
+        _csv(args.cache_state),
+        _csv(args.schedule),
+        _csv(args.threads_per_device),
+    )
+    out = []
+    for strategy, cache_state, schedule, tpd in combos:
+        if not tpd.isdigit():
+            raise ValueError(f"threads per device must be a positive integer, got {tpd!r}")
+        out.append(
+            make_scenario(
+                preset=args.preset,
+                strategy=strategy,
+                cache_state=cache_state,
+                schedule=schedule,
+                devices=args.devices,
+                target_devices=args.target_devices,
+                threads_per_device=int(tpd),
+                steps=args.steps,
+                warmup_steps=args.warmup_steps,
+                timeout_s=args.timeout,
+                switch_interval_s=args.switch_interval,
+                workload=workload,
+                seed=args.seed,
+            )
+        )
+    return out
+
+
+def validate_against_workload(scenarios: list[Scenario]) -> None:
+    """Preset and strategy must exist in the workload; GPUs must exist on this machine."""
+    import torch  # late: `--help` and usage errors stay fast
+
+    cuda_count = torch.cuda.device_count()
+    for sc in scenarios:
+        check_devices_present(sc, cuda_count)
+        workload = load_workload(WorkloadSpec(sc.workload, dict(sc.extra, preset=sc.preset)))
+        allowed = set(workload.strategies()) | {str(Strategy.PROCESSES)}
+        if str(sc.strategy) not in allowed:
+            raise ValueError(
+                f"strategy {str(sc.strategy)!r} is not implemented by workload {workload.name!r}; "
+                f"choose from: {', '.join(sorted(allowed))}"
+            )
+        if sc.cache_state is CacheState.DELETED and len(workload.shapes()) < 2:
+            raise ValueError(
+                "cache state 'deleted' needs a workload with ≥ 2 shapes (one is new after deletion)"
+            )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from harness.runner import run_scenario
+
+    if args.repeat < 1:
+        raise ValueError(f"repeat must be ≥ 1, got {args.repeat}")
+    scenarios = scenarios_from_args(args)
+    validate_against_workload(scenarios)
+    command = shlex.join(["python", "-m", "harness", *sys.argv[1:]])
+    console = Console(stderr=True)
+    records: list[RunRecord] = []
+    jobs = [(sc, k) for sc in scenarios for k in range(args.repeat)]
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("starting", total=len(jobs))
+        for sc, k in jobs:
+            progress.update(task, description=f"{sc.label()} #{k + 1}")
+            t0 = time.monotonic()
+            record = run_scenario(sc, command=command, repeat_index=k, keep=args.keep)
+            records.append(record)
+            if args.out:
+                append_jsonl(args.out, record)
+            if args.json:
+                print(json.dumps(record.to_json(), sort_keys=True), flush=True)
+            tps = f"{record.tokens_per_s:,.0f} tok/s" if record.tokens_per_s else "—"
+            progress.console.print(
+                f"{sc.label()} #{k + 1}: [bold]{record.outcome}[/bold] "
+                f"{record.outcome_counts.get('nested_fx_error', 0)}/{record.threads_asked} "
+                "nested-FX, "
+                f"{tps}, {time.monotonic() - t0:.0f}s"
+                + (f" ({record.detail})" if record.detail else "")
+            )
+            progress.advance(task)
+    for s in summarise(records):
+        rates = ", ".join(f"{o} {p:.0%} [{lo:.0%}–{hi:.0%}]" for o, (p, lo, hi) in s.rate.items())
+        tps = f"{s.tokens_per_s:,.0f} tok/s" if s.tokens_per_s else "—"
+        console.print(f"{s.key}: {s.runs} runs: {rates}; median {tps}")
+    return EXIT_OK if all(r.outcome == Outcome.OK for r in records) else EXIT_FAILED
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from harness import probes
+
+    names = _csv(args.only) or None
+    if names:
+        unknown = sorted(set(names) - set(probes.PROBES))
+        if unknown:
+            raise ValueError(
+                f"unknown probe {unknown[0]!r}; choose from: {', '.join(probes.PROBES)}"
+            )
+    results = probes.run_probes_isolated(names, timeout_s=args.timeout)
+    if args.json:
+        print(json.dumps(probes.results_to_json(results), indent=2))
+    else:
+        print(probes.format_table(results))
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness import report
+
+    paths = report.write_reports(
+        args.records, args.out_dir, baselines_dir=args.baselines, title=args.title
+    )
+    for p in paths:
+        print(p)
+    return EXIT_OK
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from harness import baselines
+
+    if args.update:
+        if not args.records:
+            raise ValueError(
+                "baseline --update needs run records (JSON Lines files) to take floors from"
+            )
+        for path in baselines.update_from_records(
+            args.records, args.baselines, tolerance=args.tolerance
+        ):
+            print(f"wrote {path}")
+        return EXIT_OK
+    print(baselines.describe(args.baselines))
+    return EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "probe": cmd_probe, "report": cmd_report, "baseline": cmd_baseline}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except (UsageError, ValueError, WorkloadError, FileNotFoundError) as exc:
+        print(f"racegate: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("racegate: interrupted; records already written are kept", file=sys.stderr)
+        return 130

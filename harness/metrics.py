@@ -1,0 +1,88 @@
+"""Throughput, memory and MFU from per-step logs: steady state only, medians over windows.
+
+Pure functions over numbers, so they are unit-tested without torch or GPUs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+# bf16 dense matmul peak per device, FLOP/s. Measured on this project's lent H200s: an
+# 8192³ bf16 torch.matmul ran at 769–798 TFLOP/s (device KINDS.md; DESIGN §7 uses 790).
+PEAK_BF16_FLOPS: dict[str, float] = {"NVIDIA H200": 790e12, "NVIDIA H100 80GB HBM3": 760e12}
+
+
+def steady_steps(
+    steps: Sequence[tuple[float, int, bool]], warmup_steps: int
+) -> list[tuple[float, int]]:
+    """(seconds, tokens) of steady steps: after `warmup_steps`, excluding any compiling step."""
+    return [
+        (s, t) for n, (s, t, compiled) in enumerate(steps) if n >= warmup_steps and not compiled
+    ]
+
+
+def rate(steps: Sequence[tuple[float, int]]) -> float | None:
+    seconds = sum(s for s, _ in steps)
+    return sum(t for _, t in steps) / seconds if seconds > 0 else None
+
+
+def windows(steps: Sequence[tuple[float, int]], n_windows: int) -> list[list[tuple[float, int]]]:
+    """Split steps into up to `n_windows` contiguous, near-equal windows (each ≥ 1 step)."""
+    n = min(n_windows, len(steps))
+    if n == 0:
+        return []
+    size, extra = divmod(len(steps), n)
+    out, start = [], 0
+    for w in range(n):
+        end = start + size + (1 if w < extra else 0)
+        out.append(list(steps[start:end]))
+        start = end
+    return out
+
+
+def aggregate_windows(
+    per_thread: Sequence[Sequence[tuple[float, int]]], n_windows: int
+) -> list[float]:
+    """Tokens/s of all threads together in each window: the sum of each thread's window rate."""
+    split = [windows(steps, n_windows) for steps in per_thread if steps]
+    if not split:
+        return []
+    n = min(len(s) for s in split)
+    return [sum(rate(s[w]) or 0.0 for s in split) for w in range(n)]
+
+
+def median_and_spread(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Median and (max − min) / median; (None, None) for no values."""
+    if not values:
+        return None, None
+    med = statistics.median(values)
+    spread = (max(values) - min(values)) / med if med > 0 and len(values) > 1 else 0.0
+    return med, spread
+
+
+def memory_growth(series: Sequence[int], first_steady: int) -> float | None:
+    """Relative growth of peak memory from the first steady step to the last; None if too short."""
+    tail = list(series[first_steady:])
+    if len(tail) < 2 or tail[0] <= 0:
+        return None
+    return (tail[-1] - tail[0]) / tail[0]
+
+
+def mfu(flops_per_s: float | None, device_name: str | None, n_devices: int) -> float | None:
+    """Model FLOPs utilisation: analytic FLOP/s over the devices' bf16 peak (None if unknown)."""
+    peak = PEAK_BF16_FLOPS.get(device_name or "")
+    if flops_per_s is None or peak is None or n_devices < 1:
+        return None
+    return flops_per_s / (peak * n_devices)
+
+
+def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval for a detection rate `hits / n` (sane at 0 and n, unlike ±√)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = hits / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -1,0 +1,314 @@
+"""Run a scenario in fresh child processes and turn what they report into a RunRecord.
+
+Owns isolation (one subprocess per run, per device for `processes`), timeouts with a stack
+dump, cache-state priming, and assembling the record; the CLI, pytest and nox call
+`run_scenario`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from harness import cache_state, metrics, outcomes
+from harness.record import RunRecord, ThreadRecord
+from harness.scenario import Scenario
+from harness.vocab import CacheState, Outcome, Strategy
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+N_WINDOWS = 3  # tokens/s is the median of this many steady-state windows
+
+
+@dataclass
+class ChildResult:
+    returncode: int | None
+    timed_out: bool
+    result: dict[str, Any] | None  # result.json, when the child got that far
+    events: list[dict[str, Any]]  # progress.jsonl thread events, always
+    stacks: str
+    stderr_tail: str
+    wall_s: float
+
+
+def child_env(scenario: Scenario, cache_root: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(cache_state.cache_env(cache_root))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    if not scenario.uses_cuda:
+        # One compile worker: a subprocess pool costs more than it saves on a 2-core CI box.
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    return env
+
+
+def _tail(path: Path, chars: int = 3000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+
+def start_child(
+    spec: dict[str, Any], run_dir: Path, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "scenario.json").write_text(json.dumps(spec))
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.worker", str(run_dir)],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=(run_dir / "stdout.txt").open("wb"),
+        stderr=(run_dir / "stderr.txt").open("wb"),
+        start_new_session=True,
+    )
+
+
+def wait_child(
+    proc: subprocess.Popen[bytes], run_dir: Path, timeout_s: float, t0: float
+) -> ChildResult:
+    timed_out = False
+    try:
+        proc.wait(timeout=max(1.0, timeout_s - (time.monotonic() - t0)))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        proc.send_signal(signal.SIGUSR1)  # faulthandler in the child dumps every stack
+        time.sleep(2.0)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    result_path = run_dir / "result.json"
+    events = []
+    progress = run_dir / "progress.jsonl"
+    if progress.exists():
+        for line in progress.read_text().splitlines():
+            with contextlib.suppress(json.JSONDecodeError):  # a torn line from a killed child
+                events.append(json.loads(line))
+    return ChildResult(
+        returncode=proc.returncode,
+        timed_out=timed_out,
+        result=json.loads(result_path.read_text()) if result_path.exists() else None,
+        events=events,
+        stacks=_tail(run_dir / "stacks.txt", 20000),
+        stderr_tail=_tail(run_dir / "stderr.txt"),
+        wall_s=time.monotonic() - t0,
+    )
+
+
+def run_children(
+    specs: list[dict[str, Any]], base: Path, env: dict[str, str], timeout_s: float
+) -> list[ChildResult]:
+    """Start every child at once (one per device for `processes`), wait for all."""
+    t0 = time.monotonic()
+    dirs = [base / f"child{i}" for i in range(len(specs))]
+    procs = [start_child(spec, d, env) for spec, d in zip(specs, dirs, strict=True)]
+    return [wait_child(p, d, timeout_s, t0) for p, d in zip(procs, dirs, strict=True)]
+
+
+def _thread_records(
+    child: ChildResult, compiled: bool, exit_outcome: Outcome | None
+) -> list[ThreadRecord]:
+    events = (
+        child.result["threads"]
+        if child.result
+        else [e for e in child.events if e.get("event") == "thread"]
+    )
+    records = []
+    for ev in events:
+        outcome = outcomes.classify_thread(
+            error_text=ev["error_text"],
+            finished=ev["finished"],
+            eager_fallbacks=ev["eager_fallbacks"],
+            compiled=compiled,
+        )
+        steps = ev["steps"]
+        records.append(
+            ThreadRecord(
+                index=ev["index"],
+                device=ev["device"],
+                outcome=str(outcome),
+                steps_done=len(steps),
+                error=ev["error_text"].splitlines()[0] if ev["error_text"] else None,
+                error_text=ev["error_text"],
+                eager_fallbacks=ev["eager_fallbacks"],
+                compile_s=steps[0][1] if steps else None,
+                step_s=[s[1] for s in steps],
+                shapes=[s[0] for s in steps],
+                span=tuple(ev["span"]) if ev["span"] else None,
+            )
+        )
+    if exit_outcome is not None and not child.result:
+        # The child died before reporting: the threads it never reported share its fate.
+        built = next((e["threads"] for e in child.events if e.get("event") == "built"), 1)
+        for k in range(len(records), built):
+            records.append(ThreadRecord(index=k, device="?", outcome=str(exit_outcome)))
+    return records
+
+
+def assemble(
+    scenario: Scenario,
+    children: list[ChildResult],
+    cache: dict[str, Any],
+    command: str,
+    repeat_index: int,
+    started_at: str,
+    wall_s: float,
+) -> RunRecord:
+    """One RunRecord from the children's reports: classify, count, measure."""
+    threads: list[ThreadRecord] = []
+    details, stacks = [], []
+    steps_by_thread: list[list[tuple[float, int, bool]]] = []
+    mem_by_device: dict[str, list[int]] = {}
+    flops_rate = 0.0
+    first = next((c.result for c in children if c.result), None)
+    for child in children:
+        exit_outcome = outcomes.classify_exit(child.returncode, child.timed_out)
+        compiled = (
+            bool(child.result["compiled"])
+            if child.result
+            else scenario.strategy is not Strategy.EAGER
+        )
+        recs = _thread_records(child, compiled, exit_outcome)
+        if exit_outcome is not None:
+            details.append(
+                f"{exit_outcome}: child {outcomes.describe_exit(child.returncode)}"
+                + (f"; stderr: {child.stderr_tail[-500:]}" if child.stderr_tail else "")
+            )
+            if child.result is None and not recs:
+                recs = [ThreadRecord(index=0, device="?", outcome=str(exit_outcome))]
+        if child.stacks.strip():
+            stacks.append(child.stacks)
+        events = (
+            child.result["threads"]
+            if child.result
+            else [e for e in child.events if e.get("event") == "thread"]
+        )
+        flops = (child.result or {}).get("flops_per_step", {})
+        for ev in events:
+            steps = [(s[1], s[2], s[3]) for s in ev["steps"]]
+            steps_by_thread.append(steps)
+            steady = [
+                s for n, s in enumerate(ev["steps"]) if n >= scenario.warmup_steps and not s[3]
+            ]
+            secs = sum(s[1] for s in steady)
+            if secs > 0 and all(flops.get(str(s[0])) for s in steady):
+                flops_rate += sum(flops[str(s[0])] for s in steady) / secs
+            if ev["device"] not in mem_by_device:
+                mem_by_device[ev["device"]] = [s[4] for s in steady if s[4] is not None]
+        threads.extend(recs)
+
+    for rec, steps in zip(threads, steps_by_thread, strict=False):
+        rec.tokens_per_s = metrics.rate(metrics.steady_steps(steps, scenario.warmup_steps))
+    steady_by_thread = [metrics.steady_steps(s, scenario.warmup_steps) for s in steps_by_thread]
+    window_rates = metrics.aggregate_windows(steady_by_thread, N_WINDOWS)
+    tps, spread = metrics.median_and_spread(window_rates)
+
+    asked = len(scenario.devices) if scenario.strategy is Strategy.PROCESSES else scenario.threads
+    spans = [t.span for t in threads if t.span and t.steps_done > 0]
+    concurrent = outcomes.max_concurrency(spans) if spans else 0
+    thread_outcomes = [Outcome(t.outcome) for t in threads] or [Outcome.CRASH]
+    outcome = outcomes.worst(thread_outcomes)
+    if len(threads) < asked and outcome is Outcome.OK:
+        outcome = Outcome.OTHER_ERROR
+        details.append(f"only {len(threads)} of {asked} threads reported")
+    if concurrent < asked and outcome is Outcome.OK:
+        # A run that was in effect serial proves nothing about the race: never a pass.
+        outcome = Outcome.OTHER_ERROR
+        details.append(f"only {concurrent} of {asked} threads ran concurrently")
+    growths = [metrics.memory_growth(s, 0) for s in mem_by_device.values()]
+    growths = [g for g in growths if g is not None]
+    hw = first["hardware"] if first else {}
+    return RunRecord(
+        scenario=scenario.to_json(),
+        outcome=str(outcome),
+        outcome_counts=outcomes.count(thread_outcomes),
+        threads=threads,
+        threads_asked=asked,
+        threads_concurrent=concurrent,
+        versions=first["versions"] if first else {},
+        hardware=hw,
+        tokens_per_s=tps,
+        tokens_per_s_spread=spread,
+        tokens_per_s_windows=window_rates,
+        compile_s=max((t.compile_s for t in threads if t.compile_s is not None), default=None)
+        if scenario.strategy is not Strategy.WARMUP
+        else (first or {}).get("warmup_s"),
+        peak_mem_bytes={d: max(s) for d, s in mem_by_device.items() if s},
+        mem_growth=max(growths) if growths else None,
+        mem_series=mem_by_device,
+        flops_per_s=flops_rate or None,
+        mfu=metrics.mfu(flops_rate or None, hw.get("device_name"), len(scenario.devices)),
+        cache=cache,
+        detail="; ".join(details) or None,
+        stacks="\n".join(stacks) or None,
+        wall_s=wall_s,
+        started_at=started_at,
+        repeat_index=repeat_index,
+        command=command,
+    )
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    command: str = "",
+    repeat_index: int = 0,
+    work_dir: Path | None = None,
+    keep: bool = False,
+) -> RunRecord:
+    """Run one scenario in fresh processes (after priming the cache if its state asks)."""
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    base = Path(tempfile.mkdtemp(prefix="racegate-run-", dir=work_dir))
+    cache_root = cache_state.make_private_cache(base)
+    env = child_env(scenario, cache_root)
+    cache: dict[str, Any] = {"state": str(scenario.cache_state), "dir": str(cache_root)}
+    try:
+        if scenario.cache_state in (CacheState.WARM, CacheState.DELETED):
+            prime = run_children(
+                [{"scenario": scenario.to_json(), "mode": "prime"}],
+                base / "prime",
+                env,
+                scenario.timeout_s,
+            )[0]
+            cache["prime_ok"] = prime.result is not None and prime.returncode == 0
+            cache["prime_counters"] = (prime.result or {}).get("cache_counters", {})
+            cache["bytes_before_run"] = cache_state.tree_size(cache_root)
+            if not cache["prime_ok"]:
+                cache["prime_error"] = prime.stderr_tail[-1000:]
+        if scenario.strategy is Strategy.PROCESSES:
+            specs = [
+                {
+                    "scenario": scenario.to_json(),
+                    "mode": "process",
+                    "process_devices": [d],
+                    "thread_offset": i,
+                }
+                for i, d in enumerate(scenario.devices)
+            ]
+        else:
+            specs = [{"scenario": scenario.to_json(), "mode": "run"}]
+        children = run_children(specs, base / "run", env, scenario.timeout_s)
+        counters: dict[str, int] = {}
+        for child in children:
+            for k, v in (child.result or {}).get("cache_counters", {}).items():
+                counters[k] = counters.get(k, 0) + v
+        cache["counters"] = counters
+        cache["deleted_bytes"] = next(
+            (e["bytes"] for c in children for e in c.events if e.get("event") == "cache_deleted"),
+            None,
+        )
+        if scenario.cache_state is CacheState.WARM:
+            cache["proven_warm"] = cache_state.proves_warm(counters)
+        return assemble(
+            scenario, children, cache, command, repeat_index, started_at, time.monotonic() - t0
+        )
+    finally:
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)

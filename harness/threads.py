@@ -1,0 +1,189 @@
+"""Drive replicas from threads under a start schedule (barrier, staggered, recompile).
+
+Owns the per-thread step loop, its timing (device-synchronised), and the events that line
+threads up. It never classifies: it reports what each thread did and the error it raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from harness.vocab import Schedule
+from harness.workload_api import Replica
+
+_MAX_ERROR_CHARS = 4000
+
+
+@dataclass
+class StepLog:
+    shape: int
+    seconds: float
+    tokens: int
+    compiled_shape: bool  # first step of this shape in this thread: it compiled, not steady
+    mem_peak: int | None  # device peak bytes after the step (None on CPU)
+
+
+@dataclass
+class ThreadRun:
+    index: int
+    device: str
+    replica: Replica
+    steps: list[StepLog] = field(default_factory=list)
+    error_text: str | None = None
+    finished: bool = False
+    eager_fallbacks: int = 0
+    start: float | None = None  # time.monotonic(), comparable across processes
+    end: float | None = None
+
+
+@dataclass
+class Plan:
+    """What the threads do: a schedule, step counts, the shapes, and the deleted-cache hook."""
+
+    schedule: Schedule
+    warmup_steps: int
+    steps: int
+    shapes: Sequence[int]
+    deadline: float  # time.monotonic() after which threads stop stepping
+    fail_on_recompile: bool = False
+    on_first_steady_step: Callable[[], None] | None = None  # run once by thread 0 (cache delete)
+    switch_shape_after_hook: bool = False
+
+
+def error_chain_text(exc: BaseException) -> str:
+    """`Type: message` for the exception and each cause/context, then the traceback tail."""
+    parts, seen = [], set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        parts.append(f"{type(cur).__name__}: {cur}")
+        cur = cur.__cause__ or cur.__context__
+    tb = "".join(traceback.format_exception(exc))
+    return ("\n".join(parts) + "\n--- traceback ---\n" + tb[-_MAX_ERROR_CHARS:])[
+        : 2 * _MAX_ERROR_CHARS
+    ]
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(torch.device(device))
+
+
+def _mem_peak(device: str) -> int | None:
+    if device.startswith("cuda"):
+        return int(torch.cuda.max_memory_allocated(torch.device(device)))
+    return None
+
+
+class _Coordinator:
+    """Events ordering thread starts; each thread sets its `released` when steady or dead."""
+
+    def __init__(self, n: int, plan: Plan) -> None:
+        self.plan = plan
+        self.barrier = threading.Barrier(n)
+        self.released = [threading.Event() for _ in range(n)]  # steady (or dead)
+        self.switched = [threading.Event() for _ in range(n)]  # compiled the new shape (or dead)
+        self.hook_done = threading.Event()
+        self.n = n
+
+    def all_set(self, events: list[threading.Event]) -> bool:
+        return all(e.is_set() for e in events)
+
+    def wait(self, event: threading.Event) -> bool:
+        """Wait for `event` until the plan's deadline; False if the deadline passed first."""
+        return event.wait(max(0.0, self.plan.deadline - time.monotonic()))
+
+
+def _thread_main(run: ThreadRun, co: _Coordinator) -> None:
+    plan, i = co.plan, run.index
+    seen_shapes: set[int] = set()
+    base_shape, new_shape = plan.shapes[0], plan.shapes[1] if len(plan.shapes) > 1 else None
+    quota = plan.warmup_steps + plan.steps
+    try:
+        if plan.fail_on_recompile:
+            # Also set per thread: from torch 2.12 dynamo config is per-thread (DESIGN §3).
+            torch.compiler.set_stance("fail_on_recompile")
+        if plan.schedule is Schedule.STAGGERED:
+            co.barrier.wait(timeout=max(1.0, plan.deadline - time.monotonic()))
+            if i > 0 and not co.wait(co.released[i - 1]):
+                raise TimeoutError(
+                    f"thread {i} never got its turn: thread {i - 1} never got steady"
+                )
+        else:
+            co.barrier.wait(timeout=max(1.0, plan.deadline - time.monotonic()))
+        run.start = time.monotonic()
+        done = 0
+        while time.monotonic() < plan.deadline:
+            shape = base_shape
+            if plan.switch_shape_after_hook and co.hook_done.is_set() and new_shape is not None:
+                shape = new_shape
+            if plan.schedule is Schedule.RECOMPILE and new_shape is not None:
+                my_turn = co.all_set(co.released) and (i == 0 or co.switched[i - 1].is_set())
+                if my_turn or co.switched[i].is_set():
+                    shape = new_shape
+            t0 = time.perf_counter()
+            result = run.replica.step(shape)
+            _sync(run.device)
+            dt = time.perf_counter() - t0
+            run.steps.append(
+                StepLog(
+                    shape, dt, int(result.tokens), shape not in seen_shapes, _mem_peak(run.device)
+                )
+            )
+            seen_shapes.add(shape)
+            done += 1
+            if done == plan.warmup_steps + 1:
+                run.eager_fallbacks = run.replica.eager_fallbacks()
+                co.released[i].set()
+                if i == 0 and plan.on_first_steady_step is not None:
+                    plan.on_first_steady_step()
+                    co.hook_done.set()
+            if shape == new_shape:
+                co.switched[i].set()
+            if done >= quota and _may_stop(co, i):
+                break
+        run.eager_fallbacks = run.replica.eager_fallbacks()
+        run.finished = done >= quota
+        if not run.finished:
+            run.error_text = f"TimeoutError: deadline reached after {done} of {quota} steps"
+    except BaseException as exc:
+        run.error_text = error_chain_text(exc)
+        with contextlib.suppress(Exception):
+            run.eager_fallbacks = run.replica.eager_fallbacks()
+    finally:
+        run.end = time.monotonic()
+        co.released[i].set()
+        co.switched[i].set()
+
+
+def _may_stop(co: _Coordinator, i: int) -> bool:
+    """A thread keeps stepping until the schedule no longer needs it as steady-state company."""
+    schedule = co.plan.schedule
+    if schedule is Schedule.STAGGERED:
+        return co.all_set(co.released)
+    if schedule is Schedule.RECOMPILE and len(co.plan.shapes) > 1:
+        return co.all_set(co.switched)
+    return True
+
+
+def run_threads(
+    runs: list[ThreadRun], plan: Plan, join_grace_s: float = 30.0
+) -> list[threading.Thread]:
+    """Start one thread per run, wait for them; returns threads still alive (hung) at the end."""
+    co = _Coordinator(len(runs), plan)
+    threads = [
+        threading.Thread(target=_thread_main, args=(r, co), name=f"racegate-{r.index}", daemon=True)
+        for r in runs
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(0.0, plan.deadline - time.monotonic()) + join_grace_s)
+    return [t for t in threads if t.is_alive()]
