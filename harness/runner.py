@@ -209,7 +209,7 @@ def assemble(
     window_rates = metrics.aggregate_windows(steady_by_thread, N_WINDOWS)
     tps, spread = metrics.median_and_spread(window_rates)
 
-    asked = len(scenario.devices) if scenario.strategy is Strategy.PROCESSES else scenario.threads
+    asked = scenario.threads_per_device * len(scenario.devices)
     spans = [t.span for t in threads if t.span and t.steps_done > 0]
     concurrent = outcomes.max_concurrency(spans) if spans else 0
     thread_outcomes = [Outcome(t.outcome) for t in threads] or [Outcome.CRASH]
@@ -283,6 +283,8 @@ def run_scenario(
             if not cache["prime_ok"]:
                 cache["prime_error"] = prime.stderr_tail[-1000:]
         if scenario.strategy is Strategy.PROCESSES:
+            # Each thread of the threaded scenario becomes a process of its own.
+            per_process = [d for d in scenario.devices for _ in range(scenario.threads_per_device)]
             specs = [
                 {
                     "scenario": scenario.to_json(),
@@ -290,7 +292,7 @@ def run_scenario(
                     "process_devices": [d],
                     "thread_offset": i,
                 }
-                for i, d in enumerate(scenario.devices)
+                for i, d in enumerate(per_process)
             ]
         else:
             specs = [{"scenario": scenario.to_json(), "mode": "run"}]

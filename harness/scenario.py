@@ -37,11 +37,8 @@ class Scenario:
 
     @property
     def threads(self) -> int:
-        return (
-            1
-            if self.strategy is Strategy.PROCESSES
-            else self.threads_per_device * len(self.devices)
-        )
+        """Concurrent workers asked for (threads, or processes for `processes`)."""
+        return self.threads_per_device * len(self.devices)
 
     @property
     def uses_cuda(self) -> bool:

@@ -102,6 +102,13 @@ def load_workload(spec: WorkloadSpec) -> Workload:
         raise WorkloadError(f"workload {spec.path!r}: module {module_name!r} has no {attr!r}")
     if not callable(factory):
         raise WorkloadError(f"workload {spec.path!r}: {attr!r} is not callable")
+    try:
+        inspect.signature(factory).bind(**spec.options)
+    except TypeError as exc:
+        raise WorkloadError(
+            f"workload {spec.path!r}: factory {attr}() does not take options "
+            f"{sorted(spec.options)} ({exc}); give it a 'preset' keyword"
+        ) from None
     workload = factory(**spec.options)
     check_workload(workload, spec.path)
     return workload

@@ -1,0 +1,96 @@
+"""The race suite: every strategy × cache state × topology on the devices present.
+
+Known-bad combinations come from expectations/race.toml and are `xfail(strict=True)`;
+the production strategy ([tool.racegate]) must always pass.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import pytest
+
+from harness import race_expectations
+from harness.scenario import make_scenario
+from harness.suite import OUTCOME_ERRORS, judge, racegate_key, run_case
+
+# Per-case time limit (pytest-timeout, thread method: all stacks dumped on a hang).
+CASE_TIMEOUT_S = 900
+
+
+def _topologies(rc) -> list[tuple[tuple[str, ...], int]]:
+    if rc.devices == ("cpu",):
+        return [(("cpu",), t) for t in rc.threads_per_device]
+    out = []
+    for t in rc.threads_per_device:
+        out.append((rc.devices[:1], t))
+        if len(rc.devices) > 1:
+            out.append((rc.devices, t))
+    return out
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "race_case" not in metafunc.fixturenames:
+        return
+    rc = metafunc.config.stash[racegate_key]
+    table = race_expectations.load(production=rc.production)
+    params = []
+    for strategy in rc.strategies:
+        for cache_state in rc.cache_states:
+            for devices, tpd in _topologies(rc):
+                marks = [pytest.mark.race]
+                if devices != ("cpu",):
+                    marks.append(pytest.mark.gpu)
+                if len(devices) > 1:
+                    marks.append(pytest.mark.multi_gpu)
+                row = race_expectations.match(
+                    table,
+                    torch_version=rc.versions["torch"],
+                    transformers_version=rc.versions["transformers"],
+                    device=devices[0],
+                    strategy=strategy,
+                    cache_state=cache_state,
+                    threads=tpd * len(devices),
+                )
+                if row is not None:
+                    marks.append(
+                        pytest.mark.xfail(
+                            strict=row.strict,
+                            raises=OUTCOME_ERRORS[row.outcome],
+                            reason=f"{row.reason} [{row.describe()}; if this now passes, upstream "
+                            f"changed: update or delete that row, citing the source]",
+                        )
+                    )
+                topo = f"{','.join(devices)}x{tpd}"
+                params.append(
+                    pytest.param(
+                        (strategy, cache_state, devices, tpd),
+                        marks=marks,
+                        id=f"{strategy}-{cache_state}-{topo}",
+                    )
+                )
+    metafunc.parametrize("race_case", params)
+
+
+@pytest.mark.timeout(CASE_TIMEOUT_S)
+def test_race(race_case, racegate_config) -> None:
+    strategy, cache_state, devices, tpd = race_case
+    rc = racegate_config
+    scenario = make_scenario(
+        preset=rc.preset,
+        strategy=strategy,
+        cache_state=cache_state,
+        schedule=rc.schedule,
+        devices=devices,
+        threads_per_device=tpd,
+        steps=4 if devices == ("cpu",) else 8,
+        warmup_steps=1,
+        timeout_s=CASE_TIMEOUT_S * 0.8 / rc.repeat,
+        workload=rc.workload,
+    )
+    command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
+    records = run_case(scenario, rc.repeat, rc.results, command)
+    assert len(records) == rc.repeat
+    assert all(r.threads_asked == tpd * len(devices) for r in records)
+    judge(records)

@@ -1,0 +1,216 @@
+"""racegate's pytest plugin: options, markers, GPU discovery and skips, scenario fixtures.
+
+Options live in one group; values are validated in `pytest_configure` (a bad value is a
+`pytest.UsageError` naming it and the allowed ones); plugin state lives in `config.stash`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from harness import settings
+from harness.suite import RacegateConfig, racegate_key
+from harness.vocab import CacheState, Schedule, Strategy, parse_choice
+
+MARKERS = {
+    "race": "race(): a cross-thread tracing race case (what `pytest -k race` selects)",
+    "gpu": "gpu(): needs at least one CUDA GPU; skipped with a reason otherwise",
+    "multi_gpu": "multi_gpu(): needs at least two CUDA GPUs; skipped with a reason otherwise",
+    "throughput": "throughput(): gates tokens/s against baselines/<hardware>.json",
+    "slow": "slow(): takes minutes; deselect with -m 'not slow'",
+}
+CPU_PRESET, GPU_PRESET = "tiny", "small"
+# Strategies a CPU can train with (flex has no CPU backward; see model/attention.py).
+CPU_STRATEGIES = (Strategy.PER_DEVICE, Strategy.WARMUP, Strategy.NESTED_FX_OFF, Strategy.PROCESSES)
+GPU_STRATEGIES = (
+    Strategy.PER_DEVICE,
+    Strategy.SINGLETON,
+    Strategy.WARMUP,
+    Strategy.PROCESSES,
+    Strategy.NESTED_FX_OFF,
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("racegate", "racegate: cross-thread compile race gate")
+    group.addoption(
+        "--devices",
+        dest="racegate_devices",
+        default=None,
+        help="'cpu' or GPU indices '0,1' (default: all GPUs, else cpu)",
+    )
+    group.addoption(
+        "--threads-per-device",
+        dest="racegate_tpd",
+        default=None,
+        help="comma list of threads per device (default: 2 on CPU, 1,2 on GPU)",
+    )
+    group.addoption(
+        "--cache-states",
+        dest="racegate_cache_states",
+        default=None,
+        help=f"comma list of {', '.join(CacheState)} (default: all on GPU, cold on CPU)",
+    )
+    group.addoption(
+        "--strategies",
+        dest="racegate_strategies",
+        default=None,
+        help=f"comma list of {', '.join(Strategy)} (default: those the device can train)",
+    )
+    group.addoption(
+        "--schedule",
+        dest="racegate_schedule",
+        default=str(Schedule.STAGGERED),
+        help=f"start schedule, one of {', '.join(Schedule)} (default: %(default)s)",
+    )
+    group.addoption(
+        "--preset",
+        dest="racegate_preset",
+        default=None,
+        help=f"workload preset (default: {CPU_PRESET} on CPU, {GPU_PRESET} on GPU)",
+    )
+    group.addoption(
+        "--repeat",
+        dest="racegate_repeat",
+        type=int,
+        default=1,
+        help="isolated runs per race case (default: %(default)s)",
+    )
+    group.addoption(
+        "--results",
+        dest="racegate_results",
+        default=None,
+        help="append every run record to this JSON Lines file (default: none)",
+    )
+    group.addoption(
+        "--workload",
+        dest="racegate_workload",
+        default=None,
+        help="module:factory of the workload (default: [tool.racegate] or model/)",
+    )
+
+
+def _csv(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def count_gpus() -> int:
+    """GPUs visible to this process, without initialising CUDA here (children use them)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    n = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return min(n, len(_csv(visible))) if visible is not None else n
+
+
+def _assign_worker_gpus(config: pytest.Config, gpus: int) -> int:
+    """Under pytest-xdist each worker gets its own slice of GPUs through CUDA_VISIBLE_DEVICES."""
+    worker = getattr(config, "workerinput", None)
+    if worker is None or gpus == 0:
+        return gpus
+    n_workers = int(worker["workercount"])
+    idx = int(worker["workerid"].removeprefix("gw"))
+    per = max(1, gpus // n_workers)
+    visible = _csv(os.environ.get("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(gpus)))))
+    mine = visible[(idx * per) % len(visible) :][:per]
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(mine)
+    return len(mine)
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for dist in ("torch", "transformers"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "0"
+    return out
+
+
+def _resolve(config: pytest.Config) -> RacegateConfig:
+    gpus = _assign_worker_gpus(config, count_gpus())
+    opt = config.getoption
+    try:
+        devices_text = opt("racegate_devices") or (",".join(map(str, range(gpus))) or "cpu")
+        from harness.scenario import parse_devices
+
+        devices = parse_devices(devices_text)
+        on_gpu = devices != ("cpu",)
+        if on_gpu and gpus == 0:
+            raise ValueError(f"--devices {devices_text!r} names GPUs but this machine has none")
+        tpd_text = opt("racegate_tpd") or ("1,2" if on_gpu else "2")
+        tpd = tuple(int(t) for t in _csv(tpd_text) if t.isdigit() and int(t) > 0)
+        if len(tpd) != len(_csv(tpd_text)):
+            raise ValueError(
+                f"--threads-per-device {tpd_text!r}: expected positive integers like '1,2'"
+            )
+        cache_text = opt("racegate_cache_states") or (",".join(CacheState) if on_gpu else "cold")
+        cache_states = tuple(parse_choice(CacheState, c, "cache state") for c in _csv(cache_text))
+        default_strats = GPU_STRATEGIES if on_gpu else CPU_STRATEGIES
+        strat_text = opt("racegate_strategies") or ",".join(default_strats)
+        strategies = tuple(parse_choice(Strategy, s, "strategy") for s in _csv(strat_text))
+        schedule = parse_choice(Schedule, opt("racegate_schedule"), "schedule")
+        if opt("racegate_repeat") < 1:
+            raise ValueError(f"--repeat must be ≥ 1, got {opt('racegate_repeat')}")
+        workload, _ = settings.setting("workload", opt("racegate_workload"))
+        production = settings.production_strategy()
+    except ValueError as exc:
+        raise pytest.UsageError(f"racegate: {exc}") from None
+    results = opt("racegate_results")
+    return RacegateConfig(
+        gpus=gpus,
+        devices=devices,
+        threads_per_device=tpd,
+        cache_states=cache_states,
+        strategies=strategies,
+        schedule=schedule,
+        preset=opt("racegate_preset") or (GPU_PRESET if on_gpu else CPU_PRESET),
+        repeat=opt("racegate_repeat"),
+        results=Path(results) if results else None,
+        workload=workload,
+        production=production,
+        versions=_versions(),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for text in MARKERS.values():
+        config.addinivalue_line("markers", text)
+    config.stash[racegate_key] = _resolve(config)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    rc = config.stash[racegate_key]
+    return [
+        f"racegate: torch {rc.versions['torch']}, transformers {rc.versions['transformers']}, "
+        f"{rc.gpus} GPU(s), devices {','.join(rc.devices)}, preset {rc.preset}, "
+        f"production strategy {rc.production}, schedule {rc.schedule}, workload {rc.workload}"
+    ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpus = config.stash[racegate_key].gpus
+    for item in items:
+        if item.get_closest_marker("multi_gpu") and gpus < 2:
+            item.add_marker(
+                pytest.mark.skip(reason=f"needs ≥ 2 CUDA GPUs; this machine has {gpus}")
+            )
+        elif item.get_closest_marker("gpu") and gpus < 1:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; this machine has none"))
+
+
+@pytest.fixture(scope="session")
+def racegate_config(pytestconfig: pytest.Config) -> RacegateConfig:
+    return pytestconfig.stash[racegate_key]

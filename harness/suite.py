@@ -1,0 +1,88 @@
+"""What the regression suite (cases/) needs from the harness: run a case, record it, judge it.
+
+Each failing outcome raises its own exception class, so `xfail(raises=...)` only absorbs
+the failure a table row predicts; any other failure still fails the case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.record import RunRecord, append_jsonl
+from harness.runner import run_scenario
+from harness.scenario import Scenario
+from harness.vocab import CacheState, Outcome, Schedule, Strategy
+
+
+@dataclass(frozen=True)
+class RacegateConfig:
+    """The resolved plugin settings for this session."""
+
+    gpus: int
+    devices: tuple[str, ...]
+    threads_per_device: tuple[int, ...]
+    cache_states: tuple[CacheState, ...]
+    strategies: tuple[Strategy, ...]
+    schedule: Schedule
+    preset: str
+    repeat: int
+    results: Path | None
+    workload: str
+    production: Strategy
+    versions: dict[str, str]
+
+
+# Where the root conftest stashes the resolved settings; cases read them through it.
+racegate_key = pytest.StashKey[RacegateConfig]()
+
+
+class RaceOutcomeError(AssertionError):
+    """A run's outcome was not `ok`."""
+
+
+OUTCOME_ERRORS: dict[Outcome, type[RaceOutcomeError]] = {
+    o: type(f"{o.value.title().replace('_', '')}Seen", (RaceOutcomeError,), {"outcome": o})
+    for o in Outcome
+    if o is not Outcome.OK
+}
+
+
+def run_case(
+    scenario: Scenario, repeat: int, results: Path | None, command: str
+) -> list[RunRecord]:
+    """`repeat` isolated runs of `scenario`; each record is appended to `results` as it lands."""
+    records = []
+    for k in range(repeat):
+        record = run_scenario(scenario, command=command, repeat_index=k)
+        if results is not None:
+            append_jsonl(results, record)
+        records.append(record)
+    return records
+
+
+def explain(records: list[RunRecord]) -> str:
+    lines = []
+    for r in records:
+        errors = sorted({t.error for t in r.threads if t.error})
+        lines.append(
+            f"run {r.repeat_index + 1}: {r.outcome}, {r.threads_concurrent}/{r.threads_asked} "
+            f"threads concurrent, counts { ({k: v for k, v in r.outcome_counts.items() if v}) }"
+            + (f", detail: {r.detail}" if r.detail else "")
+            + "".join(f"\n    {e[:300]}" for e in errors)
+        )
+    return "\n".join(lines)
+
+
+def judge(records: list[RunRecord]) -> None:
+    """Raise the worst run's outcome error unless every run was ok with every thread concurrent."""
+    from harness.outcomes import worst
+
+    outcome = worst(Outcome(r.outcome) for r in records)
+    if outcome is not Outcome.OK:
+        raise OUTCOME_ERRORS[outcome](f"{outcome} in {len(records)} run(s):\n{explain(records)}")
+    short = [r for r in records if r.threads_concurrent < r.threads_asked]
+    if short:  # never reached while runner marks such runs other_error; kept as a second lock
+        raise OUTCOME_ERRORS[Outcome.OTHER_ERROR](f"fewer threads than asked:\n{explain(short)}")

@@ -1,0 +1,69 @@
+"""The expectations table: version-range matching and the production-strategy rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import race_expectations as rx
+from harness.vocab import CacheState, Outcome, Strategy
+
+ROW = """
+[[expected_failure]]
+torch = ">=2.9,<2.14"
+device = "{device}"
+strategies = [{strategies}]
+outcome = "nested_fx_error"
+reason = "global flag"
+source = "eval_frame.py"
+"""
+
+
+def write(tmp_path: Path, device: str = "cuda", strategies: str = '"per_device"') -> Path:
+    p = tmp_path / "race.toml"
+    p.write_text(ROW.format(device=device, strategies=strategies))
+    return p
+
+
+def find(rows, torch_version="2.11.0+cu130", device="cuda:0", threads=4, strategy=Strategy.PER_DEVICE):
+    return rx.match(
+        rows,
+        torch_version=torch_version,
+        transformers_version="5.17.0",
+        device=device,
+        strategy=strategy,
+        cache_state=CacheState.COLD,
+        threads=threads,
+    )
+
+
+def test_match_by_range_device_strategy_threads(tmp_path: Path) -> None:
+    rows = rx.load(write(tmp_path))
+    row = find(rows)
+    assert row is not None and row.outcome is Outcome.NESTED_FX_ERROR and row.strict
+    assert find(rows, torch_version="2.14.1") is None
+    assert find(rows, device="cpu") is None
+    assert find(rows, threads=1) is None
+    assert find(rows, strategy=Strategy.WARMUP) is None
+
+
+def test_production_strategy_may_not_be_expected_to_fail(tmp_path: Path) -> None:
+    path = write(tmp_path, strategies='"per_device", "warmup"')
+    with pytest.raises(ValueError, match="production strategy 'warmup' to fail"):
+        rx.load(path, production=Strategy.WARMUP)
+
+
+def test_bad_rows_are_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        rx.load(write(tmp_path, device="tpu"))
+    with pytest.raises(ValueError, match="unknown strategy 'fast'"):
+        rx.load(write(tmp_path, strategies='"fast"'))
+    with pytest.raises(ValueError, match="bad version string 'two'"):
+        rx.release("two")
+
+
+def test_committed_table_loads_and_spares_production() -> None:
+    rows = rx.load(production=Strategy.WARMUP)
+    assert rows, "the committed table should hold the known-bad rows of DESIGN §3"
+    assert all(r.reason and r.source for r in rows)

@@ -1,0 +1,76 @@
+"""Scenario validation and the CLI's usage errors: one line naming the value, exit code 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from harness.cli import main
+from harness.scenario import make_scenario, parse_devices
+from harness.vocab import CacheState, Strategy
+
+
+def test_make_scenario_parses_strings() -> None:
+    sc = make_scenario(strategy="warmup", cache_state="warm", devices="0,1", threads_per_device=2)
+    assert sc.strategy is Strategy.WARMUP and sc.cache_state is CacheState.WARM
+    assert sc.devices == ("cuda:0", "cuda:1") and sc.threads == 4 and sc.uses_cuda
+    assert make_scenario(**sc.to_json()) == sc
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"strategy": "magic"}, "unknown strategy 'magic'; choose from: per_device, singleton"),
+        ({"cache_state": "lukewarm"}, "unknown cache state 'lukewarm'; choose from: cold, warm"),
+        ({"schedule": "random"}, "unknown schedule 'random'"),
+        ({"devices": "gpu0"}, "unknown devices entry 'gpu0'"),
+        ({"devices": "cpu,0"}, "mixes cpu and GPUs"),
+        ({"devices": "0,0"}, "names a device twice"),
+        ({"threads_per_device": 0}, "threads per device must be ≥ 1"),
+        ({"steps": -1}, "steps must be ≥ 1"),
+        ({"timeout_s": 0}, "timeout must be > 0"),
+        ({"colour": "red"}, "unknown scenario field"),
+    ],
+)
+def test_bad_scenarios_name_the_value(fields: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        make_scenario(**fields)
+
+
+def test_parse_devices() -> None:
+    assert parse_devices("cuda") == ("cuda:0",)
+    assert parse_devices(["cuda:1", "2"]) == ("cuda:1", "cuda:2")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["run", "--strategy", "magic"], "unknown strategy 'magic'; choose from:"),
+        (["run", "--cache-state", "hot"], "unknown cache state 'hot'"),
+        (["run", "--preset", "huge"], "unknown preset 'huge'; choose from: tiny, small"),
+        (["run", "--devices", "7"], "device 'cuda:7' does not exist"),
+        (["run", "--threads-per-device", "x"], "threads per device must be a positive integer"),
+        (["run", "--repeat", "0"], "repeat must be ≥ 1"),
+        (["run", "--workload", "nowhere.at_all:make"], "cannot import 'nowhere.at_all'"),
+        (["run", "--workload", "tests.fault_workloads:make_incomplete"], "missing method"),
+        (["run", "--workload", "no_colon"], "expected 'package.module:factory'"),
+        (["bogus"], "invalid choice: 'bogus'"),
+        (["probe", "--only", "nonexistent_probe"], "unknown probe 'nonexistent_probe'"),
+    ],
+)
+def test_cli_usage_errors_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+
+
+def test_cli_entry_point_exit_code() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--strategy", "nope"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("racegate: error: unknown strategy 'nope'")
