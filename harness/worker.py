@@ -152,7 +152,8 @@ def main(run_dir: Path) -> int:
             switch_shape_after_hook=is_deleted,
         )
         plan_shapes = shapes
-        hung = threads.run_threads(runs, plan)
+        grace = min(30.0, max(2.0, scenario.timeout_s * 0.05))  # inside the runner's timeout
+        hung = threads.run_threads(runs, plan, join_grace_s=grace)
         if hung:
             faulthandler.dump_traceback(file=stacks, all_threads=True)
             stacks.flush()

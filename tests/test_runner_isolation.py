@@ -1,0 +1,98 @@
+"""Isolation: a crash or hang in one run is recorded as such and loses nothing recorded before.
+
+Uses real subprocesses and real torch; only the failure is injected (tests/fault_workloads.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.outcomes import NESTED_FX_MESSAGE
+from harness.record import append_jsonl, read_jsonl
+from harness.runner import ChildResult, assemble, run_scenario
+from harness.scenario import make_scenario
+from harness.vocab import Outcome
+
+FAULT = "tests.fault_workloads:make_workload"
+
+
+def fault_scenario(behaviour: str, **kw):
+    fields = dict(
+        preset=behaviour, strategy="eager", workload=FAULT, steps=2, warmup_steps=1, timeout_s=60
+    )
+    fields.update(kw)
+    return make_scenario(**fields)
+
+
+def test_ok_then_crash_keeps_the_first_record(tmp_path: Path) -> None:
+    out = tmp_path / "runs.jsonl"
+    ok = run_scenario(fault_scenario("ok"))
+    assert ok.outcome == "ok", ok.detail
+    assert ok.threads_concurrent == 2 and ok.tokens_per_s and ok.tokens_per_s > 0
+    append_jsonl(out, ok)
+    crash = run_scenario(fault_scenario("crash"))
+    append_jsonl(out, crash)
+    assert crash.outcome == "crash"
+    assert "SIGABRT" in (crash.detail or "")
+    assert [r.outcome for r in read_jsonl(out)] == ["ok", "crash"]
+
+
+def test_hang_is_recorded_with_every_stack() -> None:
+    record = run_scenario(fault_scenario("hang", timeout_s=20))
+    assert record.outcome == "hang", record.detail
+    assert record.outcome_counts["hang"] == 1 and record.outcome_counts["ok"] == 1
+    assert record.stacks and "fault_workloads.py" in record.stacks  # where the thread hangs
+
+
+def test_error_is_other_error_not_a_race() -> None:
+    record = run_scenario(fault_scenario("error"))
+    assert record.outcome == "other_error"
+    assert any("injected failure" in (t.error or "") for t in record.threads)
+
+
+def _child(spans: list[tuple[float, float]], error: str | None = None) -> ChildResult:
+    threads = [
+        {
+            "index": i,
+            "device": "cpu",
+            "finished": True,
+            "eager_fallbacks": 0,
+            "error_text": error if i == 0 else None,
+            "span": list(span),
+            "steps": [[0, 1.0, 10, True, None], [0, 1.0, 10, False, None]],
+        }
+        for i, span in enumerate(spans)
+    ]
+    result = {
+        "threads": threads,
+        "versions": {},
+        "hardware": {},
+        "compiled": True,
+        "cache_counters": {},
+        "flops_per_step": {},
+    }
+    return ChildResult(0, False, result, [], "", "", 1.0)
+
+
+def test_serial_run_never_passes() -> None:
+    sc = fault_scenario("ok", threads_per_device=2)
+    serial = assemble(sc, [_child([(0, 1), (2, 3)])], {}, "", 0, "", 1.0)
+    assert serial.outcome == str(Outcome.OTHER_ERROR)
+    assert "only 1 of 2 threads ran concurrently" in (serial.detail or "")
+    together = assemble(sc, [_child([(0, 2), (1, 3)])], {}, "", 0, "", 1.0)
+    assert together.outcome == "ok"
+
+
+def test_assemble_classifies_nested_fx() -> None:
+    sc = fault_scenario("ok", threads_per_device=2)
+    rec = assemble(
+        sc,
+        [_child([(0, 2), (1, 3)], error=f"RuntimeError: {NESTED_FX_MESSAGE}.")],
+        {},
+        "",
+        0,
+        "",
+        1.0,
+    )
+    assert rec.outcome == "nested_fx_error"
+    assert rec.outcome_counts["nested_fx_error"] == 1
