@@ -11,8 +11,8 @@ import itertools
 import json
 import shlex
 import sys
-import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from harness import settings
@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="print each record as JSON on stdout")
     run.add_argument("--keep", action="store_true", help="keep each run's work dir (logs, cache)")
+    run.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="isolated runs at once; >1 for outcome counts, not timing (default: %(default)s)",
+    )
 
     probe = sub.add_parser("probe", help="deterministic cross-thread tracing-state probes")
     probe.add_argument("--json", action="store_true", help="print results as JSON")
@@ -179,10 +185,18 @@ def validate_against_workload(scenarios: list[Scenario]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from harness.runner import run_scenario
 
+    if args.jobs < 1:
+        raise ValueError(f"jobs must be ≥ 1, got {args.jobs}")
     if args.repeat < 1:
         raise ValueError(f"repeat must be ≥ 1, got {args.repeat}")
     scenarios = scenarios_from_args(args)
@@ -191,31 +205,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     records: list[RunRecord] = []
     jobs = [(sc, k) for sc in scenarios for k in range(args.repeat)]
-    with Progress(
+    columns = (
         TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
+        MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        task = progress.add_task("starting", total=len(jobs))
-        for sc, k in jobs:
-            progress.update(task, description=f"{sc.label()} #{k + 1}")
-            t0 = time.monotonic()
-            record = run_scenario(sc, command=command, repeat_index=k, keep=args.keep)
+    )
+    with Progress(*columns, console=console) as progress, ThreadPoolExecutor(args.jobs) as pool:
+        task = progress.add_task(f"{len(jobs)} run(s)", total=len(jobs))
+        # Each run is its own subprocess; the pool only waits on them, so threads are enough.
+        futures = {
+            pool.submit(run_scenario, sc, command=command, repeat_index=k, keep=args.keep): (sc, k)
+            for sc, k in jobs
+        }
+        for future in as_completed(futures):
+            sc, k = futures[future]
+            record = future.result()
             records.append(record)
             if args.out:
                 append_jsonl(args.out, record)
             if args.json:
                 print(json.dumps(record.to_json(), sort_keys=True), flush=True)
             tps = f"{record.tokens_per_s:,.0f} tok/s" if record.tokens_per_s else "—"
+            nested = record.outcome_counts.get("nested_fx_error", 0)
             progress.console.print(
                 f"{sc.label()} #{k + 1}: [bold]{record.outcome}[/bold] "
-                f"{record.outcome_counts.get('nested_fx_error', 0)}/{record.threads_asked} "
-                "nested-FX, "
-                f"{tps}, {time.monotonic() - t0:.0f}s"
-                + (f" ({record.detail})" if record.detail else "")
+                f"{nested}/{record.threads_asked} nested-FX, {tps}, {record.wall_s:.0f}s"
+                + (f" ({record.detail[:200]})" if record.detail else "")
             )
             progress.advance(task)
     for s in summarise(records):
