@@ -1,0 +1,1 @@
+"""racegate's built-in workload: a DFlash drafter training step on transformers' Qwen3 parts."""

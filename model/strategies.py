@@ -1,0 +1,59 @@
+"""Compile strategies by name (DESIGN §5): the attention kernel a replica calls, the mask it builds.
+
+The harness, not the model, runs `warmup`'s single-threaded warm-up and sets the stance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from model import attention
+from model.attention import Attend
+
+STRATEGIES = ("per_device", "singleton", "warmup", "processes", "nested_fx_off", "eager",
+              "sdpa_dense")
+CUDA_ONLY = ("singleton", "eager")  # flex without a compiled kernel we own, or no CPU backward
+COMPILED = ("per_device", "warmup", "processes", "nested_fx_off")  # share compiled_for_device
+
+
+@dataclass(frozen=True)
+class AttentionStrategy:
+    """What one replica uses: its attention callable and the mask kind that callable takes."""
+
+    name: str
+    attend: Attend
+    mask_kind: str  # "block" (flex BlockMask) or "dense" (boolean [B, 1, T, S])
+    counts_fallbacks: bool  # True when `attend` is one of our counting compiled wrappers
+
+
+def make_strategy(name: str, device: torch.device) -> AttentionStrategy:
+    """Resolve a strategy for a replica on `device`; ValueError for unknown or unsupported ones.
+
+    per_device / warmup / processes: the per-device compiled kernel (flex on CUDA, dense SDPA
+    on CPU). warmup differs only in what the harness does around it (compile every bucket in
+    one thread, then `torch.compiler.set_stance("fail_on_recompile")`); processes only in
+    topology. nested_fx_off: per_device plus the incident's silent "fix", set here, i.e. in
+    the thread that builds the replica (from torch 2.12 dynamo config is per-thread, so a
+    main-thread setting does not reach worker threads).
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; choose from: {', '.join(STRATEGIES)}")
+    on_cuda = device.type == "cuda"
+    if name in CUDA_ONLY and not on_cuda:
+        cpu_ok = ", ".join(s for s in STRATEGIES if s not in CUDA_ONLY)
+        raise ValueError(
+            f"strategy {name!r} needs a CUDA device (flex_attention has no CPU backward); "
+            f"on {device.type} choose from: {cpu_ok}"
+        )
+    if name == "nested_fx_off":
+        torch._dynamo.config.error_on_nested_fx_trace = False
+    if name in COMPILED:
+        mask_kind = "block" if attention.kernel_kind(device) == "flex" else "dense"
+        return AttentionStrategy(name, attention.compiled_for_device(device), mask_kind, True)
+    if name == "singleton":
+        return AttentionStrategy(name, attention.transformers_singleton, "block", False)
+    if name == "eager":
+        return AttentionStrategy(name, attention.flex_kernel, "block", False)
+    return AttentionStrategy(name, attention.dense_kernel, "dense", False)  # sdpa_dense

@@ -1,0 +1,116 @@
+"""Attention kernels and the silent-fallback detector, on CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.fx._symbolic_trace as symbolic_trace
+
+from model import attention
+from model.data import sample_anchors
+from model.mask import build_block_mask, dense_mask
+from model.strategies import STRATEGIES, make_strategy
+
+CPU = torch.device("cpu")
+
+
+def _qkv(seed, b=2, hq=4, hkv=2, s=64, n=5, block=8, d=16, requires_grad=False):
+    g = torch.Generator().manual_seed(seed)
+    t = n * block
+    q = torch.randn(b, hq, t, d, generator=g)
+    k = torch.randn(b, hkv, s + t, d, generator=g)
+    v = torch.randn(b, hkv, s + t, d, generator=g)
+    loss_mask = (torch.rand(b, s, generator=g) > 0.2).float()
+    anchors, valid = sample_anchors(loss_mask, n, block, g)
+    valid[0, -1] = False  # always include an invalid block (a fully masked row)
+    anchors[0, -1] = 0
+    return [x.requires_grad_(requires_grad) for x in (q, k, v)], anchors, valid, s, block
+
+
+def test_compiled_flex_forward_matches_sdpa_dense_on_cpu():
+    (q, k, v), anchors, valid, s, block = _qkv(0)
+    compiled = torch.compile(attention.flex_kernel, dynamic=False)
+    with torch.no_grad():
+        out_flex = compiled(q, k, v, build_block_mask(anchors, valid, s, block), 0.25)
+        out_dense = attention.dense_kernel(q, k, v, dense_mask(anchors, valid, s, block), 0.25)
+    torch.testing.assert_close(out_flex, out_dense, atol=1e-4, rtol=1e-4)
+    assert not out_dense[0, :, -block:].any()  # an invalid block's rows are zeros, not NaN
+
+
+def test_dense_kernel_gradients_are_finite_with_empty_rows():
+    (q, k, v), anchors, valid, s, block = _qkv(1, requires_grad=True)
+    out = attention.dense_kernel(q, k, v, dense_mask(anchors, valid, s, block), 0.25)
+    out.square().sum().backward()
+    assert all(torch.isfinite(x.grad).all() for x in (q, k, v))
+    assert not q.grad[0, :, -block:].any()
+
+
+def test_compiled_call_counts_no_fallback():
+    (q, k, v), anchors, valid, s, block = _qkv(2)
+    fn = attention.compiled_for_device(CPU)
+    assert fn is attention.compiled_for_device(CPU)  # one per device, shared
+    before = attention.eager_fallback_count()
+    fn(q, k, v, dense_mask(anchors, valid, s, block), 0.25)
+    assert attention.eager_fallback_count() == before
+
+
+def test_nested_fx_off_fallback_is_counted():
+    (q, k, v), anchors, valid, s, block = _qkv(2)
+    fn = attention.compiled_for_device(CPU)
+    m = dense_mask(anchors, valid, s, block)
+    expected = fn(q, k, v, m, 0.25)
+    before = attention.eager_fallback_count()
+    saved = symbolic_trace._is_fx_tracing_flag
+    try:
+        with torch._dynamo.config.patch(error_on_nested_fx_trace=False):
+            # What another thread's make_fx does to the process-global flag (DESIGN §3).
+            symbolic_trace._is_fx_tracing_flag = True
+            out = fn(q, k, v, m, 0.25)
+    finally:
+        symbolic_trace._is_fx_tracing_flag = saved
+    assert attention.eager_fallback_count() > before
+    torch.testing.assert_close(out, expected)
+
+
+def test_nested_fx_error_raises_by_default():
+    (q, k, v), anchors, valid, s, block = _qkv(2)
+    fn = attention.compiled_for_device(CPU)
+    saved = symbolic_trace._is_fx_tracing_flag
+    try:
+        with torch._dynamo.config.patch(error_on_nested_fx_trace=True):
+            symbolic_trace._is_fx_tracing_flag = True
+            with pytest.raises(RuntimeError, match="FX to symbolically trace"):
+                fn(q, k, v, dense_mask(anchors, valid, s, block), 0.25)
+    finally:
+        symbolic_trace._is_fx_tracing_flag = saved
+
+
+def test_fallback_counter_is_per_thread():
+    import threading
+
+    attention._note_uncompiled_run()
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(attention.eager_fallback_count()))
+    t.start()
+    t.join()
+    assert seen == [0] and attention.eager_fallback_count() >= 1
+
+
+def test_strategy_resolution_on_cpu():
+    with pytest.raises(ValueError, match="unknown strategy 'x'; choose from: per_device"):
+        make_strategy("x", CPU)
+    for name in ("singleton", "eager"):
+        with pytest.raises(ValueError, match="needs a CUDA device"):
+            make_strategy(name, CPU)
+    assert make_strategy("sdpa_dense", CPU).attend is attention.dense_kernel
+    for name in ("per_device", "warmup", "processes"):
+        st = make_strategy(name, CPU)
+        assert st.mask_kind == "dense" and st.counts_fallbacks
+        assert st.attend is attention.compiled_for_device(CPU)
+    assert set(STRATEGIES) >= {"per_device", "singleton", "warmup", "nested_fx_off", "eager"}
+
+
+def test_nested_fx_off_sets_the_flag_in_the_building_thread():
+    with torch._dynamo.config.patch(error_on_nested_fx_trace=True):
+        make_strategy("nested_fx_off", CPU)
+        assert torch._dynamo.config.error_on_nested_fx_trace is False
