@@ -26,7 +26,9 @@ def write(tmp_path: Path, device: str = "cuda", strategies: str = '"per_device"'
     return p
 
 
-def find(rows, torch_version="2.11.0+cu130", device="cuda:0", threads=4, strategy=Strategy.PER_DEVICE):
+def find(
+    rows, torch_version="2.11.0+cu130", device="cuda:0", threads=4, strategy=Strategy.PER_DEVICE
+):
     return rx.match(
         rows,
         torch_version=torch_version,

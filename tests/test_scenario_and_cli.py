@@ -60,7 +60,9 @@ def test_parse_devices() -> None:
         (["probe", "--only", "nonexistent_probe"], "unknown probe 'nonexistent_probe'"),
     ],
 )
-def test_cli_usage_errors_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture) -> None:
+def test_cli_usage_errors_exit_2(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture
+) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err
@@ -70,7 +72,9 @@ def test_cli_usage_errors_exit_2(argv: list[str], needle: str, capsys: pytest.Ca
 
 def test_cli_entry_point_exit_code() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--strategy", "nope"], capture_output=True, text=True
+        [sys.executable, "-m", "harness", "run", "--strategy", "nope"],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("racegate: error: unknown strategy 'nope'")
