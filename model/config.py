@@ -41,7 +41,8 @@ class DrafterConfig:
     loss_gamma: float = 7.0  # decay exp(-(k-1)/gamma); 7 for block 16
     loss_chunk_tokens: int = 2048  # lm_head + CE run under checkpoint in chunks of this many tokens
     use_reentrant: bool = True  # what the incident's checkpoint used
-    lr: float = 3e-4
+    lr: float = 5e-5
+    lr_warmup_steps: int = 10  # linear warm-up: Adam's sign-like first steps diverge at 4096 wide
     dtype: str = "auto"  # auto: bfloat16 on CUDA, float32 on CPU
     target_every_step: bool = False  # False: target hidden states computed once per bucket, reused
     data_seed: int = 0  # the synthetic "language" (motif bank); replicas differ by their own seed
@@ -82,7 +83,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         head_dim=16, vocab_size=512, target_hidden_size=64, target_intermediate_size=128,
         target_num_layers=6, target_num_heads=4, target_num_kv_heads=2, target_head_dim=16,
         block_size=8, max_anchors=12, seq_buckets=(128, 96, 64), token_budget=512,
-        micro_batch_size=0, loss_chunk_tokens=64, lr=3e-3,
+        micro_batch_size=0, loss_chunk_tokens=64, lr=3e-3, lr_warmup_steps=0,
     ),
     # GPU shape that compiles in seconds: the 3-layer 1024-wide block of DESIGN §3's table.
     "small": dict(
@@ -90,7 +91,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         head_dim=128, vocab_size=32000, target_hidden_size=1024, target_intermediate_size=3072,
         target_num_layers=8, target_num_heads=8, target_num_kv_heads=4, target_head_dim=128,
         max_anchors=128, seq_buckets=(2048, 1024), token_budget=8192, micro_batch_size=0,
-        lr=1e-3,
+        lr=3e-4,
     ),
     # DESIGN §4/§7 reference shape: the dataclass defaults.
     "qwen3-8b-drafter": dict(),
@@ -170,6 +171,8 @@ def validate(cfg: DrafterConfig) -> None:
         _fail("dtype", cfg.dtype, ", ".join(DTYPES))
     if cfg.lr <= 0:
         _fail("lr", cfg.lr, "a positive number")
+    if cfg.lr_warmup_steps < 0:
+        _fail("lr_warmup_steps", cfg.lr_warmup_steps, "0 (none) or a positive integer")
 
 
 def trainable_params(cfg: DrafterConfig) -> int:

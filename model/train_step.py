@@ -55,6 +55,10 @@ class DFlashReplica:
         self.optimizer = torch.optim.AdamW(
             self.drafter.parameters(), lr=cfg.lr, fused=self.device.type == "cuda"
         )
+        warmup = max(cfg.lr_warmup_steps, 1)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: min(1.0, (step + 1) / warmup)
+        )
         self.data = BatchSource(cfg, seed)
         # (bucket, micro) -> inputs and target hidden states, when reused (see _inputs)
         self._cached: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}
@@ -67,14 +71,15 @@ class DFlashReplica:
         before = attention.eager_fallback_count()
         try:
             self.optimizer.zero_grad(set_to_none=True)
-            tokens, loss_sum = 0, None
-            for micro in range(bucket.micro_batches):
-                micro_loss, micro_tokens = self._forward_loss(bucket, micro)
+            micros, tokens = self._step_inputs(bucket)
+            loss_sum = None
+            for inputs in micros:
+                micro_loss = self._forward_loss(bucket, *inputs)
                 (micro_loss / bucket.micro_batches).backward()
-                tokens += micro_tokens
                 detached = micro_loss.detach()
                 loss_sum = detached if loss_sum is None else loss_sum + detached
             self.optimizer.step()
+            self.scheduler.step()
         finally:
             self._fallbacks += attention.eager_fallback_count() - before
         return StepResult(tokens=tokens, loss=float(loss_sum) / bucket.micro_batches)
@@ -94,7 +99,8 @@ class DFlashReplica:
 
     def forward_loss(self, shape: int, micro: int = 0) -> torch.Tensor:
         """Loss of one micro-batch (graph kept, nothing stepped): for tests and probes."""
-        return self._forward_loss(self._bucket(shape), micro)[0]
+        bucket = self._bucket(shape)
+        return self._forward_loss(bucket, *self._step_inputs(bucket)[0][micro])
 
     # ---- internals --------------------------------------------------------------------------
     def _bucket(self, shape: int) -> Bucket:
@@ -120,15 +126,26 @@ class DFlashReplica:
             self._cached[key] = inputs
         return inputs
 
-    def _forward_loss(self, bucket: Bucket, micro: int) -> tuple[torch.Tensor, int]:
-        cfg, block = self.cfg, self.cfg.block_size
-        ids_BS, loss_mask_BS, hidden_BSX, loss_mask_cpu_BS = self._inputs(bucket, micro)
-        anchors_BN, valid_BN = self.data.anchors(bucket, loss_mask_cpu_BS)
-        mask.check_anchors(anchors_BN, valid_BN, bucket.seq_len, block)
-        tokens = int(valid_BN.sum()) * block
-        anchors_BN = anchors_BN.to(self.device, non_blocking=True)
-        valid_BN = valid_BN.to(self.device, non_blocking=True)
+    def _step_inputs(self, bucket: Bucket) -> tuple[list[tuple[torch.Tensor, ...]], int]:
+        """Per micro-batch (ids, loss_mask, target hidden, anchors, valid) on device; tokens.
 
+        Anchors for the whole step are drawn on CPU and moved in one copy: a copy from pageable
+        memory waits for the GPU, so doing it per micro-batch would stall the stream each time.
+        """
+        block = self.cfg.block_size
+        inputs = [self._inputs(bucket, micro) for micro in range(bucket.micro_batches)]
+        drawn = [self.data.anchors(bucket, loss_mask_cpu) for *_, loss_mask_cpu in inputs]
+        for anchors_BN, valid_BN in drawn:
+            mask.check_anchors(anchors_BN, valid_BN, bucket.seq_len, block)
+        anchors_MBN = torch.stack([a for a, _ in drawn]).to(self.device, non_blocking=True)
+        valid_MBN = torch.stack([v for _, v in drawn]).to(self.device, non_blocking=True)
+        tokens = int(sum(int(v.sum()) for _, v in drawn)) * block
+        micros = [(*x[:3], anchors_MBN[m], valid_MBN[m]) for m, x in enumerate(inputs)]
+        return micros, tokens
+
+    def _forward_loss(self, bucket: Bucket, ids_BS, loss_mask_BS, hidden_BSX, anchors_BN,
+                      valid_BN) -> torch.Tensor:
+        cfg, block = self.cfg, self.cfg.block_size
         noise_BT = self._noise_ids(ids_BS, anchors_BN, valid_BN)
         noise_BTH = self.target.embed_tokens(noise_BT)  # frozen: no grad flows into it
         draft_pos_BT = (anchors_BN[:, :, None] + torch.arange(block, device=self.device)).flatten(1)
@@ -140,11 +157,10 @@ class DFlashReplica:
         labels_BNK, weights_BNK = loss.block_targets(
             ids_BS, loss_mask_BS, anchors_BN, valid_BN, block, cfg.loss_gamma
         )
-        value = loss.chunked_loss(
+        return loss.chunked_loss(
             out_BTH, self.target.lm_head.weight, labels_BNK, weights_BNK,
             cfg.loss_chunk_tokens, use_reentrant=cfg.use_reentrant,
         )
-        return value, tokens
 
     def _noise_ids(self, ids_BS, anchors_BN, valid_BN) -> torch.Tensor:
         """Each block = [anchor token, MASK x (block-1)]; invalid blocks are all MASK."""
