@@ -10,6 +10,7 @@ import argparse
 import itertools
 import json
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -290,7 +291,15 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 COMMANDS = {"run": cmd_run, "probe": cmd_probe, "report": cmd_report, "baseline": cmd_baseline}
 
 
+def _on_sigterm(signum: int, frame: object) -> None:
+    from harness.runner import kill_live_children
+
+    kill_live_children()  # children run in their own sessions: take them down too
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
@@ -298,5 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"racegate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
+        from harness.runner import kill_live_children
+
+        kill_live_children()
         print("racegate: interrupted; records already written are kept", file=sys.stderr)
         return 130

@@ -56,12 +56,24 @@ def _tail(path: Path, chars: int = 3000) -> str:
     return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
 
+# Process groups of children still running, so an interrupted parent can take them down with it
+# (children run in their own session so a timeout can kill a whole tree).
+LIVE_CHILDREN: set[int] = set()
+
+
+def kill_live_children() -> None:
+    for pgid in list(LIVE_CHILDREN):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    LIVE_CHILDREN.clear()
+
+
 def start_child(
     spec: dict[str, Any], run_dir: Path, env: dict[str, str]
 ) -> subprocess.Popen[bytes]:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.json").write_text(json.dumps(spec))
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "harness.worker", str(run_dir)],
         env=env,
         cwd=REPO_ROOT,
@@ -69,6 +81,8 @@ def start_child(
         stderr=(run_dir / "stderr.txt").open("wb"),
         start_new_session=True,
     )
+    LIVE_CHILDREN.add(proc.pid)
+    return proc
 
 
 def wait_child(
@@ -83,6 +97,7 @@ def wait_child(
         time.sleep(2.0)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    LIVE_CHILDREN.discard(proc.pid)
     result_path = run_dir / "result.json"
     events = []
     progress = run_dir / "progress.jsonl"
