@@ -1,0 +1,361 @@
+"""Throughput floors per hardware (`baselines/<hardware>.json`) and the flat-memory check.
+
+Owns the floor files, their update from run records, and the pure checks the gate and the
+throughput cases share: a run below floor × (1 − tol) fails, above floor × (1 + tol) fails too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from harness.record import RunRecord, read_jsonl
+from harness.vocab import Outcome, Schedule, Strategy
+
+SCHEMA_VERSION = 1
+DEFAULT_TOLERANCE = 0.10
+MEMORY_GROWTH_LIMIT = 0.02  # issue 6: peak memory may grow ≤ 2% across steady-state steps
+REFRESH_COMMAND = "python -m harness baseline --update <records.jsonl>"
+# nested_fx_off is per_device with the nested-FX error switched off, so it is held to
+# per_device's floor: the incident's silent eager fallback then shows as a drop below it
+# (issue 6 item 5). Such runs are never a floor themselves.
+JUDGED_BY = {str(Strategy.NESTED_FX_OFF): str(Strategy.PER_DEVICE)}
+
+
+class Verdict(StrEnum):
+    """What the throughput gate says about one run (or one cell's median)."""
+
+    PASS = "pass"
+    BELOW_FLOOR = "below_floor"  # a regression
+    ABOVE_FLOOR = "above_floor"  # faster beyond tolerance: the floor is stale, refresh it
+    NO_BASELINE = "no_baseline"  # no file for this hardware or no floor for this key: skipped
+    NO_THROUGHPUT = "no_throughput"  # a floor exists but the run measured no tokens/s
+
+
+FAILING = frozenset({Verdict.BELOW_FLOOR, Verdict.ABOVE_FLOOR, Verdict.NO_THROUGHPUT})
+
+
+@dataclass
+class GateResult:
+    verdict: Verdict
+    message: str  # one line, `<key> on <hardware>: <detail>`; names the refresh command
+    key: str = ""
+    hardware: str = ""
+    tokens_per_s: float | None = None
+    floor: float | None = None
+    tolerance: float | None = None
+    detail: str = ""  # the message without the key and hardware
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in FAILING
+
+    @property
+    def skipped(self) -> bool:
+        return self.verdict is Verdict.NO_BASELINE
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["verdict"] = str(self.verdict)
+        return data
+
+
+@dataclass
+class Floor:
+    """One floor: median steady-state tokens/s of passing runs of one scenario shape."""
+
+    tokens_per_s: float
+    tolerance: float = DEFAULT_TOLERANCE
+    spread: float | None = None  # (max − min) / median of the runs' tokens/s
+    window_spread: float | None = None  # median over runs of the within-run window spread
+    n_runs: int = 0
+    refused_runs: int = 0  # runs of this key left out because their outcome was not ok
+    command: str = ""  # how the runs were made
+    measured_at: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    preset: str = ""
+    strategy: str = ""
+    devices: int = 1
+    threads_per_device: int = 1
+    schedule: str = str(Schedule.BARRIER)
+
+
+@dataclass
+class Baseline:
+    hardware: str
+    device_name: str
+    measured_at: str  # the latest update
+    versions: dict[str, str]  # of the latest update; each floor keeps its own too
+    floors: dict[str, Floor]
+    path: Path | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "hardware": self.hardware,
+            "device_name": self.device_name,
+            "measured_at": self.measured_at,
+            "versions": self.versions,
+            "floors": {k: asdict(f) for k, f in sorted(self.floors.items())},
+        }
+
+
+def hardware_key(record: RunRecord) -> str:
+    """'cpu', or the GPU model and the GPUs visible to the run: 'NVIDIA H200' × 2 → 'h200x2'."""
+    hw = record.hardware or {}
+    name = str(hw.get("device_name") or "cpu")
+    if name == "cpu":
+        return "cpu"
+    count = int(hw.get("cuda_device_count") or len(hw.get("device_names") or ()) or 1)
+    model = re.sub(r"^(nvidia|tesla)\s+", "", name.strip().lower())
+    return f"{re.sub(r'[^a-z0-9]+', '-', model).strip('-')}x{count}"
+
+
+def floor_key(scenario: dict[str, Any]) -> str:
+    """`preset/strategy/<devices>x<threads per device>`, plus `/<schedule>` unless barrier.
+
+    Cache state is not in the key: warm-up steps and compiling steps are excluded from
+    tokens/s, so steady state does not depend on it; the start schedule does. A strategy in
+    JUDGED_BY takes its reference strategy's key.
+    """
+    strategy = JUDGED_BY.get(str(scenario["strategy"]), str(scenario["strategy"]))
+    key = (
+        f"{scenario['preset']}/{strategy}/"
+        f"{len(scenario['devices'])}x{scenario['threads_per_device']}"
+    )
+    schedule = str(scenario.get("schedule", Schedule.BARRIER))
+    return key if schedule == Schedule.BARRIER else f"{key}/{schedule}"
+
+
+def baseline_path(baselines_dir: Path, hardware: str) -> Path:
+    return Path(baselines_dir) / f"{hardware}.json"
+
+
+def load(baselines_dir: Path, hardware: str) -> Baseline | None:
+    """The baseline for `hardware`, or None when there is no file for it."""
+    path = baseline_path(baselines_dir, hardware)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc}); fix or delete it, then re-run") from None
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(
+            f"{path}: schema_version {data.get('schema_version')!r}, this racegate reads "
+            f"{SCHEMA_VERSION}; re-measure with `{REFRESH_COMMAND}`"
+        )
+    try:
+        floors = {k: Floor(**v) for k, v in data.get("floors", {}).items()}
+    except TypeError as exc:
+        raise ValueError(f"{path}: bad floor entry ({exc}); re-measure it") from None
+    return Baseline(
+        hardware=data.get("hardware", hardware),
+        device_name=data.get("device_name", ""),
+        measured_at=data.get("measured_at", ""),
+        versions=data.get("versions", {}),
+        floors=floors,
+        path=path,
+    )
+
+
+def _fmt(tps: float) -> str:
+    return f"{tps:,.0f} tok/s"
+
+
+def check_tokens(
+    key: str, hardware: str, tokens_per_s: float | None, baseline: Baseline | None
+) -> GateResult:
+    """The throughput verdict for a measured rate (one run's, or a cell's median)."""
+    result = GateResult(Verdict.PASS, "", key=key, hardware=hardware, tokens_per_s=tokens_per_s)
+    floor = baseline.floors.get(key) if baseline else None
+    if baseline is None:
+        result.verdict = Verdict.NO_BASELINE
+        result.detail = (
+            f"gate skipped, no baseline for hardware {hardware!r} (baselines/{hardware}.json); "
+            f"record one with `{REFRESH_COMMAND}`"
+        )
+    elif floor is None:
+        result.verdict = Verdict.NO_BASELINE
+        result.detail = (
+            f"gate skipped, {baseline.path or hardware} has no floor for this key; "
+            f"record one with `{REFRESH_COMMAND}`"
+        )
+    elif tokens_per_s is None:
+        result.verdict = Verdict.NO_THROUGHPUT
+        result.detail = (
+            f"no tokens/s measured, floor {_fmt(floor.tokens_per_s)}; the run must finish "
+            f"steady-state steps (refresh, if intended: `{REFRESH_COMMAND}`)"
+        )
+    else:
+        delta = tokens_per_s / floor.tokens_per_s - 1
+        vs = (
+            f"{_fmt(tokens_per_s)} is {abs(delta):.1%} {'below' if delta < 0 else 'above'} "
+            f"the floor {_fmt(floor.tokens_per_s)} (tolerance {floor.tolerance:.0%})"
+        )
+        if delta < -floor.tolerance:
+            result.verdict = Verdict.BELOW_FLOOR
+            result.detail = (
+                f"{vs}: a throughput regression; if the slowdown is accepted, "
+                f"refresh with `{REFRESH_COMMAND}`"
+            )
+        elif delta > floor.tolerance:
+            result.verdict = Verdict.ABOVE_FLOOR
+            result.detail = f"{vs}: the floor is stale, refresh it with `{REFRESH_COMMAND}`"
+        else:
+            result.detail = f"{vs}: ok"
+    if floor is not None:
+        result.floor, result.tolerance = floor.tokens_per_s, floor.tolerance
+    result.message = f"{key} on {hardware}: {result.detail}"
+    return result
+
+
+def check(record: RunRecord, baseline: Baseline | None) -> GateResult:
+    """The throughput verdict for one run against its hardware's baseline (None: no file)."""
+    return check_tokens(
+        floor_key(record.scenario), hardware_key(record), record.tokens_per_s, baseline
+    )
+
+
+def memory_flat(record: RunRecord, limit: float = MEMORY_GROWTH_LIMIT) -> tuple[bool, str]:
+    """(flat?, why): fails with the per-device peak series when growth exceeds `limit`."""
+    growth = record.mem_growth
+    if growth is None:
+        return True, "memory: no steady-state series (CPU run or too few steps), not checked"
+    if growth <= limit:
+        return True, f"memory: peak grew {growth:.2%} ≤ {limit:.0%} over steady steps"
+    series = "; ".join(
+        f"{dev}: [{', '.join(f'{b / 2**20:,.0f}' for b in s)}] MiB"
+        for dev, s in sorted(record.mem_series.items())
+    )
+    return False, (
+        f"memory: peak grew {growth:.2%} > {limit:.0%} over steady steps (not flat); {series}"
+    )
+
+
+def read_records(paths: list[Path]) -> list[RunRecord]:
+    """Records from JSON Lines files, or from every `*.jsonl` under the folders given."""
+    records: list[RunRecord] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        elif path.is_file():
+            files = [path]
+        else:
+            raise FileNotFoundError(f"no such records file or folder: {path}")
+        for f in files:
+            records.extend(read_jsonl(f))
+    if not records:
+        raise ValueError(
+            f"no run records in {', '.join(map(str, paths))}; "
+            "give JSON Lines files (pytest --results / harness run --out) or folders of them"
+        )
+    return records
+
+
+def _merged_versions(records: list[RunRecord]) -> dict[str, str]:
+    names = sorted({k for r in records for k in r.versions})
+    return {n: " | ".join(sorted({r.versions.get(n, "?") for r in records})) for n in names}
+
+
+def _floor_from(records: list[RunRecord], refused: int, tolerance: float, when: str) -> Floor:
+    tps = [r.tokens_per_s for r in records if r.tokens_per_s]
+    median = statistics.median(tps)
+    windows = [r.tokens_per_s_spread for r in records if r.tokens_per_s_spread is not None]
+    s = records[0].scenario
+    return Floor(
+        tokens_per_s=median,
+        tolerance=tolerance,
+        spread=(max(tps) - min(tps)) / median if len(tps) > 1 else None,
+        window_spread=statistics.median(windows) if windows else None,
+        n_runs=len(tps),
+        refused_runs=refused,
+        command=Counter(r.command for r in records).most_common(1)[0][0],
+        measured_at=when,
+        versions=_merged_versions(records),
+        preset=str(s["preset"]),
+        strategy=str(s["strategy"]),
+        devices=len(s["devices"]),
+        threads_per_device=int(s["threads_per_device"]),
+        schedule=str(s.get("schedule", Schedule.BARRIER)),
+    )
+
+
+def update_from_records(
+    paths: list[Path], baselines_dir: Path, tolerance: float = DEFAULT_TOLERANCE
+) -> list[Path]:
+    """Write floors (median tokens/s of runs whose outcome is ok) into one file per hardware.
+
+    Runs that did not pass are refused as floor sources (counted in `refused_runs`), and so
+    are strategies in JUDGED_BY; floors already in a file for keys not covered here are kept.
+    """
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r} (e.g. 0.10 for 10%)")
+    records = read_records(paths)
+    measured = [r for r in records if r.tokens_per_s and r.scenario["strategy"] not in JUDGED_BY]
+    good: dict[str, dict[str, list[RunRecord]]] = defaultdict(lambda: defaultdict(list))
+    refused: Counter[tuple[str, str]] = Counter()
+    refused_outcomes: Counter[tuple[str, str, str]] = Counter()
+    for r in measured:
+        hw, key = hardware_key(r), floor_key(r.scenario)
+        if r.outcome == Outcome.OK:
+            good[hw][key].append(r)
+        else:
+            refused[hw, key] += 1
+            refused_outcomes[hw, key, r.outcome] += 1
+    if not good:
+        failed = sorted(refused_outcomes.items())
+        bad = ", ".join(f"{k} on {hw}: {o} ×{n}" for (hw, k, o), n in failed) or "none"
+        raise ValueError(
+            f"no run with outcome ok and tokens/s in {', '.join(map(str, paths))} "
+            f"(runs that did not pass: {bad}); floors come only from passing runs"
+        )
+    when = datetime.now(UTC).date().isoformat()
+    written = []
+    for hw, by_key in sorted(good.items()):
+        all_runs = [r for runs in by_key.values() for r in runs]
+        old = load(baselines_dir, hw)
+        floors = dict(old.floors) if old else {}
+        for key, runs in by_key.items():
+            floors[key] = _floor_from(runs, refused[hw, key], tolerance, when)
+        base = Baseline(
+            hardware=hw,
+            device_name=str(all_runs[0].hardware.get("device_name", hw)),
+            measured_at=when,
+            versions=_merged_versions(all_runs),
+            floors=floors,
+        )
+        path = baseline_path(baselines_dir, hw)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(base.to_json(), indent=2, sort_keys=False) + "\n")
+        written.append(path)
+    return written
+
+
+def describe(baselines_dir: Path) -> str:
+    """Every baseline file in `baselines_dir` as text: hardware, versions, date, floors."""
+    files = sorted(Path(baselines_dir).glob("*.json")) if Path(baselines_dir).is_dir() else []
+    if not files:
+        return f"no baselines in {baselines_dir}; record some with `{REFRESH_COMMAND}`"
+    lines = []
+    for f in files:
+        base = load(baselines_dir, f.stem)
+        if base is None:
+            continue
+        versions = ", ".join(f"{k} {v}" for k, v in sorted(base.versions.items()))
+        lines.append(f"{f}: {base.device_name}, measured {base.measured_at}; {versions}")
+        for key, fl in sorted(base.floors.items()):
+            spread = f"spread {fl.spread:.1%}" if fl.spread is not None else "spread n/a"
+            lines.append(
+                f"  {key}: {_fmt(fl.tokens_per_s)} ±{fl.tolerance:.0%} "
+                f"({spread}, {fl.n_runs} runs, {fl.measured_at})"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,169 @@
+"""racegate's sessions: the harness's tests, the race suite, the torch × transformers matrices
+and the report. `nox -l` lists them; `nox -s gpu_matrix` is the nightly job.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import shutil
+import socket
+from pathlib import Path
+
+import nox
+
+# ---- The version matrix: the only place versions are named (DESIGN §6). ----
+SYSTEM = "system"  # the runner image's own torch, reused through --system-site-packages
+TORCH_RELEASES = ["2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
+INCIDENT_TRANSFORMERS = ["5.6.0", "5.8.1"]  # the incident's downgrade 5.8.1 → 5.6.0
+IMAGE_TRANSFORMERS = "5.17.0"  # what the GPU runner image ships
+LATEST_TRANSFORMERS = "5.24.0"  # newest on PyPI when this list was last refreshed
+GPU_TORCH = [SYSTEM, *TORCH_RELEASES]
+GPU_TRANSFORMERS = [*INCIDENT_TRANSFORMERS, IMAGE_TRANSFORMERS, LATEST_TRANSFORMERS]
+CPU_TORCH = TORCH_RELEASES
+CPU_TRANSFORMERS = [*INCIDENT_TRANSFORMERS, LATEST_TRANSFORMERS]
+# transformers 5.6.0 and 5.8.1 pin tokenizers <= 0.23.0; a newer one fails their import check.
+OLD_TOKENIZERS = "tokenizers>=0.22,<=0.23.0"
+
+nox.needs_version = ">=2024.10.9"
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["tests"]
+nox.options.reuse_venv = "yes"  # matrix cells re-run fast; every install below is pinned anyway
+
+ROOT = Path(__file__).parent
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+RESULTS_DIR = Path(
+    os.environ.get("RACEGATE_RESULTS_DIR")
+    or ROOT / "results" / f"{datetime.date.today():%Y-%m-%d}-{socket.gethostname().split('.')[0]}"
+)
+# Sessions that reuse the image's packages through --system-site-packages run on pip
+# (virtualenv): uv does not count system site packages as installed (astral-sh/uv#2101) and
+# would fetch them again, which an offline runner cannot do.
+SYSTEM_SITE = {"venv_backend": "virtualenv", "venv_params": ["--system-site-packages"]}
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def requirements(*, without: tuple[str, ...] = ()) -> list[str]:
+    """pyproject's [project].dependencies, less the named packages (the matrix pins those)."""
+    return [r for r in PYPROJECT["project"]["dependencies"] if _name(r) not in without]
+
+
+def install(session: nox.Session, *packages: str, index_args: tuple[str, ...] = ()) -> None:
+    """Install; RACEGATE_WHEELHOUSE=/path makes it offline (`--no-index --find-links /path`)."""
+    if session.venv_backend == "none":  # `--no-venv`: the current environment as it is
+        session.log(f"no virtualenv: not installing {' '.join(packages)}")
+        return
+    wheelhouse = os.environ.get("RACEGATE_WHEELHOUSE")
+    if wheelhouse:
+        if not Path(wheelhouse).is_dir():
+            session.error(f"RACEGATE_WHEELHOUSE={wheelhouse!r} is not a folder of wheels")
+        session.install("--no-index", "--find-links", wheelhouse, *packages)
+    else:
+        session.install(*index_args, *packages)
+
+
+def install_cell(session: nox.Session, torch: str, transformers: str) -> None:
+    """One matrix cell's environment: torch (or the image's), transformers, the suite's deps."""
+    if torch == SYSTEM:
+        found = session.run(
+            "python",
+            "-c",
+            "import importlib.util as u; print(bool(u.find_spec('torch')))",
+            silent=True,
+        )
+        if found is not None and "True" not in found:  # None: `nox --install-only` ran nothing
+            session.skip("torch='system' but this runner's Python has no torch installed")
+    else:
+        index = os.environ.get("RACEGATE_TORCH_INDEX_URL")  # e.g. a CPU-only wheel index
+        install(session, f"torch=={torch}", index_args=("--index-url", index) if index else ())
+    pins = [f"transformers=={transformers}"]
+    if transformers in INCIDENT_TRANSFORMERS:
+        pins.append(OLD_TOKENIZERS)
+    install(session, *pins, *requirements(without=("torch", "transformers")))
+    got = session.run(
+        "python",
+        "-c",
+        "import torch, transformers as t; print(torch.__version__, t.__version__)",
+        silent=True,
+    )
+    if got is None:
+        return
+    torch_got, tf_got = got.split()[-2:]
+    if tf_got != transformers or (torch != SYSTEM and torch_got.split("+")[0] != torch):
+        session.error(f"asked torch {torch}, transformers {transformers}; got {torch_got} {tf_got}")
+
+
+def results_dir(session: nox.Session) -> Path:
+    """results/<date>-<host>/<cell id>/ (the root from RACEGATE_RESULTS_DIR when set)."""
+    cell = re.sub(r"[^A-Za-z0-9._-]+", "-", session.name).strip("-")
+    path = RESULTS_DIR / cell
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def run_suite(session: nox.Session, *args: str) -> None:
+    """pytest with this cell's records (JSON Lines) and JUnit XML written to its results dir."""
+    out = results_dir(session)
+    env = {k: v for k in ("RACEGATE_WORKLOAD",) if (v := os.environ.get(k))}
+    session.run(
+        "python", "-m", "pytest", *args,
+        f"--results={out / 'records.jsonl'}", f"--junitxml={out / 'junit.xml'}",
+        *session.posargs, env=env,
+    )  # fmt: skip
+
+
+def cell_params(name: str, values: list[str]) -> list[nox.param]:
+    return [nox.param(v, id=f"{name}={v!r}") for v in values]
+
+
+@nox.session(**SYSTEM_SITE)
+def tests(session: nox.Session) -> None:
+    """The harness's own unit tests (pytest tests), reusing an installed torch if any."""
+    install(session, *requirements())
+    session.run("python", "-m", "pytest", "tests", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def race(session: nox.Session) -> None:
+    """The race suite (pytest -k race) on the current environment, before an upgrade."""
+    run_suite(session, "-k", "race")
+
+
+@nox.session(**SYSTEM_SITE)
+@nox.parametrize("transformers", cell_params("transformers", GPU_TRANSFORMERS))
+@nox.parametrize("torch", cell_params("torch", GPU_TORCH))
+def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
+    """One torch × transformers cell of the GPU suite (race, cache-state, throughput cases)."""
+    if shutil.which("nvidia-smi") is None:
+        session.skip("no NVIDIA GPU here (nvidia-smi not found); run cpu_matrix or race instead")
+    install_cell(session, torch, transformers)
+    gpus = session.run(
+        "python", "-c", "import torch; print(torch.cuda.device_count())", silent=True
+    )
+    if gpus is not None and gpus.split()[-1] == "0":
+        session.skip(f"torch {torch} in this session sees no GPU (driver or CUDA build mismatch)")
+    run_suite(session, "cases")
+
+
+@nox.session
+@nox.parametrize("transformers", cell_params("transformers", CPU_TRANSFORMERS))
+@nox.parametrize("torch", cell_params("torch", CPU_TORCH))
+def cpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
+    """One torch × transformers cell of the probes and CPU race cases (no GPU needed)."""
+    install_cell(session, torch, transformers)
+    run_suite(session, "cases", "-k", "race", "--devices", "cpu")
+
+
+@nox.session(**SYSTEM_SITE)
+def report(session: nox.Session) -> None:
+    """Merge the results into matrix.md/.html, throughput.png and gate.json (python -m harness)."""
+    args = session.posargs or [str(RESULTS_DIR), "--out-dir", str(RESULTS_DIR / "report")]
+    if not session.posargs and not RESULTS_DIR.is_dir():
+        session.skip(f"no results in {RESULTS_DIR}; run a matrix first or pass paths after --")
+    reporting = ("matplotlib", "rich", "torch")  # the CLI imports torch through harness.settings
+    install(session, *(r for r in requirements() if _name(r) in reporting))
+    session.run("python", "-m", "harness", "report", *args)

@@ -1,0 +1,196 @@
+"""Throughput floors: hardware keys, checks against floors, update round trip, flat memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import baselines, cli
+from harness.baselines import REFRESH_COMMAND, Verdict
+from harness.outcomes import count, worst
+from harness.record import RunRecord, ThreadRecord, append_jsonl, read_jsonl
+from harness.scenario import make_scenario
+from harness.vocab import Outcome
+
+H200 = {"device_name": "NVIDIA H200", "device_names": ["NVIDIA H200"] * 2, "cuda_device_count": 2}
+
+
+def make_record(
+    *,
+    torch: str = "2.11.0+cu130",
+    transformers: str = "5.8.1",
+    preset: str = "small",
+    strategy: str = "warmup",
+    cache_state: str = "cold",
+    schedule: str = "barrier",
+    devices: str = "0,1",
+    tpd: int = 1,
+    nested: int = 0,
+    fallback: int = 0,
+    other: str | None = None,
+    tps: float | None = 40_000.0,
+    mem_growth: float | None = None,
+    hardware: dict[str, Any] | None = None,
+) -> RunRecord:
+    """A schema-valid record: `nested` / `fallback` threads hit, `other` names a run outcome."""
+    sc = make_scenario(
+        preset=preset,
+        strategy=strategy,
+        cache_state=cache_state,
+        schedule=schedule,
+        devices=devices,
+        threads_per_device=tpd,
+    )
+    outcomes = [Outcome.NESTED_FX_ERROR] * nested + [Outcome.SILENT_FALLBACK] * fallback
+    outcomes += [Outcome(other)] if other else []
+    outcomes += [Outcome.OK] * max(0, sc.threads - len(outcomes))
+    threads = [
+        ThreadRecord(index=i, device=sc.devices[i % len(sc.devices)], outcome=str(o))
+        for i, o in enumerate(outcomes)
+    ]
+    record = RunRecord(
+        scenario=sc.to_json(),
+        outcome=str(worst(outcomes)),
+        outcome_counts=count(outcomes),
+        threads=threads,
+        threads_asked=sc.threads,
+        threads_concurrent=sc.threads,
+        versions={"python": "3.12.3", "torch": torch, "transformers": transformers},
+        hardware=dict(H200 if hardware is None else hardware),
+        tokens_per_s=tps,
+        tokens_per_s_spread=0.02 if tps else None,
+        tokens_per_s_windows=[tps] * 3 if tps else [],
+        mem_growth=mem_growth,
+        mem_series={"cuda:0": [2**30, int(2**30 * (1 + (mem_growth or 0)))]},
+        command="python -m harness run --preset small",
+    )
+    return RunRecord.from_json(json.loads(json.dumps(record.to_json())))  # the JSON boundary
+
+
+def write(path: Path, records: list[RunRecord]) -> Path:
+    for r in records:
+        append_jsonl(path, r)
+    return path
+
+
+def test_hardware_key() -> None:
+    assert baselines.hardware_key(make_record()) == "h200x2"
+    assert baselines.hardware_key(make_record(hardware={"device_name": "cpu"})) == "cpu"
+    h100 = {"device_name": "NVIDIA H100 80GB HBM3", "cuda_device_count": 8}
+    assert baselines.hardware_key(make_record(hardware=h100)) == "h100-80gb-hbm3x8"
+
+
+def test_floor_key_names_schedule_only_when_not_barrier() -> None:
+    assert baselines.floor_key(make_record().scenario) == "small/warmup/2x1"
+    staggered = make_record(schedule="staggered", tpd=2, devices="0")
+    assert baselines.floor_key(staggered.scenario) == "small/warmup/1x2/staggered"
+
+
+def test_update_round_trip_and_checks(tmp_path: Path) -> None:
+    runs = [make_record(tps=t) for t in (100.0, 110.0, 120.0)]
+    runs.append(make_record(nested=1, tps=500.0))  # refused: did not pass
+    runs.append(make_record(strategy="per_device", tps=90.0))
+    paths = baselines.update_from_records(
+        [write(tmp_path / "r.jsonl", runs)], tmp_path / "b", tolerance=0.05
+    )
+    assert paths == [tmp_path / "b" / "h200x2.json"]
+    data = json.loads(paths[0].read_text())
+    assert data["schema_version"] == baselines.SCHEMA_VERSION
+    assert data["versions"]["torch"] == "2.11.0+cu130" and data["measured_at"]
+    base = baselines.load(tmp_path / "b", "h200x2")
+    assert base is not None
+    floor = base.floors["small/warmup/2x1"]
+    assert floor.tokens_per_s == 110.0  # median of the three passing runs, not the 500
+    assert (floor.n_runs, floor.refused_runs, floor.tolerance) == (3, 1, 0.05)
+    assert floor.spread == pytest.approx(20 / 110)
+    assert floor.command.startswith("python -m harness run")
+    assert base.floors["small/per_device/2x1"].tokens_per_s == 90.0
+
+    assert baselines.check(make_record(tps=106.0), base).verdict is Verdict.PASS
+    below = baselines.check(make_record(tps=100.0), base)
+    assert below.verdict is Verdict.BELOW_FLOOR and below.failed
+    assert "9.1% below" in below.message and REFRESH_COMMAND in below.message
+    above = baselines.check(make_record(tps=120.0), base)
+    assert above.verdict is Verdict.ABOVE_FLOOR and above.failed
+    assert "stale" in above.message and REFRESH_COMMAND in above.message
+    none = baselines.check(make_record(tps=None), base)
+    assert none.verdict is Verdict.NO_THROUGHPUT and none.failed
+    other_key = baselines.check(make_record(preset="tiny"), base)
+    assert other_key.verdict is Verdict.NO_BASELINE and other_key.skipped
+    no_file = baselines.check(make_record(), baselines.load(tmp_path / "b", "cpu"))
+    assert no_file.verdict is Verdict.NO_BASELINE
+    assert "h200x2" in no_file.message and REFRESH_COMMAND in no_file.message
+
+
+def test_update_keeps_other_floors_and_refuses_failed_runs(tmp_path: Path) -> None:
+    out = tmp_path / "b"
+    baselines.update_from_records([write(tmp_path / "a.jsonl", [make_record(tps=50.0)])], out)
+    baselines.update_from_records(
+        [write(tmp_path / "c.jsonl", [make_record(preset="tiny", tps=7.0)])], out
+    )
+    base = baselines.load(out, "h200x2")
+    assert base is not None and set(base.floors) == {"small/warmup/2x1", "tiny/warmup/2x1"}
+    bad = write(tmp_path / "bad.jsonl", [make_record(fallback=2, tps=30.0)])
+    with pytest.raises(ValueError, match=r"no run with outcome ok .*silent_fallback"):
+        baselines.update_from_records([bad], out)
+    with pytest.raises(ValueError, match="tolerance"):
+        baselines.update_from_records([bad], out, tolerance=1.5)
+
+
+def test_load_rejects_other_schema(tmp_path: Path) -> None:
+    (tmp_path / "cpu.json").write_text(json.dumps({"schema_version": 99, "floors": {}}))
+    with pytest.raises(ValueError, match="schema_version 99"):
+        baselines.load(tmp_path, "cpu")
+    assert baselines.load(tmp_path, "h200x2") is None
+
+
+def test_describe(tmp_path: Path) -> None:
+    assert REFRESH_COMMAND in baselines.describe(tmp_path / "none")
+    records = write(tmp_path / "r.jsonl", [make_record(tps=4321.0)])
+    baselines.update_from_records([records], tmp_path)
+    text = baselines.describe(tmp_path)
+    assert "NVIDIA H200" in text and "small/warmup/2x1: 4,321 tok/s ±10%" in text
+
+
+def test_cli_baseline_update_then_show(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    records = write(tmp_path / "r.jsonl", [make_record(tps=t) for t in (10.0, 30.0)])
+    base_dir = tmp_path / "b"
+    assert cli.main(["baseline", "--update", str(records), "--baselines", str(base_dir)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert cli.main(["baseline", "--baselines", str(base_dir)]) == 0
+    assert "20 tok/s" in capsys.readouterr().out
+
+
+def test_memory_flat() -> None:
+    ok, why = baselines.memory_flat(make_record(mem_growth=0.01))
+    assert ok and "1.00%" in why
+    bad, why = baselines.memory_flat(make_record(mem_growth=0.05))
+    assert not bad and "5.00% > 2%" in why and "cuda:0: [1,024, 1,075] MiB" in why
+    assert baselines.memory_flat(make_record(mem_growth=None))[0]
+    assert not baselines.memory_flat(make_record(mem_growth=0.01), limit=0.005)[0]
+
+
+def test_read_records_from_folders(tmp_path: Path) -> None:
+    write(tmp_path / "cell-a" / "records.jsonl", [make_record()])
+    write(tmp_path / "cell-b" / "deep" / "records.jsonl", [make_record(), make_record()])
+    assert len(baselines.read_records([tmp_path])) == 3
+    assert len(read_jsonl(tmp_path / "cell-a" / "records.jsonl")) == 1
+    with pytest.raises(FileNotFoundError):
+        baselines.read_records([tmp_path / "missing"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no run records"):
+        baselines.read_records([tmp_path / "empty"])
+
+
+def test_nested_fx_off_is_held_to_per_device_floor(tmp_path: Path) -> None:
+    """The incident's silent 'fix' loses ~13–36% of its speed: it must fail through throughput."""
+    runs = [make_record(strategy="per_device", tps=t) for t in (19_000.0, 20_000.0, 21_000.0)]
+    runs.append(make_record(strategy="nested_fx_off", tps=20_000.0))  # never a floor itself
+    baselines.update_from_records([write(tmp_path / "r.jsonl", runs)], tmp_path)
+    base = baselines.load(tmp_path, "h200x2")
+    assert base is not None and set(base.floors) == {"small/per_device/2x1"}
+    hack = baselines.check(make_record(strategy="nested_fx_off", tps=12_800.0), base)
+    assert hack.verdict is Verdict.BELOW_FLOOR and hack.key == "small/per_device/2x1"
