@@ -5,6 +5,7 @@ and the report. `nox -l` lists them; `nox -s gpu_matrix` is the nightly job.
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import os
 import re
 import shutil
@@ -66,9 +67,28 @@ def install(session: nox.Session, *packages: str, index_args: tuple[str, ...] = 
         session.install(*index_args, *packages)
 
 
+def link_runner_site_packages(session: nox.Session) -> None:
+    """torch='system': put the site-packages holding the runner's torch on the session's path.
+
+    --system-site-packages only reaches the *base* interpreter's packages; on an image whose
+    torch lives in a venv (the GPU runner: /opt/torch/.venv) that misses it, so a .pth file
+    appends that folder after the session's own packages (which still win, e.g. transformers).
+    """
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None or session.venv_backend == "none":
+        return
+    site_dir = Path(spec.origin).parent.parent
+    purelib = session.run(
+        "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True
+    )
+    if purelib:
+        Path(purelib.strip().splitlines()[-1], "racegate-runner-site.pth").write_text(f"{site_dir}\n")
+
+
 def install_cell(session: nox.Session, torch: str, transformers: str) -> None:
     """One matrix cell's environment: torch (or the image's), transformers, the suite's deps."""
     if torch == SYSTEM:
+        link_runner_site_packages(session)
         found = session.run(
             "python",
             "-c",

@@ -101,8 +101,9 @@ class _Coordinator:
         return event.wait(max(0.0, self.plan.deadline - time.monotonic()))
 
 
-def _thread_main(run: ThreadRun, co: _Coordinator) -> None:
-    plan, i = co.plan, run.index
+def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
+    """`i` is the thread's slot in this process (run.index is its id across processes)."""
+    plan = co.plan
     seen_shapes: set[int] = set()
     base_shape, new_shape = plan.shapes[0], plan.shapes[1] if len(plan.shapes) > 1 else None
     quota = plan.warmup_steps + plan.steps
@@ -179,8 +180,10 @@ def run_threads(
     """Start one thread per run, wait for them; returns threads still alive (hung) at the end."""
     co = _Coordinator(len(runs), plan)
     threads = [
-        threading.Thread(target=_thread_main, args=(r, co), name=f"racegate-{r.index}", daemon=True)
-        for r in runs
+        threading.Thread(
+            target=_thread_main, args=(r, co, i), name=f"racegate-{r.index}", daemon=True
+        )
+        for i, r in enumerate(runs)
     ]
     for t in threads:
         t.start()

@@ -94,6 +94,10 @@ def main(run_dir: Path) -> int:
     # On SIGUSR1 (the runner's hang timeout) write every thread's stack before being killed.
     stacks = (run_dir / "stacks.txt").open("w")
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    # And from faulthandler's own watchdog thread just before the runner's deadline: it needs
+    # no signal delivery and no GIL, so it works even if torch deadlocks holding the GIL or
+    # installs its own SIGUSR1 handler.
+    faulthandler.dump_traceback_later(scenario.timeout_s * 0.97, exit=False, file=stacks)
     if scenario.switch_interval_s:
         sys.setswitchinterval(scenario.switch_interval_s)
     deadline = time.monotonic() + scenario.timeout_s * 0.9
@@ -105,8 +109,7 @@ def main(run_dir: Path) -> int:
     strategy = Strategy.PER_DEVICE if scenario.strategy is Strategy.PROCESSES else scenario.strategy
     devices = list(spec.get("process_devices", scenario.devices))
     per_device = 1 if mode in ("prime", "process") else scenario.threads_per_device
-    if mode == "prime":
-        devices = devices[:1]
+    # A prime builds one replica per device: compiled artifacts are keyed by device.
 
     runs: list[threads.ThreadRun] = []
     for device in devices:
@@ -172,6 +175,7 @@ def main(run_dir: Path) -> int:
         "compiled": scenario.strategy in COMPILED_STRATEGIES,
         "schedule": str(scenario.schedule if mode == "run" else Schedule.BARRIER),
     }
+    faulthandler.cancel_dump_traceback_later()
     tmp = run_dir / "result.json.tmp"
     tmp.write_text(json.dumps(result))
     tmp.replace(run_dir / "result.json")
