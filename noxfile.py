@@ -82,7 +82,8 @@ def link_runner_site_packages(session: nox.Session) -> None:
         "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True
     )
     if purelib:
-        Path(purelib.strip().splitlines()[-1], "racegate-runner-site.pth").write_text(f"{site_dir}\n")
+        pth = Path(purelib.strip().splitlines()[-1], "racegate-runner-site.pth")
+        pth.write_text(f"{site_dir}\n")
 
 
 def install_cell(session: nox.Session, torch: str, transformers: str) -> None:
