@@ -51,13 +51,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                     device=devices[0],
                     strategy=strategy,
                     cache_state=cache_state,
-                    threads=tpd * len(devices),
+                    threads_per_device=tpd,
+                    devices=len(devices),
                 )
                 if row is not None:
                     marks.append(
                         pytest.mark.xfail(
                             strict=row.strict,
-                            raises=OUTCOME_ERRORS[row.outcome],
+                            raises=tuple(OUTCOME_ERRORS[o] for o in row.outcomes),
                             reason=f"{row.reason} [{row.describe()}; if this now passes, upstream "
                             f"changed: update or delete that row, citing the source]",
                         )

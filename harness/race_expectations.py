@@ -28,7 +28,9 @@ class ExpectedFailure:
     strategies: frozenset[Strategy]
     cache_states: frozenset[CacheState]
     min_threads: int
-    outcome: Outcome
+    min_devices: int
+    min_threads_per_device: int
+    outcomes: tuple[Outcome, ...]
     strict: bool
     reason: str
     source: str
@@ -37,7 +39,8 @@ class ExpectedFailure:
         strategies = ",".join(sorted(self.strategies))
         return (
             f"expectations/race.toml row {self.row} (torch{self.torch} "
-            f"transformers{self.transformers or '*'} {self.device} {strategies}: {self.outcome})"
+            f"transformers{self.transformers or '*'} {self.device} {strategies}: "
+            f"{'|'.join(self.outcomes)})"
         )
 
 
@@ -66,7 +69,7 @@ def load(path: Path = DEFAULT_TABLE, production: Strategy | None = None) -> list
         data = tomllib.load(fh)
     rows = []
     for n, raw in enumerate(data.get("expected_failure", []), 1):
-        missing = {"torch", "strategies", "outcome", "reason", "source"} - set(raw)
+        missing = {"torch", "strategies", "outcomes", "reason", "source"} - set(raw)
         if missing:
             raise ValueError(f"{path.name} row {n}: missing {sorted(missing)}")
         device = raw.get("device", "any")
@@ -86,7 +89,9 @@ def load(path: Path = DEFAULT_TABLE, production: Strategy | None = None) -> list
                 for c in raw.get("cache_states", list(CacheState))
             ),
             min_threads=int(raw.get("min_threads", 2)),
-            outcome=parse_choice(Outcome, raw["outcome"], "outcome"),
+            min_devices=int(raw.get("min_devices", 1)),
+            min_threads_per_device=int(raw.get("min_threads_per_device", 1)),
+            outcomes=tuple(parse_choice(Outcome, o, "outcome") for o in raw["outcomes"]),
             strict=bool(raw.get("strict", True)),
             reason=raw["reason"],
             source=raw["source"],
@@ -109,7 +114,8 @@ def match(
     device: str,
     strategy: Strategy,
     cache_state: CacheState,
-    threads: int,
+    threads_per_device: int,
+    devices: int = 1,
 ) -> ExpectedFailure | None:
     """The first row that covers this case, or None (the case must pass)."""
     tv, xv = release(torch_version), release(transformers_version)
@@ -121,7 +127,9 @@ def match(
             and row.device in (kind, "any")
             and strategy in row.strategies
             and cache_state in row.cache_states
-            and threads >= row.min_threads
+            and threads_per_device * devices >= row.min_threads
+            and devices >= row.min_devices
+            and threads_per_device >= row.min_threads_per_device
         ):
             return row
     return None

@@ -105,7 +105,11 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
     """`i` is the thread's slot in this process (run.index is its id across processes)."""
     plan = co.plan
     seen_shapes: set[int] = set()
-    base_shape, new_shape = plan.shapes[0], plan.shapes[1] if len(plan.shapes) > 1 else None
+    base_shape = plan.shapes[0]
+    # Under `recompile` thread i moves to its own new shape where the workload has enough, so
+    # each switch is a fresh compile (a shape another thread compiled first would be a cache hit).
+    extra = list(plan.shapes[1:])
+    new_shape = extra[i % len(extra)] if extra else None
     quota = plan.warmup_steps + plan.steps
     try:
         if plan.fail_on_recompile:
