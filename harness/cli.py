@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--json", action="store_true", help="print results as JSON")
     probe.add_argument("--only", default="", help="comma list of probe names (default: all)")
     probe.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds in all (default: %(default)s)"
+        "--timeout", type=float, default=60.0, help="seconds per probe (default: %(default)s)"
     )
 
     report = sub.add_parser("report", help="merge run records into Markdown, HTML and a PNG chart")
@@ -268,7 +268,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     for p in paths:
         print(p)
-    return EXIT_OK
+    gate = json.loads((args.out_dir / "gate.json").read_text())
+    if not gate["passed"]:
+        print("racegate: the gate FAILED: see matrix.md", file=sys.stderr)
+    return EXIT_OK if gate["passed"] else EXIT_FAILED
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,31 @@ def _thread_records(
     return records
 
 
+def base_shape_memory(steady: list[list[Any]]) -> list[int]:
+    """Device peak after each steady step on the first shape, up to the first switch of shape.
+
+    A new shape legitimately needs more memory; a leak shows as growth within one shape.
+    """
+    out: list[int] = []
+    for shape, _, _, _, mem in steady:
+        if steady and shape != steady[0][0]:
+            break
+        if mem is not None:
+            out.append(mem)
+    return out
+
+
+def installed_versions() -> dict[str, str]:
+    """Versions read by the parent, for runs whose child died before reporting its own."""
+    out = {"python": sys.version.split()[0], "source": "parent (child did not report)"}
+    for dist in ("torch", "transformers", "triton"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "absent"
+    return out
+
+
 def assemble(
     scenario: Scenario,
     children: list[ChildResult],
@@ -215,7 +241,7 @@ def assemble(
             if secs > 0 and all(flops.get(str(s[0])) for s in steady):
                 flops_rate += sum(flops[str(s[0])] for s in steady) / secs
             if ev["device"] not in mem_by_device:
-                mem_by_device[ev["device"]] = [s[4] for s in steady if s[4] is not None]
+                mem_by_device[ev["device"]] = base_shape_memory(steady)
         threads.extend(recs)
 
     for rec, steps in zip(threads, steps_by_thread, strict=False):
@@ -236,9 +262,15 @@ def assemble(
         # A run that was in effect serial proves nothing about the race: never a pass.
         outcome = Outcome.OTHER_ERROR
         details.append(f"only {concurrent} of {asked} threads ran concurrently")
-    growths = [metrics.memory_growth(s, 0) for s in mem_by_device.values()]
+    # Peak memory is per device: with several threads on one device it moves with how their
+    # steps interleave, so flatness is judged only where one thread owns its device.
+    growths = (
+        [metrics.memory_growth(s, 0) for s in mem_by_device.values()]
+        if scenario.threads_per_device == 1
+        else []
+    )
     growths = [g for g in growths if g is not None]
-    hw = first["hardware"] if first else {}
+    hw = first["hardware"] if first else {"device_name": "unknown (child did not report)"}
     return RunRecord(
         scenario=scenario.to_json(),
         outcome=str(outcome),
@@ -246,7 +278,7 @@ def assemble(
         threads=threads,
         threads_asked=asked,
         threads_concurrent=concurrent,
-        versions=first["versions"] if first else {},
+        versions=first["versions"] if first else installed_versions(),
         hardware=hw,
         tokens_per_s=tps,
         tokens_per_s_spread=spread,

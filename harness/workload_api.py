@@ -11,9 +11,10 @@ import importlib
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import torch
+if TYPE_CHECKING:  # torch is imported only where a workload runs: reports need no torch
+    import torch
 
 DEFAULT_WORKLOAD = "model.workload:make_workload"
 

@@ -1,0 +1,81 @@
+"""Throughput and memory gates: tokens/s against baselines/<hardware>.json, flat peak memory.
+
+A run below floor × (1 − tolerance) fails as a regression; one above floor × (1 + tolerance)
+fails too (the floor is stale: refresh it). Hardware without a baseline skips with that reason.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import baselines
+from harness.scenario import make_scenario
+from harness.suite import judge, run_case
+from harness.vocab import Outcome, Strategy
+
+BASELINES = Path(__file__).resolve().parent.parent / "baselines"
+PRESETS = [
+    pytest.param("small", id="small"),
+    pytest.param("qwen3-8b-drafter", id="qwen3-8b-drafter", marks=pytest.mark.slow),
+]
+
+
+def _command() -> str:
+    return shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
+
+
+def _run(rc, preset: str, strategy: Strategy, devices: tuple[str, ...], **kw):
+    scenario = make_scenario(
+        preset=preset,
+        strategy=strategy,
+        devices=devices,
+        threads_per_device=1,
+        steps=kw.pop("steps", 15),
+        warmup_steps=2,
+        timeout_s=600,
+        workload=rc.workload,
+        **kw,
+    )
+    return run_case(scenario, 1, rc.results, _command())[0]
+
+
+@pytest.mark.throughput
+@pytest.mark.gpu
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("strategy", [Strategy.PER_DEVICE, Strategy.WARMUP], ids=str)
+def test_throughput_at_floor(preset: str, strategy: Strategy, racegate_config) -> None:
+    record = _run(racegate_config, preset, strategy, racegate_config.devices[:1])
+    judge([record])
+    baseline = baselines.load(BASELINES, baselines.hardware_key(record))
+    result = baselines.check(record, baseline)
+    if result.skipped:
+        pytest.skip(result.message)
+    assert not result.failed, result.message
+    flat, why = baselines.memory_flat(record)
+    assert flat, why
+
+
+@pytest.mark.throughput
+@pytest.mark.multi_gpu
+@pytest.mark.timeout(900)
+def test_nested_fx_off_never_passes_the_gate(racegate_config) -> None:
+    """The incident's silent "fix" must fail: by the fallback detector or by throughput."""
+    record = _run(
+        racegate_config,
+        "small",
+        Strategy.NESTED_FX_OFF,
+        racegate_config.devices[:2],
+        schedule="recompile",
+    )
+    baseline = baselines.load(BASELINES, baselines.hardware_key(record))
+    result = baselines.check(record, baseline)
+    caught = record.outcome != Outcome.OK or result.failed
+    assert caught, (
+        f"nested_fx_off passed the gate: outcome {record.outcome}, {result.message}; the silent "
+        "fallback detector and the throughput floor both missed it"
+    )
