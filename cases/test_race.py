@@ -95,3 +95,35 @@ def test_race(race_case, racegate_config) -> None:
     assert len(records) == rc.repeat
     assert all(r.threads_asked == tpd * len(devices) for r in records)
     judge(records)
+
+
+def incident_topology(gpus: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(target devices, drafter devices): the incident's 0–4 / 5–7 on 8 GPUs, else scaled down."""
+    if gpus >= 8:
+        return tuple(f"cuda:{i}" for i in range(5)), ("cuda:5", "cuda:6", "cuda:7")
+    return ("cuda:0",), ("cuda:0", "cuda:1")
+
+
+@pytest.mark.race
+@pytest.mark.gpu
+@pytest.mark.multi_gpu
+@pytest.mark.timeout(CASE_TIMEOUT_S)
+def test_race_incident_topology_production_strategy(racegate_config) -> None:
+    """The production strategy must hold on the incident's own layout: target on other GPUs."""
+    rc = racegate_config
+    targets, drafters = incident_topology(rc.gpus)
+    scenario = make_scenario(
+        preset=rc.preset,
+        strategy=rc.production,
+        schedule=rc.schedule,
+        devices=drafters,
+        target_devices=targets,
+        threads_per_device=1,
+        steps=8,
+        timeout_s=CASE_TIMEOUT_S * 0.8 / rc.repeat,
+        workload=rc.workload,
+    )
+    command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
+    records = run_case(scenario, rc.repeat, rc.results, command)
+    assert all(r.scenario["target_devices"] == list(targets) for r in records)
+    judge(records)

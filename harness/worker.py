@@ -115,8 +115,13 @@ def main(run_dir: Path) -> int:
     for device in devices:
         for _ in range(per_device):
             index = spec.get("thread_offset", 0) + len(runs)
+            kwargs = {}
+            if scenario.target_devices:  # the incident's topology: the target on other GPUs
+                targets = scenario.target_devices
+                target = targets[devices.index(device) % len(targets)]
+                kwargs["target_device"] = torch.device(target)
             replica = workload.make_replica(
-                torch.device(device), str(strategy), seed=scenario.seed + index
+                torch.device(device), str(strategy), seed=scenario.seed + index, **kwargs
             )
             check_replica(replica, scenario.workload)
             runs.append(threads.ThreadRun(index, device, replica))

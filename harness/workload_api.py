@@ -61,6 +61,8 @@ class Workload(Protocol):
         ...
 
     def make_replica(self, device: torch.device, strategy: str, *, seed: int) -> Replica:
+        # Scenarios with target devices (`--target-devices`) also pass `target_device=`; a
+        # workload without a separate target may leave that keyword out.
         """Build one replica on `device` compiled with `strategy` (ValueError if unsupported)."""
         ...
 

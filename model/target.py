@@ -6,6 +6,7 @@ It yields hidden states after `target_layer_ids`, plus the embedding and lm_head
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 from collections.abc import Iterator
 
@@ -115,3 +116,24 @@ def shared_target(cfg: DrafterConfig, device: torch.device, dtype: torch.dtype) 
             target = Target(cfg, device, dtype)
             _targets[key] = target
     return target
+
+
+class FrozenHeads(torch.nn.Module):
+    """A frozen copy of the target's embedding and lm_head on a drafter device of its own."""
+
+    def __init__(self, target: Target, device: torch.device) -> None:
+        super().__init__()
+        self.embed_tokens = copy.deepcopy(target.embed_tokens).to(device).requires_grad_(False)
+        self.lm_head = copy.deepcopy(target.lm_head).to(device).requires_grad_(False)
+
+
+_heads: dict[tuple[int, str], FrozenHeads] = {}
+
+
+def shared_frozen_heads(target: Target, device: torch.device) -> FrozenHeads:
+    """One mirror per (target, drafter device), shared by that device's replicas."""
+    key = (id(target), str(device))
+    with _targets_lock:
+        if key not in _heads:
+            _heads[key] = FrozenHeads(target, device)
+        return _heads[key]

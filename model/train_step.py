@@ -15,7 +15,7 @@ from model.config import DrafterConfig
 from model.data import BatchSource, Bucket, make_buckets
 from model.drafter import Drafter
 from model.strategies import make_strategy
-from model.target import cast_parameters, seeded, shared_target
+from model.target import cast_parameters, seeded, shared_frozen_heads, shared_target
 
 
 def resolve_dtype(cfg: DrafterConfig, device: torch.device) -> torch.dtype:
@@ -41,13 +41,20 @@ class DFlashReplica:
     """
 
     def __init__(self, cfg: DrafterConfig, device: torch.device | str, strategy: str,
-                 *, seed: int) -> None:
+                 *, seed: int, target_device: torch.device | str | None = None) -> None:
         self.cfg = cfg
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(cfg, self.device)
         self.strategy = make_strategy(strategy, self.device)  # ValueError before any allocation
         self.buckets = make_buckets(cfg)
-        self.target = shared_target(cfg, self.device, self.dtype)
+        # The incident's topology runs the target on other GPUs than the drafter threads: its
+        # hidden states are copied over, and the frozen embedding/lm_head are mirrored here.
+        self.target_device = resolve_device(target_device or self.device)
+        self.target = shared_target(cfg, self.target_device, self.dtype)
+        self.frozen = (
+            self.target if self.target_device == self.device
+            else shared_frozen_heads(self.target, self.device)
+        )
         with seeded(self.device, seed), torch.device(self.device):
             self.drafter = Drafter(cfg, self.strategy.attend)
         cast_parameters(self.drafter, self.dtype)
@@ -121,7 +128,8 @@ class DFlashReplica:
         ids_BS, loss_mask_cpu_BS = self.data.sequences(bucket, micro)
         ids_BS = ids_BS.to(self.device, non_blocking=True)
         loss_mask_BS = loss_mask_cpu_BS.to(self.device, non_blocking=True)
-        inputs = (ids_BS, loss_mask_BS, self.target.hidden_states(ids_BS), loss_mask_cpu_BS)
+        hidden_BSX = self.target.hidden_states(ids_BS.to(self.target_device, non_blocking=True))
+        inputs = (ids_BS, loss_mask_BS, hidden_BSX.to(self.device), loss_mask_cpu_BS)
         if not self.cfg.target_every_step:
             self._cached[key] = inputs
         return inputs
@@ -147,7 +155,7 @@ class DFlashReplica:
                       valid_BN) -> torch.Tensor:
         cfg, block = self.cfg, self.cfg.block_size
         noise_BT = self._noise_ids(ids_BS, anchors_BN, valid_BN)
-        noise_BTH = self.target.embed_tokens(noise_BT)  # frozen: no grad flows into it
+        noise_BTH = self.frozen.embed_tokens(noise_BT)  # frozen: no grad flows into it
         draft_pos_BT = (anchors_BN[:, :, None] + torch.arange(block, device=self.device)).flatten(1)
         context_pos_BS = torch.arange(bucket.seq_len, device=self.device).expand(len(ids_BS), -1)
         positions_BK = torch.cat([context_pos_BS, draft_pos_BT], dim=1)
@@ -158,7 +166,7 @@ class DFlashReplica:
             ids_BS, loss_mask_BS, anchors_BN, valid_BN, block, cfg.loss_gamma
         )
         return loss.chunked_loss(
-            out_BTH, self.target.lm_head.weight, labels_BNK, weights_BNK,
+            out_BTH, self.frozen.lm_head.weight, labels_BNK, weights_BNK,
             cfg.loss_chunk_tokens, use_reentrant=cfg.use_reentrant,
         )
 

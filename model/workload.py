@@ -38,8 +38,12 @@ class DFlashWorkload:
     def shapes(self) -> Sequence[int]:
         return [b.index for b in self.buckets]
 
-    def make_replica(self, device: torch.device, strategy: str, *, seed: int) -> DFlashReplica:
-        return DFlashReplica(self.config, device, strategy, seed=seed)
+    def make_replica(self, device: torch.device, strategy: str, *, seed: int,
+                     target_device: torch.device | None = None) -> DFlashReplica:
+        """`target_device`: where the frozen target runs (default: `device`), as in the
+        incident's topology (target on GPUs 0-4, drafter threads on 5-7)."""
+        return DFlashReplica(self.config, device, strategy, seed=seed,
+                             target_device=target_device)
 
     def flops_per_step(self, shape: int) -> float | None:
         """Analytic FLOPs (model.flops) with the attention term at a sampled mask density."""
