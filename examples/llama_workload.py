@@ -14,8 +14,16 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from harness.workload_api import StepResult
 
-SIZES = {"cpu": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                     num_attention_heads=4, num_key_value_heads=2, vocab_size=128)}
+SIZES = {
+    "cpu": dict(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+    )
+}
 SEQ_LENS = (32, 48)  # bucket 0 is steady state; bucket 1 makes a recompile
 BATCH = 2
 
@@ -70,7 +78,9 @@ class LlamaWorkload:
 
     def make_replica(self, device: torch.device, strategy: str, *, seed: int) -> LlamaReplica:
         if strategy not in self.strategies():
-            raise ValueError(f"unknown strategy {strategy!r}; choose from: {', '.join(self.strategies())}")
+            raise ValueError(
+                f"unknown strategy {strategy!r}; choose from: {', '.join(self.strategies())}"
+            )
         return LlamaReplica(device, strategy, seed, self.size)
 
     def flops_per_step(self, shape: int) -> float | None:
