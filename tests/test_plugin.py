@@ -1,0 +1,62 @@
+"""The root conftest as a plugin, exercised with pytester: options, markers, skips, bad input."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi: a CPU-only machine
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpu
+        def test_needs_gpu():
+            assert False, "must never run without a GPU"
+
+        @pytest.mark.multi_gpu
+        def test_needs_two():
+            assert False
+
+        def test_cpu(racegate_config):
+            assert racegate_config.devices == ("cpu",)
+            assert racegate_config.repeat == 1 and racegate_config.preset == "tiny"
+        """
+    )
+    return pytester
+
+
+def test_gpu_cases_skip_with_a_reason(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess("-rs", "--strict-markers", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*needs a CUDA GPU; this machine has none*"])
+    result.stdout.fnmatch_lines(["*needs ≥ 2 CUDA GPUs; this machine has 0*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--strategies", "fast"], "unknown strategy 'fast'; choose from: per_device"),
+        (["--cache-states", "hot"], "unknown cache state 'hot'"),
+        (["--schedule", "random"], "unknown schedule 'random'"),
+        (["--threads-per-device", "two"], "expected positive integers"),
+        (["--devices", "0"], "names GPUs but this machine has none"),
+        (["--repeat", "0"], "--repeat must be ≥ 1"),
+    ],
+)
+def test_bad_options_are_usage_errors(
+    suite: pytest.Pytester, args: list[str], message: str
+) -> None:
+    result = suite.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
