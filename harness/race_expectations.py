@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 
+from harness.probe_expectations import release
 from harness.vocab import CacheState, Outcome, Strategy, parse_choice
 
 DEFAULT_TABLE = Path(__file__).resolve().parent.parent / "expectations" / "race.toml"
@@ -42,16 +42,6 @@ class ExpectedFailure:
             f"transformers{self.transformers or '*'} {self.device} {strategies}: "
             f"{'|'.join(self.outcomes)})"
         )
-
-
-def release(version: str) -> Version:
-    """torch's '2.11.0+cu130' → Version('2.11.0'): the local build tag doesn't change behaviour."""
-    try:
-        return Version(Version(version).base_version)
-    except InvalidVersion:
-        raise ValueError(
-            f"bad version string {version!r}; expected like '2.11.0' or '2.11.0+cu130'"
-        ) from None
 
 
 def _spec(text: str, row: int, field: str) -> SpecifierSet:

@@ -61,7 +61,7 @@ def test_bad_rows_are_rejected(tmp_path: Path) -> None:
         rx.load(write(tmp_path, device="tpu"))
     with pytest.raises(ValueError, match="unknown strategy 'fast'"):
         rx.load(write(tmp_path, strategies='"fast"'))
-    with pytest.raises(ValueError, match="bad version string 'two'"):
+    with pytest.raises(ValueError, match="bad torch version 'two'"):
         rx.release("two")
 
 
