@@ -11,6 +11,7 @@ from typing import Any
 
 from harness import settings
 from harness.baselines import Verdict, memory_flat, read_records
+from harness.metrics import wilson_interval
 from harness.record import RunRecord
 from harness.report_matrix import Cell, Column, Matrix, Row, build_matrix, gate
 from harness.vocab import SEVERITY, Outcome
@@ -25,6 +26,7 @@ LEGEND = [
     "✅ every run ok, tokens/s within the floor's tolerance (where a floor exists), memory flat;"
     " ❌ otherwise; — not run.",
     "`FX 2/3 runs · 5/12 thr`: runs, and threads over all runs, that hit the nested-FX error.",
+    "`detected 8/10 [49–94%]`: runs with any failure, and the 95% Wilson interval of that rate.",
     "`fallback …`: silent fallback (compiled attention ran eager, the incident's 'fix');"
     " other outcomes as `hang 1/3`.",
     "tok/s: median of passing runs (of all runs if none passed). `≥ floor` within tolerance;"
@@ -61,6 +63,10 @@ def outcome_text(cell: Cell) -> list[str]:
             out.append(f"{outcome} {k}/{cell.n}")
     if not cell.memory_ok:
         out.append(f"mem +{(cell.mem_growth or 0):.1%}")
+    failed = cell.n - cell.outcome_runs.get(str(Outcome.OK), 0)
+    if cell.n > 1 and failed:
+        lo, hi = wilson_interval(failed, cell.n)  # the detection rate, with its 95% interval
+        out.append(f"detected {failed}/{cell.n} [{lo:.0%}–{hi:.0%}]")
     return [" ".join(out[:2]), *out[2:]]
 
 
