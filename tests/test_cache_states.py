@@ -1,0 +1,44 @@
+"""Cache states on CPU with the real drafter (`tiny`): cold, warm (proven by counters), deleted."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.runner import run_scenario
+from harness.scenario import make_scenario
+
+
+def tiny(strategy: str, cache_state: str):
+    return make_scenario(
+        preset="tiny", strategy=strategy, cache_state=cache_state, threads_per_device=2,
+        steps=3, warmup_steps=1, timeout_s=240,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("cache_state", ["cold", "warm", "deleted"])
+def test_sdpa_dense_trains_in_two_threads(cache_state: str) -> None:
+    record = run_scenario(tiny("sdpa_dense", cache_state))
+    assert record.outcome == "ok", record.detail
+    assert record.threads_concurrent == 2 and record.threads_asked == 2
+    assert all(t.steps_done >= 4 for t in record.threads)
+    assert record.tokens_per_s and record.tokens_per_s > 0
+    assert record.cache["state"] == cache_state
+
+
+def test_warm_state_is_proven_by_cache_hits() -> None:
+    record = run_scenario(tiny("per_device", "warm"))
+    assert record.outcome == "ok", record.detail
+    assert record.cache["prime_ok"]
+    counters = record.cache["counters"]
+    assert counters.get("inductor.fxgraph_cache_hit", 0) > 0, counters
+    assert counters.get("inductor.fxgraph_cache_miss", 0) == 0, counters
+    assert record.cache["proven_warm"] is True
+
+
+def test_deleted_state_removes_the_cache_mid_run_and_compiles_again() -> None:
+    record = run_scenario(tiny("per_device", "deleted"))
+    assert record.outcome == "ok", record.detail
+    assert record.cache["deleted_bytes"] and record.cache["deleted_bytes"] > 0
+    # After the deletion the threads moved to a new bucket shape, so something compiled again.
+    assert any(len(set(t.shapes)) > 1 for t in record.threads)
+    assert record.cache["counters"].get("inductor.fxgraph_cache_miss", 0) > 0
