@@ -11,6 +11,10 @@ from collections.abc import Iterable
 
 from harness.vocab import SEVERITY, Outcome
 
+# A thread that could not finish its steps before the run's deadline is a hang (DESIGN §3:
+# "did not finish 8 steps in 300 s (hang or collapse)"); harness.threads writes this mark.
+DEADLINE_MARK = "racegate deadline"
+
 # The upstream messages (torch/_dynamo/eval_frame.py and torch/_dynamo/exc.py), matched by prefix
 # so a reworded tail still classifies.
 NESTED_FX_MESSAGE = (
@@ -28,6 +32,8 @@ def classify_error(error_text: str) -> Outcome:
         return Outcome.RECOMPILE_BLOCKED
     if any(m in error_text for m in _OOM_MARKERS):
         return Outcome.OOM
+    if DEADLINE_MARK in error_text:
+        return Outcome.HANG
     return Outcome.OTHER_ERROR
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from harness.outcomes import DEADLINE_MARK  # classified as a hang
 from harness.vocab import Schedule
 from harness.workload_api import Replica
 
@@ -119,7 +120,8 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
             co.barrier.wait(timeout=max(1.0, plan.deadline - time.monotonic()))
             if i > 0 and not co.wait(co.released[i - 1]):
                 raise TimeoutError(
-                    f"thread {i} never got its turn: thread {i - 1} never got steady"
+                    f"{DEADLINE_MARK}: thread {i} never got its turn, thread {i - 1} never got "
+                    "steady"
                 )
         else:
             co.barrier.wait(timeout=max(1.0, plan.deadline - time.monotonic()))
@@ -157,7 +159,9 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
         run.eager_fallbacks = run.replica.eager_fallbacks()
         run.finished = done >= quota
         if not run.finished:
-            run.error_text = f"TimeoutError: deadline reached after {done} of {quota} steps"
+            run.error_text = (
+                f"TimeoutError: {DEADLINE_MARK}: deadline reached after {done} of {quota} steps"
+            )
     except BaseException as exc:
         run.error_text = error_chain_text(exc)
         with contextlib.suppress(Exception):

@@ -26,6 +26,7 @@ NESTED = (
         ),
         ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate", Outcome.OOM),
         ("ValueError: shapes do not match", Outcome.OTHER_ERROR),
+        ("TimeoutError: racegate deadline: deadline reached after 3 of 9 steps", Outcome.HANG),
     ],
 )
 def test_classify_error(text: str, expected: Outcome) -> None:
