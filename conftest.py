@@ -70,6 +70,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"start schedule, one of {', '.join(Schedule)} (default: %(default)s)",
     )
     group.addoption(
+        "--switch-interval",
+        dest="racegate_switch_interval",
+        type=float,
+        default=1e-5,
+        help="sys.setswitchinterval in each run: short GIL slices let steady threads call "
+        "compiled code while another thread traces (default: %(default)s)",
+    )
+    group.addoption(
         "--preset",
         dest="racegate_preset",
         default=None,
@@ -163,6 +171,9 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         strat_text = opt("racegate_strategies") or ",".join(default_strats)
         strategies = tuple(parse_choice(Strategy, s, "strategy") for s in _csv(strat_text))
         schedule = parse_choice(Schedule, opt("racegate_schedule"), "schedule")
+        switch_interval = opt("racegate_switch_interval")
+        if switch_interval <= 0:
+            raise ValueError(f"--switch-interval must be > 0 seconds, got {switch_interval}")
         repeat = opt("racegate_repeat")
         repeat = (3 if on_gpu else 1) if repeat is None else repeat
         if repeat < 1:
@@ -181,6 +192,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         schedule=schedule,
         preset=opt("racegate_preset") or (GPU_PRESET if on_gpu else CPU_PRESET),
         repeat=repeat,
+        switch_interval=switch_interval,
         results=Path(results) if results else None,
         workload=workload,
         production=production,
@@ -199,7 +211,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"racegate: torch {rc.versions['torch']}, transformers {rc.versions['transformers']}, "
         f"{rc.gpus} GPU(s), devices {','.join(rc.devices)}, preset {rc.preset}, "
-        f"production strategy {rc.production}, schedule {rc.schedule}, workload {rc.workload}"
+        f"production strategy {rc.production}, schedule {rc.schedule}, "
+        f"switch interval {rc.switch_interval:g} s, workload {rc.workload}"
     ]
 
 

@@ -27,6 +27,7 @@ class RacegateConfig:
     cache_states: tuple[CacheState, ...]
     strategies: tuple[Strategy, ...]
     schedule: Schedule
+    switch_interval: float
     preset: str
     repeat: int
     results: Path | None
