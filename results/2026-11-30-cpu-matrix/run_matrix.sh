@@ -1,0 +1,32 @@
+#!/bin/bash
+cd /work/main
+M=results/2026-11-30-cpu-matrix
+mkdir -p $M
+while [ ! -f results/2026-11-30-cpu-stress/stress.done ]; do sleep 5; done
+D=results/2026-11-30-cpu-stress
+/usr/bin/time -f 'wall %e s' /tmp/v2121/bin/python -m harness run --preset tiny --devices cpu --strategy per_device --threads-per-device 2 --steps 6 --schedule recompile --repeat 10 --switch-interval 0.0001 --out $D/torch2.12.1-switch1e-4.jsonl > $D/torch2.12.1-switch1e-4.log 2>&1
+date -u +%FT%TZ > $M/matrix.start
+cell() { # $1 python, $2 torch, $3 transformers
+  local c=$M/cpu_matrix-torch-$2-transformers-$3
+  mkdir -p $c
+  local s=$(date +%s.%N)
+  $1 -m pytest cases -k race --devices cpu --results $c/records.jsonl --junitxml $c/junit.xml -p no:cacheprovider > $c/pytest.log 2>&1
+  local rc=$?
+  local e=$(date +%s.%N)
+  echo "$2 $3 rc=$rc wall=$(echo "$e - $s" | bc)" >> $M/cells.log
+}
+cell /tmp/v2100/bin/python 2.10.0 5.17.0
+cell /tmp/v2110/bin/python 2.11.0 5.17.0
+cell /tmp/v2121/bin/python 2.12.1 5.17.0
+cell .venv/bin/python 2.13.0 5.17.0
+cell /tmp/v214/bin/python 2.14.1 5.17.0
+cell /tmp/v215/bin/python 2.15.0 5.17.0
+for t in 5.6.0 5.8.1; do
+  echo /tmp/v2110/lib/python3.11/site-packages > /tmp/vtf$t/lib/python3.11/site-packages/zz-torch.pth
+  cell /tmp/vtf$t/bin/python 2.11.0 $t
+done
+for t in 5.6.0 5.8.1; do
+  echo /work/main/.venv/lib/python3.11/site-packages > /tmp/vtf$t/lib/python3.11/site-packages/zz-torch.pth
+  cell /tmp/vtf$t/bin/python 2.13.0 $t
+done
+date -u +%FT%TZ > $M/matrix.end
