@@ -93,6 +93,7 @@ def main(run_dir: Path) -> int:
     progress = run_dir / "progress.jsonl"
     # On SIGUSR1 (the runner's hang timeout) write every thread's stack before being killed.
     stacks = (run_dir / "stacks.txt").open("w")
+    faulthandler.enable(file=stacks, all_threads=True)  # a segfault leaves every stack too
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     # And from faulthandler's own watchdog thread just before the runner's deadline: it needs
     # no signal delivery and no GIL, so it works even if torch deadlocks holding the GIL or
