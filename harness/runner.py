@@ -189,6 +189,12 @@ def installed_versions() -> dict[str, str]:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             out[dist] = "absent"
+    try:  # torch.__version__ carries the build tag (+cu130) that the children report
+        import torch
+
+        out["torch"] = str(torch.__version__)
+    except ImportError:
+        pass
     return out
 
 

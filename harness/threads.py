@@ -107,6 +107,10 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
     plan = co.plan
     seen_shapes: set[int] = set()
     base_shape = plan.shapes[0]
+    if plan.schedule is Schedule.STAGGERED:
+        # A later thread on a shape of its own compiles when it starts, while earlier threads
+        # are in steady state; on the same shape it would only hit the device's compiled cache.
+        base_shape = plan.shapes[i % len(plan.shapes)]
     # Under `recompile` thread i moves to its own new shape where the workload has enough, so
     # each switch is a fresh compile (a shape another thread compiled first would be a cache hit).
     extra = list(plan.shapes[1:])
