@@ -40,6 +40,9 @@ class _Replica:
         return self._train(shape)
 
     def _train(self, shape: int) -> StepResult:
+        # A real step lasts long enough for the other threads' steps to overlap it; a 1 ms step
+        # can finish before the next thread is scheduled, which the runner rightly calls serial.
+        time.sleep(0.1)
         x = torch.randn(4 + shape, 8, device=self.device)
         loss = self.layer(x).square().mean()
         loss.backward()
