@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
-from harness import settings
+from harness import race_expectations, settings
 from harness.suite import RacegateConfig, racegate_key
 from harness.vocab import CacheState, Schedule, Strategy, parse_choice
 
@@ -180,7 +181,8 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
             raise ValueError(f"--repeat must be ≥ 1, got {repeat}")
         workload, _ = settings.setting("workload", opt("racegate_workload"))
         production = settings.production_strategy()
-    except ValueError as exc:
+        race_expectations.load(production=production)  # a bad table is a usage error too
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
     results = opt("racegate_results")
     return RacegateConfig(
@@ -217,14 +219,20 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gpus = config.stash[racegate_key].gpus
+    rc = config.stash[racegate_key]
+    gpus, chosen = rc.gpus, 0 if rc.devices == ("cpu",) else len(rc.devices)
     for item in items:
         if item.get_closest_marker("multi_gpu") and gpus < 2:
-            item.add_marker(
-                pytest.mark.skip(reason=f"needs ≥ 2 CUDA GPUs; this machine has {gpus}")
-            )
+            reason = f"needs ≥ 2 CUDA GPUs; this machine has {gpus}"
         elif item.get_closest_marker("gpu") and gpus < 1:
-            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; this machine has none"))
+            reason = "needs a CUDA GPU; this machine has none"
+        elif item.get_closest_marker("multi_gpu") and chosen < 2:
+            reason = f"needs ≥ 2 CUDA GPUs; --devices chose {chosen}"
+        elif item.get_closest_marker("gpu") and chosen < 1:
+            reason = "needs a CUDA GPU; --devices chose cpu"
+        else:
+            continue
+        item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import pytest
 from harness import race_expectations
 from harness.scenario import make_scenario
 from harness.suite import OUTCOME_ERRORS, judge, racegate_key, run_case
+from harness.vocab import CacheState
 
 # Per-case time limit (pytest-timeout, thread method: all stacks dumped on a hang).
 CASE_TIMEOUT_S = 900
@@ -88,7 +89,8 @@ def test_race(race_case, racegate_config) -> None:
         threads_per_device=tpd,
         steps=4 if devices == ("cpu",) else 8,
         warmup_steps=1,
-        timeout_s=CASE_TIMEOUT_S * 0.8 / rc.repeat,
+        # Warm and deleted runs first prime the cache in a run of their own: halve each budget.
+        timeout_s=CASE_TIMEOUT_S * 0.8 / rc.repeat / (1 if cache_state is CacheState.COLD else 2),
         workload=rc.workload,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])

@@ -134,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def scenarios_from_args(args: argparse.Namespace) -> list[Scenario]:
     workload, _ = settings.setting("workload", args.workload)
+    for option, value in (
+        ("--strategy", args.strategy),
+        ("--cache-state", args.cache_state),
+        ("--schedule", args.schedule),
+        ("--threads-per-device", args.threads_per_device),
+    ):
+        if not _csv(value):
+            raise ValueError(f"{option} is empty; give at least one value")
     combos = itertools.product(
         _csv(args.strategy),
         _csv(args.cache_state),
@@ -194,12 +202,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from harness.runner import run_scenario
+    from harness.runner import kill_live_children, run_scenario
 
     if args.jobs < 1:
         raise ValueError(f"jobs must be ≥ 1, got {args.jobs}")
     if args.repeat < 1:
         raise ValueError(f"repeat must be ≥ 1, got {args.repeat}")
+    if args.out is not None:  # fail now, not after the first run has been spent
+        if args.out.is_dir():
+            raise ValueError(f"--out {str(args.out)!r} is a folder; give a .jsonl file path")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.open("a").close()
     scenarios = scenarios_from_args(args)
     validate_against_workload(scenarios)
     command = shlex.join(["python", "-m", "harness", *sys.argv[1:]])
@@ -219,22 +232,28 @@ def cmd_run(args: argparse.Namespace) -> int:
             pool.submit(run_scenario, sc, command=command, repeat_index=k, keep=args.keep): (sc, k)
             for sc, k in jobs
         }
-        for future in as_completed(futures):
-            sc, k = futures[future]
-            record = future.result()
-            records.append(record)
-            if args.out:
-                append_jsonl(args.out, record)
-            if args.json:
-                print(json.dumps(record.to_json(), sort_keys=True), flush=True)
-            tps = f"{record.tokens_per_s:,.0f} tok/s" if record.tokens_per_s else "—"
-            nested = record.outcome_counts.get("nested_fx_error", 0)
-            progress.console.print(
-                f"{sc.label()} #{k + 1}: [bold]{record.outcome}[/bold] "
-                f"{nested}/{record.threads_asked} nested-FX, {tps}, {record.wall_s:.0f}s"
-                + (f" ({record.detail[:200]})" if record.detail else "")
-            )
-            progress.advance(task)
+        try:
+            for future in as_completed(futures):
+                sc, k = futures[future]
+                record = future.result()
+                records.append(record)
+                if args.out:
+                    append_jsonl(args.out, record)
+                if args.json:
+                    print(json.dumps(record.to_json(), sort_keys=True), flush=True)
+                tps = f"{record.tokens_per_s:,.0f} tok/s" if record.tokens_per_s else "—"
+                nested = record.outcome_counts.get("nested_fx_error", 0)
+                progress.console.print(
+                    f"{sc.label()} #{k + 1}: [bold]{record.outcome}[/bold] "
+                    f"{nested}/{record.threads_asked} nested-FX, {tps}, {record.wall_s:.0f}s"
+                    + (f" ({record.detail[:200]})" if record.detail else "")
+                )
+                progress.advance(task)
+        except BaseException:
+            # Ctrl-C, SIGTERM or a failed write: start nothing more, take running children down.
+            kill_live_children()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     for s in summarise(records):
         rates = ", ".join(f"{o} {p:.0%} [{lo:.0%}–{hi:.0%}]" for o, (p, lo, hi) in s.rate.items())
         tps = f"{s.tokens_per_s:,.0f} tok/s" if s.tokens_per_s else "—"
@@ -306,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
-    except (UsageError, ValueError, WorkloadError, FileNotFoundError) as exc:
+    except (UsageError, ValueError, WorkloadError, OSError) as exc:
         print(f"racegate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

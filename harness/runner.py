@@ -7,6 +7,7 @@ dump, cache-state priming, and assembling the record; the CLI, pytest and nox ca
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -60,13 +62,18 @@ def _tail(path: Path, chars: int = 3000) -> str:
 # Process groups of children still running, so an interrupted parent can take them down with it
 # (children run in their own session so a timeout can kill a whole tree).
 LIVE_CHILDREN: set[int] = set()
+STOPPING = threading.Event()  # set when the parent is shutting down: start no new child
 
 
 def kill_live_children() -> None:
+    STOPPING.set()
     for pgid in list(LIVE_CHILDREN):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
     LIVE_CHILDREN.clear()
+
+
+atexit.register(kill_live_children)
 
 
 def start_child(
@@ -74,6 +81,8 @@ def start_child(
 ) -> subprocess.Popen[bytes]:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.json").write_text(json.dumps(spec))
+    if STOPPING.is_set():
+        raise RuntimeError("racegate is shutting down: no new run is started")
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.worker", str(run_dir)],
         env=env,
@@ -92,12 +101,19 @@ def wait_child(
     timed_out = False
     try:
         proc.wait(timeout=max(1.0, timeout_s - (time.monotonic() - t0)))
-    except subprocess.TimeoutExpired:
+    except BaseException as exc:
+        if not isinstance(exc, subprocess.TimeoutExpired):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
         timed_out = True
         proc.send_signal(signal.SIGUSR1)  # faulthandler in the child dumps every stack
         time.sleep(2.0)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    # Reap what the child left in its session (e.g. inductor compile workers).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
     LIVE_CHILDREN.discard(proc.pid)
     result_path = run_dir / "result.json"
     events = []
@@ -248,9 +264,12 @@ def assemble(
                 flops_rate += sum(flops[str(s[0])] for s in steady) / secs
             if ev["device"] not in mem_by_device:
                 mem_by_device[ev["device"]] = base_shape_memory(steady)
+        # Placeholder records of threads that never reported get an empty step list, so the
+        # zip below pairs every record with its own steps.
+        steps_by_thread.extend([] for _ in range(len(recs) - len(events)))
         threads.extend(recs)
 
-    for rec, steps in zip(threads, steps_by_thread, strict=False):
+    for rec, steps in zip(threads, steps_by_thread, strict=True):
         rec.tokens_per_s = metrics.rate(metrics.steady_steps(steps, scenario.warmup_steps))
     steady_by_thread = [metrics.steady_steps(s, scenario.warmup_steps) for s in steps_by_thread]
     window_rates = metrics.aggregate_windows(steady_by_thread, N_WINDOWS)
@@ -307,6 +326,29 @@ def assemble(
     )
 
 
+UNCOMPILED = frozenset({Strategy.EAGER, Strategy.SDPA_DENSE})  # nothing to cache
+
+
+def enforce_cache_proof(
+    record: RunRecord, state: CacheState, strategy: Strategy = Strategy.PER_DEVICE
+) -> RunRecord:
+    """A warm or deleted run whose cache state is not proven proves nothing: never `ok`."""
+    cache = record.cache
+    why = None
+    if strategy in UNCOMPILED:
+        return record
+    if state in (CacheState.WARM, CacheState.DELETED) and not cache.get("prime_ok"):
+        why = f"cache state {str(state)!r} not reached: the priming run failed"
+    elif state is CacheState.WARM and not cache.get("proven_warm"):
+        why = f"cache state 'warm' not proven: counters {cache.get('counters')}"
+    elif state is CacheState.DELETED and not cache.get("deleted_bytes"):
+        why = "cache state 'deleted' not reached: nothing was deleted mid-run"
+    if why and record.outcome == str(Outcome.OK):
+        record.outcome = str(Outcome.OTHER_ERROR)
+        record.detail = "; ".join(filter(None, [record.detail, why]))
+    return record
+
+
 def run_scenario(
     scenario: Scenario,
     *,
@@ -361,9 +403,10 @@ def run_scenario(
         )
         if scenario.cache_state is CacheState.WARM:
             cache["proven_warm"] = cache_state.proves_warm(counters)
-        return assemble(
+        record = assemble(
             scenario, children, cache, command, repeat_index, started_at, time.monotonic() - t0
         )
+        return enforce_cache_proof(record, scenario.cache_state, scenario.strategy)
     finally:
         if not keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,20 @@ def warm_up(runs: list[threads.ThreadRun], shapes: list[int]) -> float:
     return time.perf_counter() - t0
 
 
+def exit_with_parent() -> None:
+    """Leave when the runner dies (e.g. pytest-timeout's os._exit): never run on as an orphan."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="racegate-parent-watch", daemon=True).start()
+
+
 def main(run_dir: Path) -> int:
+    exit_with_parent()
     spec = json.loads((run_dir / "scenario.json").read_text())
     scenario = Scenario.from_json(spec["scenario"])
     mode = spec.get("mode", "run")  # "run" | "prime" | "process" (one device of `processes`)
@@ -119,7 +133,7 @@ def main(run_dir: Path) -> int:
             kwargs = {}
             if scenario.target_devices:  # the incident's topology: the target on other GPUs
                 targets = scenario.target_devices
-                target = targets[devices.index(device) % len(targets)]
+                target = targets[scenario.devices.index(device) % len(targets)]
                 kwargs["target_device"] = torch.device(target)
             replica = workload.make_replica(
                 torch.device(device), str(strategy), seed=scenario.seed + index, **kwargs

@@ -64,8 +64,10 @@ def test_replicas_on_a_device_share_the_target(tiny):
 
 
 def test_same_seed_same_losses(tiny):
-    runs = [[tiny.make_replica(CPU, "sdpa_dense", seed=7).step(0).loss for _ in range(1)]
-            for _ in range(2)]
+    runs = [
+        [tiny.make_replica(CPU, "sdpa_dense", seed=7).step(0).loss for _ in range(1)]
+        for _ in range(2)
+    ]
     assert runs[0] == runs[1]
 
 

@@ -96,3 +96,33 @@ def test_assemble_classifies_nested_fx() -> None:
     )
     assert rec.outcome == "nested_fx_error"
     assert rec.outcome_counts["nested_fx_error"] == 1
+
+
+def test_unproven_cache_state_is_never_ok() -> None:
+    from harness.runner import enforce_cache_proof
+    from harness.vocab import CacheState, Strategy
+
+    sc = fault_scenario("ok", threads_per_device=2)
+    rec = assemble(
+        sc,
+        [_child([(0, 2), (1, 3)])],
+        {"prime_ok": True, "proven_warm": False, "counters": {}},
+        "",
+        0,
+        "",
+        1.0,
+    )
+    assert enforce_cache_proof(rec, CacheState.WARM).outcome == "other_error"
+    assert "not proven" in (rec.detail or "")
+    rec = assemble(
+        sc, [_child([(0, 2), (1, 3)])], {"prime_ok": True, "deleted_bytes": 0}, "", 0, "", 1.0
+    )
+    assert enforce_cache_proof(rec, CacheState.DELETED).outcome == "other_error"
+    rec = assemble(
+        sc, [_child([(0, 2), (1, 3)])], {"prime_ok": True, "proven_warm": True}, "", 0, "", 1.0
+    )
+    assert enforce_cache_proof(rec, CacheState.WARM).outcome == "ok"
+    assert enforce_cache_proof(rec, CacheState.COLD).outcome == "ok"
+    # Nothing compiles under an uncompiled strategy, so there is nothing to prove.
+    rec = assemble(sc, [_child([(0, 2), (1, 3)])], {"prime_ok": True}, "", 0, "", 1.0)
+    assert enforce_cache_proof(rec, CacheState.WARM, Strategy.SDPA_DENSE).outcome == "ok"

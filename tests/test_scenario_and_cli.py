@@ -57,6 +57,8 @@ def test_parse_devices() -> None:
         (["run", "--workload", "tests.fault_workloads:make_incomplete"], "missing method"),
         (["run", "--workload", "no_colon"], "expected 'package.module:factory'"),
         (["bogus"], "invalid choice: 'bogus'"),
+        (["run", "--strategy", ","], "--strategy is empty"),
+        (["run", "--out", "/"], "is a folder"),
         (["probe", "--only", "nonexistent_probe"], "unknown probe 'nonexistent_probe'"),
     ],
 )
