@@ -181,7 +181,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
             raise ValueError(f"--repeat must be ≥ 1, got {repeat}")
         workload, _ = settings.setting("workload", opt("racegate_workload"))
         production = settings.production_strategy()
-        race_expectations.load(production=production)  # a bad table is a usage error too
+        expectations = race_expectations.load(production=production)  # bad table: usage error
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
     results = opt("racegate_results")
@@ -198,6 +198,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         results=Path(results) if results else None,
         workload=workload,
         production=production,
+        expectations=expectations,
         versions=_versions(),
     )
 

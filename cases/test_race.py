@@ -35,7 +35,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "race_case" not in metafunc.fixturenames:
         return
     rc = metafunc.config.stash[racegate_key]
-    table = race_expectations.load(production=rc.production)
     params = []
     for strategy in rc.strategies:
         for cache_state in rc.cache_states:
@@ -46,7 +45,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 if len(devices) > 1:
                     marks.append(pytest.mark.multi_gpu)
                 row = race_expectations.match(
-                    table,
+                    rc.expectations,
                     torch_version=rc.versions["torch"],
                     transformers_version=rc.versions["transformers"],
                     device=devices[0],

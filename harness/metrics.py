@@ -13,13 +13,16 @@ from collections.abc import Sequence
 PEAK_BF16_FLOPS: dict[str, float] = {"NVIDIA H200": 790e12, "NVIDIA H100 80GB HBM3": 760e12}
 
 
+def is_steady(n: int, compiled: bool, warmup_steps: int) -> bool:
+    """Step `n` of a thread counts for throughput and memory: past warm-up, and not compiling."""
+    return n >= warmup_steps and not compiled
+
+
 def steady_steps(
     steps: Sequence[tuple[float, int, bool]], warmup_steps: int
 ) -> list[tuple[float, int]]:
     """(seconds, tokens) of steady steps: after `warmup_steps`, excluding any compiling step."""
-    return [
-        (s, t) for n, (s, t, compiled) in enumerate(steps) if n >= warmup_steps and not compiled
-    ]
+    return [(s, t) for n, (s, t, c) in enumerate(steps) if is_steady(n, c, warmup_steps)]
 
 
 def rate(steps: Sequence[tuple[float, int]]) -> float | None:

@@ -27,7 +27,7 @@ from typing import Any
 from harness import cache_state, metrics, outcomes
 from harness.record import RunRecord, ThreadRecord
 from harness.scenario import Scenario
-from harness.vocab import CacheState, Outcome, Strategy
+from harness.vocab import UNCOMPILED, CacheState, Outcome, Strategy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 N_WINDOWS = 3  # tokens/s is the median of this many steady-state windows
@@ -143,14 +143,17 @@ def run_children(
     return [wait_child(p, d, timeout_s, t0) for p, d in zip(procs, dirs, strict=True)]
 
 
+def thread_events(child: ChildResult) -> list[dict[str, Any]]:
+    """Per-thread reports: the final result's, else what progress.jsonl got before a crash."""
+    if child.result:
+        return child.result["threads"]
+    return [e for e in child.events if e.get("event") == "thread"]
+
+
 def _thread_records(
     child: ChildResult, compiled: bool, exit_outcome: Outcome | None
 ) -> list[ThreadRecord]:
-    events = (
-        child.result["threads"]
-        if child.result
-        else [e for e in child.events if e.get("event") == "thread"]
-    )
+    events = thread_events(child)
     records = []
     for ev in events:
         outcome = outcomes.classify_thread(
@@ -226,17 +229,13 @@ def assemble(
     """One RunRecord from the children's reports: classify, count, measure."""
     threads: list[ThreadRecord] = []
     details, stacks = [], []
-    steps_by_thread: list[list[tuple[float, int, bool]]] = []
+    steady_by_thread: list[list[tuple[float, int]]] = []  # (seconds, tokens) per thread
     mem_by_device: dict[str, list[int]] = {}
     flops_rate = 0.0
     first = next((c.result for c in children if c.result), None)
     for child in children:
         exit_outcome = outcomes.classify_exit(child.returncode, child.timed_out)
-        compiled = (
-            bool(child.result["compiled"])
-            if child.result
-            else scenario.strategy is not Strategy.EAGER
-        )
+        compiled = scenario.strategy not in UNCOMPILED  # a fallback only exists if compiled
         recs = _thread_records(child, compiled, exit_outcome)
         if exit_outcome is not None:
             details.append(
@@ -247,18 +246,16 @@ def assemble(
                 recs = [ThreadRecord(index=0, device="?", outcome=str(exit_outcome))]
         if child.stacks.strip():
             stacks.append(child.stacks)
-        events = (
-            child.result["threads"]
-            if child.result
-            else [e for e in child.events if e.get("event") == "thread"]
-        )
+        events = thread_events(child)
         flops = (child.result or {}).get("flops_per_step", {})
         for ev in events:
-            steps = [(s[1], s[2], s[3]) for s in ev["steps"]]
-            steps_by_thread.append(steps)
+            # Step rows: [shape, seconds, tokens, compiled, device peak memory].
             steady = [
-                s for n, s in enumerate(ev["steps"]) if n >= scenario.warmup_steps and not s[3]
+                s
+                for n, s in enumerate(ev["steps"])
+                if metrics.is_steady(n, s[3], scenario.warmup_steps)
             ]
+            steady_by_thread.append([(s[1], s[2]) for s in steady])
             secs = sum(s[1] for s in steady)
             if secs > 0 and all(flops.get(str(s[0])) for s in steady):
                 flops_rate += sum(flops[str(s[0])] for s in steady) / secs
@@ -266,12 +263,11 @@ def assemble(
                 mem_by_device[ev["device"]] = base_shape_memory(steady)
         # Placeholder records of threads that never reported get an empty step list, so the
         # zip below pairs every record with its own steps.
-        steps_by_thread.extend([] for _ in range(len(recs) - len(events)))
+        steady_by_thread.extend([] for _ in range(len(recs) - len(events)))
         threads.extend(recs)
 
-    for rec, steps in zip(threads, steps_by_thread, strict=True):
-        rec.tokens_per_s = metrics.rate(metrics.steady_steps(steps, scenario.warmup_steps))
-    steady_by_thread = [metrics.steady_steps(s, scenario.warmup_steps) for s in steps_by_thread]
+    for rec, steady in zip(threads, steady_by_thread, strict=True):
+        rec.tokens_per_s = metrics.rate(steady)
     window_rates = metrics.aggregate_windows(steady_by_thread, N_WINDOWS)
     tps, spread = metrics.median_and_spread(window_rates)
 
@@ -324,9 +320,6 @@ def assemble(
         repeat_index=repeat_index,
         command=command,
     )
-
-
-UNCOMPILED = frozenset({Strategy.EAGER, Strategy.SDPA_DENSE})  # nothing to cache
 
 
 def enforce_cache_proof(

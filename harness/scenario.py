@@ -7,7 +7,7 @@ compile state, so it is safe to import anywhere.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.vocab import CacheState, Schedule, Strategy, parse_choice
@@ -51,9 +51,6 @@ class Scenario:
             f"{self.preset}/{self.strategy}/{self.cache_state}/{self.schedule}/"
             f"{devs}×{self.threads_per_device}"
         )
-
-    def with_(self, **changes: Any) -> Scenario:
-        return replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

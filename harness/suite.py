@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.race_expectations import ExpectedFailure
 from harness.record import RunRecord, append_jsonl
 from harness.runner import run_scenario
 from harness.scenario import Scenario
@@ -33,6 +34,7 @@ class RacegateConfig:
     results: Path | None
     workload: str
     production: Strategy
+    expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
     versions: dict[str, str]
 
 

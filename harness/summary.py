@@ -13,15 +13,6 @@ from harness.metrics import wilson_interval
 from harness.record import RunRecord
 from harness.vocab import Outcome
 
-SCENARIO_KEY_FIELDS = (
-    "preset",
-    "strategy",
-    "cache_state",
-    "schedule",
-    "devices",
-    "threads_per_device",
-)
-
 
 def scenario_key(record: RunRecord) -> str:
     s = record.scenario

@@ -72,7 +72,8 @@ def error_chain_text(exc: BaseException) -> str:
     ]
 
 
-def _sync(device: str) -> None:
+def sync_device(device: str) -> None:
+    """Wait for the device's queued work, so a step's wall time is its real time."""
     if device.startswith("cuda"):
         torch.cuda.synchronize(torch.device(device))
 
@@ -120,15 +121,12 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
         if plan.fail_on_recompile:
             # Also set per thread: from torch 2.12 dynamo config is per-thread (DESIGN §3).
             torch.compiler.set_stance("fail_on_recompile")
-        if plan.schedule is Schedule.STAGGERED:
-            co.barrier.wait(timeout=max(1.0, plan.deadline - time.monotonic()))
-            if i > 0 and not co.wait(co.released[i - 1]):
-                raise TimeoutError(
-                    f"{DEADLINE_MARK}: thread {i} never got its turn, thread {i - 1} never got "
-                    "steady"
-                )
-        else:
-            co.barrier.wait(timeout=max(1.0, plan.deadline - time.monotonic()))
+        co.barrier.wait(timeout=max(1.0, plan.deadline - time.monotonic()))
+        staggered = plan.schedule is Schedule.STAGGERED
+        if staggered and i > 0 and not co.wait(co.released[i - 1]):
+            raise TimeoutError(
+                f"{DEADLINE_MARK}: thread {i} never got its turn, thread {i - 1} never got steady"
+            )
         run.start = time.monotonic()
         done = 0
         while time.monotonic() < plan.deadline:
@@ -141,7 +139,7 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
                     shape = new_shape
             t0 = time.perf_counter()
             result = run.replica.step(shape)
-            _sync(run.device)
+            sync_device(run.device)
             dt = time.perf_counter() - t0
             run.steps.append(
                 StepLog(

@@ -26,6 +26,10 @@ class Strategy(StrEnum):
     )
 
 
+# Strategies that compile nothing: no silent fallback to detect, no compile cache to prove.
+UNCOMPILED = frozenset({Strategy.EAGER, Strategy.SDPA_DENSE})
+
+
 class CacheState(StrEnum):
     COLD = "cold"  # empty private inductor/triton cache
     WARM = "warm"  # filled by a prior single-threaded run of the same scenario

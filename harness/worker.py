@@ -24,14 +24,6 @@ from harness.scenario import Scenario
 from harness.vocab import CacheState, Schedule, Strategy
 from harness.workload_api import WorkloadSpec, check_replica, load_workload
 
-COMPILED_STRATEGIES = {
-    Strategy.PER_DEVICE,
-    Strategy.SINGLETON,
-    Strategy.WARMUP,
-    Strategy.NESTED_FX_OFF,
-    Strategy.PROCESSES,
-}
-
 
 def versions() -> dict[str, str]:
     out = {"python": sys.version.split()[0], "torch": torch.__version__}
@@ -82,7 +74,7 @@ def warm_up(runs: list[threads.ThreadRun], shapes: list[int]) -> float:
     for run in runs:
         for shape in shapes:
             run.replica.step(shape)
-        threads._sync(run.device)
+        threads.sync_device(run.device)
     torch.compiler.set_stance("fail_on_recompile")
     return time.perf_counter() - t0
 
@@ -192,7 +184,6 @@ def main(run_dir: Path) -> int:
         "warmup_s": warmup_s,
         "shapes": plan_shapes,
         "flops_per_step": {str(s): workload.flops_per_step(s) for s in shapes},
-        "compiled": scenario.strategy in COMPILED_STRATEGIES,
         "schedule": str(scenario.schedule if mode == "run" else Schedule.BARRIER),
     }
     faulthandler.cancel_dump_traceback_later()
