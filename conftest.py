@@ -93,6 +93,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(default: 3 on GPU, where one run finds the race 40-80% of the time; 1 on CPU)",
     )
     group.addoption(
+        "--run-timeout",
+        dest="racegate_run_timeout",
+        type=float,
+        default=None,
+        help="seconds one isolated run may take before it counts as a hang "
+        "(default: 80%% of the case's timeout, split over its runs)",
+    )
+    group.addoption(
         "--results",
         dest="racegate_results",
         default=None,
@@ -175,6 +183,9 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         switch_interval = opt("racegate_switch_interval")
         if switch_interval <= 0:
             raise ValueError(f"--switch-interval must be > 0 seconds, got {switch_interval}")
+        run_timeout = opt("racegate_run_timeout")
+        if run_timeout is not None and run_timeout <= 0:
+            raise ValueError(f"--run-timeout must be > 0 seconds, got {run_timeout}")
         repeat = opt("racegate_repeat")
         repeat = (3 if on_gpu else 1) if repeat is None else repeat
         if repeat < 1:
@@ -194,6 +205,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         schedule=schedule,
         preset=opt("racegate_preset") or (GPU_PRESET if on_gpu else CPU_PRESET),
         repeat=repeat,
+        run_timeout=run_timeout,
         switch_interval=switch_interval,
         results=Path(results) if results else None,
         workload=workload,

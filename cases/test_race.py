@@ -89,7 +89,8 @@ def test_race(race_case, racegate_config) -> None:
         steps=4 if devices == ("cpu",) else 8,
         warmup_steps=1,
         # Warm and deleted runs first prime the cache in a run of their own: halve each budget.
-        timeout_s=CASE_TIMEOUT_S * 0.8 / rc.repeat / (1 if cache_state is CacheState.COLD else 2),
+        timeout_s=rc.run_timeout
+        or CASE_TIMEOUT_S * 0.8 / rc.repeat / (1 if cache_state is CacheState.COLD else 2),
         workload=rc.workload,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
@@ -123,7 +124,7 @@ def test_race_incident_topology_production_strategy(racegate_config) -> None:
         target_devices=targets,
         threads_per_device=1,
         steps=8,
-        timeout_s=CASE_TIMEOUT_S * 0.8 / rc.repeat,
+        timeout_s=rc.run_timeout or CASE_TIMEOUT_S * 0.8 / rc.repeat,
         workload=rc.workload,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])

@@ -31,6 +31,7 @@ class RacegateConfig:
     switch_interval: float
     preset: str
     repeat: int
+    run_timeout: float | None  # --run-timeout; None: each case splits its own budget
     results: Path | None
     workload: str
     production: Strategy

@@ -53,6 +53,7 @@ def test_gpu_cases_skip_with_a_reason(suite: pytest.Pytester) -> None:
         (["--devices", "0"], "names GPUs but this machine has none"),
         (["--repeat", "0"], "--repeat must be ≥ 1"),
         (["--switch-interval", "0"], "--switch-interval must be > 0"),
+        (["--run-timeout", "-5"], "--run-timeout must be > 0"),
     ],
 )
 def test_bad_options_are_usage_errors(
