@@ -5,7 +5,9 @@ and the report. `nox -l` lists them; `nox -s gpu_matrix` is the nightly job.
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -42,6 +44,11 @@ RESULTS_DIR = Path(
 # (virtualenv): uv does not count system site packages as installed (astral-sh/uv#2101) and
 # would fetch them again, which an offline runner cannot do.
 SYSTEM_SITE = {"venv_backend": "virtualenv", "venv_params": ["--system-site-packages"]}
+# cpu_matrix installs each torch release once, here (`pip install --target`), and every
+# transformers cell of that release reads it through a .pth file: 6 torch installs, not 18.
+# A pip constraint capping torch (this CPU image: /etc/xdg/pip/constraints.txt, torch<=2.14.1)
+# stops torch 2.15.0 here; lift it for the run with PIP_CONSTRAINT=/dev/null.
+TORCH_DIR = Path(os.environ.get("RACEGATE_TORCH_DIR") or ROOT / ".nox" / "_torch")
 
 
 def _name(requirement: str) -> str:
@@ -86,6 +93,29 @@ def link_runner_site_packages(session: nox.Session) -> None:
         pth.write_text(f"{site_dir}\n")
 
 
+def cell_pins(transformers: str) -> list[str]:
+    """transformers==<v>, plus the old tokenizers that transformers 5.6 and 5.8 need."""
+    pins = [f"transformers=={transformers}"]
+    if transformers in INCIDENT_TRANSFORMERS:
+        pins.append(OLD_TOKENIZERS)
+    return pins
+
+
+def check_versions(session: nox.Session, torch: str, transformers: str) -> None:
+    """Fail the cell unless its Python imports the asked torch (any local tag) and transformers."""
+    got = session.run(
+        "python",
+        "-c",
+        "import torch, transformers as t; print(torch.__version__, t.__version__)",
+        silent=True,
+    )
+    if got is None:
+        return
+    torch_got, tf_got = got.split()[-2:]
+    if tf_got != transformers or (torch != SYSTEM and torch_got.split("+")[0] != torch):
+        session.error(f"asked torch {torch}, transformers {transformers}; got {torch_got} {tf_got}")
+
+
 def install_cell(session: nox.Session, torch: str, transformers: str) -> None:
     """One matrix cell's environment: torch (or the image's), transformers, the suite's deps."""
     if torch == SYSTEM:
@@ -101,21 +131,93 @@ def install_cell(session: nox.Session, torch: str, transformers: str) -> None:
     else:
         index = os.environ.get("RACEGATE_TORCH_INDEX_URL")  # e.g. a CPU-only wheel index
         install(session, f"torch=={torch}", index_args=("--index-url", index) if index else ())
-    pins = [f"transformers=={transformers}"]
-    if transformers in INCIDENT_TRANSFORMERS:
-        pins.append(OLD_TOKENIZERS)
-    install(session, *pins, *requirements(without=("torch", "transformers")))
-    got = session.run(
-        "python",
-        "-c",
-        "import torch, transformers as t; print(torch.__version__, t.__version__)",
-        silent=True,
+    install(session, *cell_pins(transformers), *requirements(without=("torch", "transformers")))
+    check_versions(session, torch, transformers)
+
+
+def torch_release_in(folder: Path) -> str | None:
+    """The torch release installed in `folder` (local tag such as +cpu dropped), else None."""
+    if not folder.is_dir():
+        return None
+    for dist in importlib.metadata.distributions(path=[str(folder)]):
+        if _name(dist.metadata["Name"] or "") == "torch":
+            return dist.version.split("+")[0]
+    return None
+
+
+def shared_torch(session: nox.Session, torch: str) -> Path:
+    """TORCH_DIR/<torch>: torch installed there once (`pip install --target`), then reused.
+
+    Installs into <torch>.partial and renames it when the install is complete, so an
+    interrupted install is redone rather than taken for a finished one. RACEGATE_TORCH_INDEX_URL
+    picks the index (e.g. https://download.pytorch.org/whl/cpu: no CUDA libraries), and
+    RACEGATE_WHEELHOUSE makes it offline, as for every install.
+    """
+    folder = TORCH_DIR / torch
+    found = torch_release_in(folder)
+    if found == torch:
+        session.log(f"torch {torch}: reusing {folder}")
+        return folder
+    if folder.exists() or folder.is_symlink():
+        session.error(f"{folder} holds torch {found or 'nothing'}, not {torch}: remove it")
+    partial = folder.with_name(f"{torch}.partial")
+    if partial.is_symlink() or partial.is_file():
+        partial.unlink()
+    elif partial.exists():
+        shutil.rmtree(partial)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    index = os.environ.get("RACEGATE_TORCH_INDEX_URL")
+    install(
+        session,
+        "--target",
+        str(partial),
+        f"torch=={torch}",
+        index_args=("--index-url", index) if index else (),
     )
-    if got is None:
+    found = torch_release_in(partial)
+    if found != torch:  # e.g. `nox --no-install` on a reused venv installed nothing
+        session.error(f"installing torch=={torch} into {partial} left torch {found or 'nothing'}")
+    partial.rename(folder)
+    return folder
+
+
+def install_cpu_cell(session: nox.Session, torch: str, transformers: str) -> None:
+    """A cpu_matrix cell: transformers + the suite's deps in the cell's venv, torch shared.
+
+    The venv gets a .pth file appending TORCH_DIR/<torch> after its own packages (which win,
+    e.g. transformers and tokenizers), and a stamp of what it was given: a rerun whose stamp
+    matches installs nothing.
+    """
+    if session.venv_backend == "none":  # `--no-venv`: the current environment as it is
+        check_versions(session, torch, transformers)
         return
-    torch_got, tf_got = got.split()[-2:]
-    if tf_got != transformers or (torch != SYSTEM and torch_got.split("+")[0] != torch):
-        session.error(f"asked torch {torch}, transformers {transformers}; got {torch_got} {tf_got}")
+    folder = shared_torch(session, torch).absolute()
+    packages = [*cell_pins(transformers), *requirements(without=("torch", "transformers"))]
+    want = {
+        "torch_dir": str(folder),
+        "packages": packages,
+        "wheelhouse": os.environ.get("RACEGATE_WHEELHOUSE") or None,
+    }
+    out = session.run(
+        "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True
+    )
+    purelib = Path(out.strip().splitlines()[-1]) if out else None
+    stamp = purelib / "racegate-cell.json" if purelib else None
+    pth = purelib / "racegate-torch.pth" if purelib else None
+    if stamp and pth and stamp.is_file() and pth.is_file():
+        try:
+            done = json.loads(stamp.read_text())
+        except ValueError:
+            done = None
+        if done == want and pth.read_text().strip() == str(folder):
+            session.log(f"cell environment unchanged ({stamp}): nothing to install")
+            check_versions(session, torch, transformers)
+            return
+    install(session, *packages)
+    if stamp and pth:  # after the installs: pip resolves the cell's packages on their own
+        pth.write_text(f"{folder}\n")
+        stamp.write_text(json.dumps(want, indent=1) + "\n")
+    check_versions(session, torch, transformers)
 
 
 def results_dir(session: nox.Session) -> Path:
@@ -175,7 +277,7 @@ def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
 @nox.parametrize("torch", cell_params("torch", CPU_TORCH))
 def cpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     """One torch × transformers cell of the probes and CPU race cases (no GPU needed)."""
-    install_cell(session, torch, transformers)
+    install_cpu_cell(session, torch, transformers)
     run_suite(session, "cases", "-k", "race", "--devices", "cpu")
 
 

@@ -106,20 +106,50 @@ class Skip(Exception):
 
 
 class FakeSession:
-    """Records installs and runs; answers the noxfile's probes like a GPU machine would."""
+    """Records installs and runs; answers the noxfile's probes like a GPU machine would.
 
-    def __init__(self, name: str, posargs: list[str] | None = None, gpus: int = 2) -> None:
-        self.name, self.posargs, self.gpus = name, posargs or [], gpus
+    With `purelib` (a folder standing for the venv's site-packages) it also keeps state like a
+    real venv: a pinned `name==version` install writes that distribution's metadata into the
+    venv, or into the `--target` folder; the version probe reads torch and transformers back
+    from the venv and the folders its .pth files append, as Python's import would.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        posargs: list[str] | None = None,
+        gpus: int = 2,
+        purelib: Path | None = None,
+    ) -> None:
+        self.name, self.posargs, self.gpus, self.purelib = name, posargs or [], gpus, purelib
         self.installs: list[tuple[str, ...]] = []
         self.runs: list[tuple[tuple[str, ...], dict[str, Any]]] = []
         self.torch = "2.11.0+cu130"
         self.venv_backend = "virtualenv"
 
-    def install(self, *args: str) -> None:
+    def install(self, *args: str, **kwargs: Any) -> None:
         self.installs.append(args)
+        target = Path(args[args.index("--target") + 1]) if "--target" in args else self.purelib
         for a in args:
             if a.startswith("torch=="):
                 self.torch = a.removeprefix("torch==")
+            if target is not None and "==" in a and not a.startswith("-"):
+                name, version = a.split("==")
+                meta = target / f"{name}-{version}.dist-info"
+                meta.mkdir(parents=True, exist_ok=True)
+                (meta / "METADATA").write_text(f"Name: {name}\nVersion: {version}\n")
+
+    def _installed(self, name: str) -> str | None:
+        assert self.purelib is not None
+        folders = [self.purelib] + [
+            Path(line.strip())
+            for pth in sorted(self.purelib.glob("*.pth"))
+            for line in pth.read_text().splitlines()
+        ]
+        for folder in folders:
+            for meta in sorted(folder.glob(f"{name}-*.dist-info")):
+                return meta.name.removeprefix(f"{name}-").removesuffix(".dist-info")
+        return None
 
     def run(self, *args: str, **kwargs: Any) -> str | None:
         self.runs.append((args, kwargs))
@@ -127,11 +157,18 @@ class FakeSession:
         if "find_spec('torch')" in code:
             return "True\n"
         if "transformers as t" in code:
+            if self.purelib is not None:
+                return f"{self._installed('torch')} {self._installed('transformers')}\n"
             tf = next(a for i in self.installs for a in i if a.startswith("transformers=="))
             return f"{self.torch} {tf.removeprefix('transformers==')}\n"
         if "device_count" in code:
             return f"{self.gpus}\n"
+        if "purelib" in code and self.purelib is not None:
+            return f"{self.purelib}\n"
         return None
+
+    def log(self, message: str) -> None:
+        pass
 
     def skip(self, reason: str) -> None:
         raise Skip(reason)
@@ -168,6 +205,7 @@ def test_cpu_cell_pins_torch_and_goes_offline_with_a_wheelhouse(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(noxfile, "TORCH_DIR", tmp_path / "_torch")
     monkeypatch.setenv("RACEGATE_WHEELHOUSE", str(tmp_path))
     s = FakeSession("cpu_matrix(torch='2.12.1', transformers='5.24.0')", gpus=0)
     noxfile.cpu_matrix(s, torch="2.12.1", transformers=noxfile.LATEST_TRANSFORMERS)
@@ -178,6 +216,97 @@ def test_cpu_cell_pins_torch_and_goes_offline_with_a_wheelhouse(
     assert "torch==2.12.1" in installed and noxfile.OLD_TOKENIZERS not in installed
     args, _ = _pytest_run(s)
     assert args[4:6] == ("-k", "race") and "--devices" in args
+
+
+def _cpu_cell(noxfile: ModuleType, purelib: Path, torch: str, tf: str) -> FakeSession:
+    s = FakeSession(f"cpu_matrix(torch={torch!r}, transformers={tf!r})", gpus=0, purelib=purelib)
+    noxfile.cpu_matrix(s, torch=torch, transformers=tf)
+    return s
+
+
+def _torch_installs(s: FakeSession) -> list[tuple[str, ...]]:
+    return [i for i in s.installs if any(a.startswith("torch") for a in i)]
+
+
+def test_cpu_matrix_installs_each_torch_once_and_reruns_install_nothing(
+    noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "_torch"
+    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(noxfile, "TORCH_DIR", shared)
+    monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
+    monkeypatch.setenv("RACEGATE_TORCH_INDEX_URL", "https://download.pytorch.org/whl/cpu")
+    old, latest = noxfile.INCIDENT_TRANSFORMERS[0], noxfile.LATEST_TRANSFORMERS
+
+    first = _cpu_cell(noxfile, tmp_path / "venv-old", "2.12.1", old)
+    assert _torch_installs(first) == [
+        ("--index-url", "https://download.pytorch.org/whl/cpu",
+         "--target", str(shared / "2.12.1.partial"), "torch==2.12.1"),
+    ]  # fmt: skip
+    assert noxfile.torch_release_in(shared / "2.12.1") == "2.12.1"
+    assert not (shared / "2.12.1.partial").exists()
+    cell_installs = [i for i in first.installs if i not in _torch_installs(first)]
+    assert len(cell_installs) == 1 and "--index-url" not in cell_installs[0]
+    assert {f"transformers=={old}", noxfile.OLD_TOKENIZERS} <= set(cell_installs[0])
+    pth = tmp_path / "venv-old" / "racegate-torch.pth"
+    assert pth.read_text() == f"{(shared / '2.12.1').absolute()}\n"
+    _pytest_run(first)
+
+    # Another transformers on the same torch: its own venv, the shared torch, no torch install.
+    second = _cpu_cell(noxfile, tmp_path / "venv-latest", "2.12.1", latest)
+    assert _torch_installs(second) == [] and len(second.installs) == 1
+    assert (tmp_path / "venv-latest" / "racegate-torch.pth").read_text() == pth.read_text()
+
+    # A rerun of a cell whose venv nox kept: nothing installed, the suite still runs.
+    rerun = _cpu_cell(noxfile, tmp_path / "venv-old", "2.12.1", old)
+    assert rerun.installs == []
+    _pytest_run(rerun)
+
+    # The same venv asked for other packages (here: offline from a wheelhouse) installs again.
+    monkeypatch.setenv("RACEGATE_WHEELHOUSE", str(tmp_path))
+    changed = _cpu_cell(noxfile, tmp_path / "venv-old", "2.12.1", old)
+    assert len(changed.installs) == 1 and changed.installs[0][0] == "--no-index"
+
+
+def test_cpu_matrix_shared_torch_is_checked_and_never_half_installed(
+    noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "_torch"
+    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(noxfile, "TORCH_DIR", shared)
+    monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
+    monkeypatch.delenv("RACEGATE_TORCH_INDEX_URL", raising=False)
+    tf = noxfile.LATEST_TRANSFORMERS
+
+    # A folder named 2.14.1 that holds another torch is an error, not reused or overwritten.
+    FakeSession("seed").install("--target", str(shared / "2.14.1"), "torch==2.13.0")
+    with pytest.raises(AssertionError, match=r"holds torch 2\.13\.0, not 2\.14\.1"):
+        _cpu_cell(noxfile, tmp_path / "venv", "2.14.1", tf)
+
+    # A leftover of an interrupted install is removed and the install redone.
+    leftover = shared / "2.10.0.partial"
+    FakeSession("seed").install("--target", str(leftover), "torch==2.10.0")
+    (leftover / "half-written").write_text("")
+    s = _cpu_cell(noxfile, tmp_path / "venv", "2.10.0", tf)
+    assert _torch_installs(s) == [("--target", str(leftover), "torch==2.10.0")]
+    assert not (shared / "2.10.0" / "half-written").exists() and not leftover.exists()
+
+    # An install that leaves no torch behind (`nox --no-install`, a pip that did nothing).
+    class NoInstall(FakeSession):
+        def install(self, *args: str, **kwargs: Any) -> None:
+            self.installs.append(args)
+
+    with pytest.raises(AssertionError, match="left torch nothing"):
+        noxfile.cpu_matrix(
+            NoInstall("cpu", gpus=0, purelib=tmp_path / "v2"), torch="2.11.0", transformers=tf
+        )
+    assert not (shared / "2.11.0").exists()
+
+    # The cell's Python must import the torch it asked for: a torch that landed in the venv
+    # itself (pulled in by some dependency) shadows the shared one, and fails the cell.
+    FakeSession("dep", purelib=tmp_path / "venv").install("torch==2.9.0")
+    with pytest.raises(AssertionError, match=r"asked torch 2\.10\.0.*got 2\.9\.0"):
+        _cpu_cell(noxfile, tmp_path / "venv", "2.10.0", tf)
 
 
 def test_gpu_matrix_skips_without_a_gpu(
