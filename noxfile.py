@@ -167,13 +167,20 @@ def shared_torch(session: nox.Session, torch: str) -> Path:
         shutil.rmtree(partial)
     partial.parent.mkdir(parents=True, exist_ok=True)
     index = os.environ.get("RACEGATE_TORCH_INDEX_URL")
-    install(
-        session,
-        "--target",
-        str(partial),
-        f"torch=={torch}",
-        index_args=("--index-url", index) if index else (),
-    )
+    try:
+        install(
+            session,
+            "--target",
+            str(partial),
+            f"torch=={torch}",
+            index_args=("--index-url", index) if index else (),
+        )
+    except nox.command.CommandFailed:
+        session.error(
+            f"pip could not install torch=={torch} into {partial}. If it printed "
+            "ResolutionImpossible with a '(constraint)' line, a pip constraint caps torch "
+            "(pip config list; PIP_CONSTRAINT): rerun with PIP_CONSTRAINT=/dev/null"
+        )
     found = torch_release_in(partial)
     if found != torch:  # e.g. `nox --no-install` on a reused venv installed nothing
         session.error(f"installing torch=={torch} into {partial} left torch {found or 'nothing'}")

@@ -302,6 +302,19 @@ def test_cpu_matrix_shared_torch_is_checked_and_never_half_installed(
         )
     assert not (shared / "2.11.0").exists()
 
+    # pip refusing (this CPU image's pip constraint caps torch at 2.14.1) names the way out.
+    class Capped(FakeSession):
+        def install(self, *args: str, **kwargs: Any) -> None:
+            if "torch==2.15.0" in args:
+                raise noxfile.nox.command.CommandFailed("ResolutionImpossible")
+            super().install(*args, **kwargs)
+
+    with pytest.raises(AssertionError, match="PIP_CONSTRAINT=/dev/null"):
+        noxfile.cpu_matrix(
+            Capped("cpu", gpus=0, purelib=tmp_path / "v3"), torch="2.15.0", transformers=tf
+        )
+    assert not (shared / "2.15.0").exists()
+
     # The cell's Python must import the torch it asked for: a torch that landed in the venv
     # itself (pulled in by some dependency) shadows the shared one, and fails the cell.
     FakeSession("dep", purelib=tmp_path / "venv").install("torch==2.9.0")
