@@ -55,15 +55,27 @@ OUTCOME_ERRORS: dict[Outcome, type[RaceOutcomeError]] = {
 
 
 def run_case(
-    scenario: Scenario, repeat: int, results: Path | None, command: str
+    scenario: Scenario,
+    repeat: int,
+    results: Path | None,
+    command: str,
+    *,
+    stop_on_failure: bool = False,
 ) -> list[RunRecord]:
-    """`repeat` isolated runs of `scenario`; each record is appended to `results` as it lands."""
+    """`repeat` isolated runs of `scenario`; each record is appended to `results` as it lands.
+
+    stop_on_failure: end after the first run that is not `ok` (the case has failed; a hang
+    would otherwise cost every remaining run its whole timeout). Detection rates come from
+    `python -m harness run --repeat N`, which runs them all.
+    """
     records = []
     for k in range(repeat):
         record = run_scenario(scenario, command=command, repeat_index=k)
         if results is not None:
             append_jsonl(results, record)
         records.append(record)
+        if stop_on_failure and record.outcome != Outcome.OK:
+            break
     return records
 
 

@@ -11,6 +11,7 @@ from harness.outcomes import NESTED_FX_MESSAGE
 from harness.record import append_jsonl, read_jsonl
 from harness.runner import ChildResult, assemble, run_scenario
 from harness.scenario import make_scenario
+from harness.suite import run_case
 from harness.vocab import Outcome
 
 FAULT = "tests.fault_workloads:make_workload"
@@ -126,3 +127,15 @@ def test_unproven_cache_state_is_never_ok() -> None:
     # Nothing compiles under an uncompiled strategy, so there is nothing to prove.
     rec = assemble(sc, [_child([(0, 2), (1, 3)])], {"prime_ok": True}, "", 0, "", 1.0)
     assert enforce_cache_proof(rec, CacheState.WARM, Strategy.SDPA_DENSE).outcome == "ok"
+
+
+def test_race_cases_stop_at_the_first_failed_run(tmp_path: Path) -> None:
+    out = tmp_path / "runs.jsonl"
+    records = run_case(fault_scenario("error"), 3, out, "test", stop_on_failure=True)
+    assert [r.outcome for r in records] == ["other_error"]
+    assert [r.outcome for r in read_jsonl(out)] == ["other_error"]
+
+
+def test_run_case_makes_every_run_when_they_pass(tmp_path: Path) -> None:
+    records = run_case(fault_scenario("ok"), 2, None, "test", stop_on_failure=True)
+    assert [(r.outcome, r.repeat_index) for r in records] == [("ok", 0), ("ok", 1)]
