@@ -37,6 +37,20 @@ def classify_error(error_text: str) -> Outcome:
     return Outcome.OTHER_ERROR
 
 
+# What torch's recompile-reason analysis says about an entry whose guards pass on re-check:
+# 2.11 words it as a backend mismatch (guards.py, get_guard_fail_reason_helper), other
+# releases as "Unexpected recompilation". Under fail_on_recompile after a warm-up, that entry
+# matched: the cache lookup missed it (a cross-thread race; results/2026-11-30-guard-lookup-race).
+_GUARDS_PASSED_MARKERS = ("BACKEND_MATCH failure", "Unexpected recompilation")
+
+
+def is_spurious_recompile(error_text: str) -> bool:
+    """A blocked recompile for which an existing cache entry's guards passed on re-check."""
+    return RECOMPILE_MESSAGE in error_text and any(
+        m in error_text for m in _GUARDS_PASSED_MARKERS
+    )
+
+
 def classify_thread(
     *, error_text: str | None, finished: bool, eager_fallbacks: int, compiled: bool
 ) -> Outcome:

@@ -79,10 +79,20 @@ def run_case(
     return records
 
 
+SPURIOUS_NOTE = (
+    "spurious: an existing cache entry's guards passed on re-check — torch's cache lookup raced "
+    "another thread (upstream bug, not a new shape; results/2026-11-30-guard-lookup-race)"
+)
+
+
 def explain(records: list[RunRecord]) -> str:
+    from harness.outcomes import is_spurious_recompile
+
     lines = []
     for r in records:
         errors = sorted({t.error for t in r.threads if t.error})
+        if any(is_spurious_recompile(t.error_text or "") for t in r.threads):
+            errors.append(SPURIOUS_NOTE)
         lines.append(
             f"run {r.repeat_index + 1}: {r.outcome}, {r.threads_concurrent}/{r.threads_asked} "
             f"threads concurrent, counts { ({k: v for k, v in r.outcome_counts.items() if v}) }"

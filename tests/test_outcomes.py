@@ -76,3 +76,42 @@ def test_max_concurrency() -> None:
     assert outcomes.max_concurrency([]) == 0
     with pytest.raises(ValueError, match="ends before"):
         outcomes.max_concurrency([(2, 1)])
+
+
+# From a `warmup` run on 2×H200 (results/2026-11-30-h200x2-session2/call1/warmup.jsonl), trimmed.
+SPURIOUS = (
+    "RuntimeError: Detected recompile when torch.compile stance is 'fail_on_recompile'. "
+    "filename: '/work/main/model/attention.py', function name: '_counted_flex', line number: 60\n"
+    "    triggered by the following guard failure(s):\n"
+    "    - 0/0: BACKEND_MATCH failure: torch.compile detected different backend callables.\n"
+    "    - 0/1: tensor 'k' size mismatch at index 0. expected 8, actual 4"
+)
+GENUINE = (
+    "RuntimeError: Detected recompile when torch.compile stance is 'fail_on_recompile'. "
+    "filename: 'x.py', function name: 'f', line number: 1\n"
+    "    triggered by the following guard failure(s):\n"
+    "    - 0/0: tensor 'x' size mismatch at index 0. expected 64, actual 65"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "spurious"),
+    [(SPURIOUS, True), (GENUINE, False), ("RuntimeError: BACKEND_MATCH failure", False)],
+)
+def test_spurious_recompile_is_told_apart(text: str, spurious: bool) -> None:
+    assert outcomes.classify_error(text) is (
+        Outcome.RECOMPILE_BLOCKED if "Detected recompile" in text else Outcome.OTHER_ERROR
+    )
+    assert outcomes.is_spurious_recompile(text) is spurious
+
+
+def test_a_failed_case_names_a_spurious_recompile() -> None:
+    from harness.suite import SPURIOUS_NOTE, explain
+    from tests.test_baselines import make_record
+
+    record = make_record(other="recompile_blocked")
+    blocked = next(t for t in record.threads if t.outcome == "recompile_blocked")
+    blocked.error, blocked.error_text = SPURIOUS.splitlines()[0], SPURIOUS
+    assert SPURIOUS_NOTE in explain([record])
+    blocked.error_text = GENUINE
+    assert SPURIOUS_NOTE not in explain([record])
