@@ -7,13 +7,14 @@ dynamo mark the dim dynamic: symbolic guards), then `set_stance("fail_on_recompi
 threads each call it on one of those already-compiled inputs, N times. Any RuntimeError
 "Detected recompile" is a spurious cache miss (every input was compiled before).
 
-    python scripts/guard_lookup_race.py N [one|two] [static] [default] [retry]
+    python scripts/guard_lookup_race.py N [one|two] [static] [default] [retry] [lock]
 
 one/two: one torch.compile wrapper, or two (one per dtype, like a per-device wrapper);
 static: torch.compile(dynamic=False) (one static entry per size: C++-only guards);
 default: keep Python's default GIL switch interval (else 10 µs);
 retry: call again once when the stance raises (a spurious miss hits the cache on the retry; a
-real recompile raises again).
+real recompile raises again);
+lock: one process-wide lock around every compiled call (lookups no longer overlap).
 Prints the torch version, the number of threads that hit a spurious recompile, and (retry)
 how many calls needed a retry.
 """
@@ -45,9 +46,13 @@ errors: list[str] = []
 retried: list[int] = []
 calls = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 5000
 RETRY = "retry" in sys.argv
+LOCK = threading.Lock() if "lock" in sys.argv else None
 
 
 def call(fn, *args):
+    if LOCK is not None:
+        with LOCK:
+            return fn(*args)
     try:
         return fn(*args)
     except RuntimeError as e:
