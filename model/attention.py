@@ -98,6 +98,28 @@ def compiled_for_device(device: torch.device) -> Attend:
     return fn
 
 
+# ---- warmup: one compiled call at a time ------------------------------------------------------
+# After a warm-up every input has its cache entry, yet dynamo's frame-cache lookup can miss an
+# entry whose guards match when another thread looks up at the same moment (guard evaluation
+# runs Python, so the GIL can drop mid-walk: pytorch/pytorch#123177, PR #193697). Under
+# fail_on_recompile that miss raises in the step (3 of 20 GPU runs under load; reproduced
+# without racegate on CPU torch 2.11-2.15, where this lock removed it: results/
+# 2026-11-30-guard-lookup-race). No compile runs after the warm-up, and backward runs outside
+# dynamo's lookup, so the lock only serialises the host-side dispatch of the forward call.
+compiled_call_lock = threading.Lock()
+
+
+def serialized(fn: Attend) -> Attend:
+    """`fn` called under the process-wide `compiled_call_lock`."""
+
+    def call(q_BHTD, k_BKSD, v_BKSD, mask, scale):
+        with compiled_call_lock:
+            return fn(q_BHTD, k_BKSD, v_BKSD, mask, scale)
+
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
+
+
 def transformers_singleton(
     q_BHTD: torch.Tensor, k_BKSD: torch.Tensor, v_BKSD: torch.Tensor, mask: BlockMask,
     scale: float,

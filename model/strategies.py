@@ -32,11 +32,12 @@ def make_strategy(name: str, device: torch.device) -> AttentionStrategy:
     """Resolve a strategy for a replica on `device`; ValueError for unknown or unsupported ones.
 
     per_device / warmup / processes: the per-device compiled kernel (flex on CUDA, dense SDPA
-    on CPU). warmup differs only in what the harness does around it (compile every bucket in
-    one thread, then `torch.compiler.set_stance("fail_on_recompile")`); processes only in
-    topology. nested_fx_off: per_device plus the incident's silent "fix", set here, i.e. in
-    the thread that builds the replica (from torch 2.12 dynamo config is per-thread, so a
-    main-thread setting does not reach worker threads).
+    on CPU). warmup differs in what the harness does around it (compile every bucket in one
+    thread, then `torch.compiler.set_stance("fail_on_recompile")`) and in calling the kernel
+    under one process-wide lock (`attention.serialized`: dynamo's cache lookup is not safe
+    across threads); processes only in topology. nested_fx_off: per_device plus the
+    incident's silent "fix", set here, i.e. in the thread that builds the replica (from torch
+    2.12 dynamo config is per-thread, so a main-thread setting does not reach worker threads).
     """
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose from: {', '.join(STRATEGIES)}")
@@ -51,7 +52,10 @@ def make_strategy(name: str, device: torch.device) -> AttentionStrategy:
         torch._dynamo.config.error_on_nested_fx_trace = False
     if name in COMPILED:
         mask_kind = "block" if attention.kernel_kind(device) == "flex" else "dense"
-        return AttentionStrategy(name, attention.compiled_for_device(device), mask_kind, True)
+        attend = attention.compiled_for_device(device)
+        if name == "warmup":
+            attend = attention.serialized(attend)
+        return AttentionStrategy(name, attend, mask_kind, True)
     if name == "singleton":
         return AttentionStrategy(name, attention.transformers_singleton, "block", False)
     if name == "eager":

@@ -106,7 +106,8 @@ def test_strategy_resolution_on_cpu():
     for name in ("per_device", "warmup", "processes"):
         st = make_strategy(name, CPU)
         assert st.mask_kind == "dense" and st.counts_fallbacks
-        assert st.attend is attention.compiled_for_device(CPU)
+        compiled = getattr(st.attend, "__wrapped__", st.attend) if name == "warmup" else st.attend
+        assert compiled is attention.compiled_for_device(CPU)
     assert set(STRATEGIES) >= {"per_device", "singleton", "warmup", "nested_fx_off", "eager"}
 
 
@@ -114,3 +115,23 @@ def test_nested_fx_off_sets_the_flag_in_the_building_thread():
     with torch._dynamo.config.patch(error_on_nested_fx_trace=True):
         make_strategy("nested_fx_off", CPU)
         assert torch._dynamo.config.error_on_nested_fx_trace is False
+
+
+def test_warmup_calls_its_compiled_kernel_one_thread_at_a_time():
+    """warmup's attention waits for the process-wide lock (dynamo's lookup races otherwise)."""
+    import threading
+
+    attend = make_strategy("warmup", CPU).attend
+    q = torch.randn(1, 2, 8, 4)
+    mask = torch.ones(1, 1, 8, 8, dtype=torch.bool)
+    attend(q, q, q, mask, 0.5)  # compile outside the lock test
+    done = threading.Event()
+    caller = threading.Thread(target=lambda: (attend(q, q, q, mask, 0.5), done.set()))
+    with attention.compiled_call_lock:
+        caller.start()
+        assert not done.wait(0.5), "warmup's compiled call ran while another thread held the lock"
+    caller.join(timeout=60)
+    assert done.is_set()
+    per_device = make_strategy("per_device", CPU).attend
+    with attention.compiled_call_lock:  # per_device is the incident's code: no lock
+        per_device(q, q, q, mask, 0.5)
