@@ -2,7 +2,7 @@
 # NOT RUN YET — the next device call (2×H200) for what session 2 left unverified:
 #   1. the nested_fx_off gate case after its fix (10 µs switch interval, per-device floor), 3 times;
 #   2. pytest-run-parallel on GPU with pytest-timeout below the kill, so a stall leaves stacks;
-#   3. warmup at 2 threads/GPU under load again (spurious cache misses: is it ~15%?).
+#   3. warmup (now with its compiled-call lock, commit 9389c6b) at 2 threads/GPU under load: do the spurious cache misses (3/20 before the lock) stay away, and what does the lock cost (throughput: run cases/test_throughput.py too)?
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
 OUT="${OUT:?set OUT}"
@@ -37,5 +37,8 @@ log "warmup 2 threads/GPU × 20 under load (--jobs 10)"
 timeout 200 python3 -m harness run --preset small --devices 0,1 --steps 8 --switch-interval 1e-5 \
   --strategy warmup --threads-per-device 2 --schedule recompile --repeat 20 --jobs 10 --timeout 120 \
   --out "$OUT/warmup.jsonl" >"$L/warmup.log" 2>&1
+log "throughput with the lock: small per_device and warmup × 3 on GPU 0 (alone)"
+timeout 200 $P cases/test_throughput.py -m throughput -k "at_floor and small" --devices 0 --repeat 3 \
+  --results "$OUT/tp-small.jsonl" >"$L/tp-small.log" 2>&1
 log "done"
 tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
