@@ -228,13 +228,19 @@ def _torch_installs(s: FakeSession) -> list[tuple[str, ...]]:
     return [i for i in s.installs if any(a.startswith("torch") for a in i)]
 
 
-def test_cpu_matrix_installs_each_torch_once_and_reruns_install_nothing(
-    noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    shared = tmp_path / "_torch"
+@pytest.fixture
+def shared(noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shared torch folder of a fresh runner: results and torch under tmp, online."""
     monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
-    monkeypatch.setattr(noxfile, "TORCH_DIR", shared)
+    monkeypatch.setattr(noxfile, "TORCH_DIR", tmp_path / "_torch")
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
+    monkeypatch.delenv("RACEGATE_TORCH_INDEX_URL", raising=False)
+    return tmp_path / "_torch"
+
+
+def test_cpu_matrix_installs_each_torch_once_and_reruns_install_nothing(
+    noxfile: ModuleType, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RACEGATE_TORCH_INDEX_URL", "https://download.pytorch.org/whl/cpu")
     old, latest = noxfile.INCIDENT_TRANSFORMERS[0], noxfile.LATEST_TRANSFORMERS
 
@@ -269,13 +275,8 @@ def test_cpu_matrix_installs_each_torch_once_and_reruns_install_nothing(
 
 
 def test_cpu_matrix_shared_torch_is_checked_and_never_half_installed(
-    noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    noxfile: ModuleType, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shared = tmp_path / "_torch"
-    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
-    monkeypatch.setattr(noxfile, "TORCH_DIR", shared)
-    monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
-    monkeypatch.delenv("RACEGATE_TORCH_INDEX_URL", raising=False)
     tf = noxfile.LATEST_TRANSFORMERS
 
     # A folder named 2.14.1 that holds another torch is an error, not reused or overwritten.
