@@ -275,7 +275,7 @@ def test_cpu_matrix_installs_each_torch_once_and_reruns_install_nothing(
 
 
 def test_cpu_matrix_shared_torch_is_checked_and_never_half_installed(
-    noxfile: ModuleType, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    noxfile: ModuleType, shared: Path, tmp_path: Path
 ) -> None:
     tf = noxfile.LATEST_TRANSFORMERS
 
