@@ -28,11 +28,18 @@ MARKERS = {
 }
 CPU_PRESET, GPU_PRESET = "tiny", "small"
 # Strategies a CPU can train with (flex has no CPU backward; see model/attention.py).
-CPU_STRATEGIES = (Strategy.PER_DEVICE, Strategy.WARMUP, Strategy.NESTED_FX_OFF, Strategy.PROCESSES)
+CPU_STRATEGIES = (
+    Strategy.PER_DEVICE,
+    Strategy.WARMUP,
+    Strategy.WARMUP_LOCKED,
+    Strategy.NESTED_FX_OFF,
+    Strategy.PROCESSES,
+)
 GPU_STRATEGIES = (
     Strategy.PER_DEVICE,
     Strategy.SINGLETON,
     Strategy.WARMUP,
+    Strategy.WARMUP_LOCKED,
     Strategy.PROCESSES,
     Strategy.NESTED_FX_OFF,
 )

@@ -52,7 +52,9 @@ def _runs(rc, preset: str, strategy: Strategy, devices: tuple[str, ...], repeat:
 @pytest.mark.gpu
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("preset", PRESETS)
-@pytest.mark.parametrize("strategy", [Strategy.PER_DEVICE, Strategy.WARMUP], ids=str)
+@pytest.mark.parametrize(
+    "strategy", [Strategy.PER_DEVICE, Strategy.WARMUP, Strategy.WARMUP_LOCKED], ids=str
+)
 def test_throughput_at_floor(preset: str, strategy: Strategy, racegate_config) -> None:
     rc = racegate_config
     records = _runs(rc, preset, strategy, rc.devices[:1], rc.repeat)

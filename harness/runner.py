@@ -27,7 +27,7 @@ from typing import Any
 from harness import cache_state, metrics, outcomes
 from harness.record import RunRecord, ThreadRecord
 from harness.scenario import Scenario
-from harness.vocab import UNCOMPILED, CacheState, Outcome, Strategy
+from harness.vocab import UNCOMPILED, WARMED_UP, CacheState, Outcome, Strategy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 N_WINDOWS = 3  # tokens/s is the median of this many steady-state windows
@@ -305,7 +305,7 @@ def assemble(
         tokens_per_s_spread=spread,
         tokens_per_s_windows=window_rates,
         compile_s=max((t.compile_s for t in threads if t.compile_s is not None), default=None)
-        if scenario.strategy is not Strategy.WARMUP
+        if scenario.strategy not in WARMED_UP
         else (first or {}).get("warmup_s"),
         peak_mem_bytes={d: max(s) for d, s in mem_by_device.items() if s},
         mem_growth=max(growths) if growths else None,

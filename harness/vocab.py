@@ -18,6 +18,9 @@ class Strategy(StrEnum):
     PER_DEVICE = "per_device"  # dict of torch.compile(flex) keyed by device, the incident's code
     SINGLETON = "singleton"  # transformers' own process-global compiled flex
     WARMUP = "warmup"  # per_device, compiled single-threaded up front, then fail_on_recompile
+    # warmup + one process-wide lock around the compiled call: dynamo's cache lookup can miss a
+    # matching entry when threads look up at once (results/2026-11-30-guard-lookup-race)
+    WARMUP_LOCKED = "warmup_locked"
     PROCESSES = "processes"  # one process per device, no threads (harness-level)
     NESTED_FX_OFF = "nested_fx_off"  # per_device + error_on_nested_fx_trace=False: the silent "fix"
     EAGER = "eager"  # flex_attention uncompiled
@@ -25,6 +28,10 @@ class Strategy(StrEnum):
         "sdpa_dense"  # dense boolean-mask SDPA, uncompiled: reference and CPU training path
     )
 
+
+# Strategies the harness warms up (every device × shape, one thread) and then runs under
+# set_stance("fail_on_recompile").
+WARMED_UP = frozenset({Strategy.WARMUP, Strategy.WARMUP_LOCKED})
 
 # Strategies that compile nothing: no silent fallback to detect, no compile cache to prove.
 UNCOMPILED = frozenset({Strategy.EAGER, Strategy.SDPA_DENSE})

@@ -21,7 +21,7 @@ import torch
 
 from harness import cache_state, threads
 from harness.scenario import Scenario
-from harness.vocab import CacheState, Schedule, Strategy
+from harness.vocab import WARMED_UP, CacheState, Schedule, Strategy
 from harness.workload_api import WorkloadSpec, check_replica, load_workload
 
 
@@ -142,7 +142,7 @@ def main(run_dir: Path) -> int:
         for run in runs:  # Steps recorded for the prime's own record, not throughput.
             run.finished = True
     else:
-        if scenario.strategy is Strategy.WARMUP:
+        if scenario.strategy in WARMED_UP:
             warmup_s = warm_up(runs, shapes)
             _append(progress, {"event": "warmed_up", "seconds": warmup_s})
         deleted: dict[str, int] = {}
@@ -162,7 +162,7 @@ def main(run_dir: Path) -> int:
             steps=scenario.steps,
             shapes=shapes,
             deadline=deadline,
-            fail_on_recompile=scenario.strategy is Strategy.WARMUP,
+            fail_on_recompile=scenario.strategy in WARMED_UP,
             on_first_steady_step=delete_cache if is_deleted else None,
             switch_shape_after_hook=is_deleted,
         )

@@ -12,10 +12,11 @@ import torch
 from model import attention
 from model.attention import Attend
 
-STRATEGIES = ("per_device", "singleton", "warmup", "processes", "nested_fx_off", "eager",
-              "sdpa_dense")
+STRATEGIES = ("per_device", "singleton", "warmup", "warmup_locked", "processes", "nested_fx_off",
+              "eager", "sdpa_dense")
 CUDA_ONLY = ("singleton", "eager")  # flex without a compiled kernel we own, or no CPU backward
-COMPILED = ("per_device", "warmup", "processes", "nested_fx_off")  # share compiled_for_device
+# These share compiled_for_device (warmup_locked calls it under a lock).
+COMPILED = ("per_device", "warmup", "warmup_locked", "processes", "nested_fx_off")
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,9 @@ def make_strategy(name: str, device: torch.device) -> AttentionStrategy:
 
     per_device / warmup / processes: the per-device compiled kernel (flex on CUDA, dense SDPA
     on CPU). warmup differs in what the harness does around it (compile every bucket in one
-    thread, then `torch.compiler.set_stance("fail_on_recompile")`) and in calling the kernel
-    under one process-wide lock (`attention.serialized`: dynamo's cache lookup is not safe
-    across threads); processes only in topology. nested_fx_off: per_device plus the
+    thread, then `torch.compiler.set_stance("fail_on_recompile")`); warmup_locked also calls
+    the kernel under one process-wide lock (`attention.serialized`: dynamo's cache lookup is
+    not safe across threads); processes only in topology. nested_fx_off: per_device plus the
     incident's silent "fix", set here, i.e. in the thread that builds the replica (from torch
     2.12 dynamo config is per-thread, so a main-thread setting does not reach worker threads).
     """
@@ -53,7 +54,7 @@ def make_strategy(name: str, device: torch.device) -> AttentionStrategy:
     if name in COMPILED:
         mask_kind = "block" if attention.kernel_kind(device) == "flex" else "dense"
         attend = attention.compiled_for_device(device)
-        if name == "warmup":
+        if name == "warmup_locked":
             attend = attention.serialized(attend)
         return AttentionStrategy(name, attend, mask_kind, True)
     if name == "singleton":

@@ -103,10 +103,11 @@ def test_strategy_resolution_on_cpu():
         with pytest.raises(ValueError, match="needs a CUDA device"):
             make_strategy(name, CPU)
     assert make_strategy("sdpa_dense", CPU).attend is attention.dense_kernel
-    for name in ("per_device", "warmup", "processes"):
+    for name in ("per_device", "warmup", "warmup_locked", "processes"):
         st = make_strategy(name, CPU)
         assert st.mask_kind == "dense" and st.counts_fallbacks
-        compiled = getattr(st.attend, "__wrapped__", st.attend) if name == "warmup" else st.attend
+        locked = name == "warmup_locked"
+        compiled = st.attend.__wrapped__ if locked else st.attend
         assert compiled is attention.compiled_for_device(CPU)
     assert set(STRATEGIES) >= {"per_device", "singleton", "warmup", "nested_fx_off", "eager"}
 
@@ -117,11 +118,11 @@ def test_nested_fx_off_sets_the_flag_in_the_building_thread():
         assert torch._dynamo.config.error_on_nested_fx_trace is False
 
 
-def test_warmup_calls_its_compiled_kernel_one_thread_at_a_time():
-    """warmup's attention waits for the process-wide lock (dynamo's lookup races otherwise)."""
+def test_warmup_locked_calls_its_compiled_kernel_one_thread_at_a_time():
+    """warmup_locked's attention waits for the process-wide lock (dynamo's lookup races)."""
     import threading
 
-    attend = make_strategy("warmup", CPU).attend
+    attend = make_strategy("warmup_locked", CPU).attend
     q = torch.randn(1, 2, 8, 4)
     mask = torch.ones(1, 1, 8, 8, dtype=torch.bool)
     attend(q, q, q, mask, 0.5)  # compile outside the lock test
@@ -129,9 +130,9 @@ def test_warmup_calls_its_compiled_kernel_one_thread_at_a_time():
     caller = threading.Thread(target=lambda: (attend(q, q, q, mask, 0.5), done.set()))
     with attention.compiled_call_lock:
         caller.start()
-        assert not done.wait(0.5), "warmup's compiled call ran while another thread held the lock"
+        assert not done.wait(0.5), "the compiled call ran while another thread held the lock"
     caller.join(timeout=60)
     assert done.is_set()
-    per_device = make_strategy("per_device", CPU).attend
-    with attention.compiled_call_lock:  # per_device is the incident's code: no lock
-        per_device(q, q, q, mask, 0.5)
+    for name in ("per_device", "warmup"):  # the incident's code and plain warmup: no lock
+        with attention.compiled_call_lock:
+            make_strategy(name, CPU).attend(q, q, q, mask, 0.5)
