@@ -5,6 +5,7 @@ and the report. `nox -l` lists them; `nox -s gpu_matrix` is the nightly job.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -145,6 +146,14 @@ def torch_release_in(folder: Path) -> str | None:
     return None
 
 
+def shared_torch_folder(torch: str, index: str | None) -> Path:
+    """TORCH_DIR/<torch>, or TORCH_DIR/<torch>-<index hash> for another index: a CPU-index
+    build and the default index's CUDA build of one release never share a folder."""
+    if not index:
+        return TORCH_DIR / torch
+    return TORCH_DIR / f"{torch}-{hashlib.sha256(index.encode()).hexdigest()[:8]}"
+
+
 def shared_torch(session: nox.Session, torch: str) -> Path:
     """TORCH_DIR/<torch>: torch installed there once (`pip install --target`), then reused.
 
@@ -153,20 +162,20 @@ def shared_torch(session: nox.Session, torch: str) -> Path:
     picks the index (e.g. https://download.pytorch.org/whl/cpu: no CUDA libraries), and
     RACEGATE_WHEELHOUSE makes it offline, as for every install.
     """
-    folder = TORCH_DIR / torch
+    index = os.environ.get("RACEGATE_TORCH_INDEX_URL")
+    folder = shared_torch_folder(torch, index)
     found = torch_release_in(folder)
     if found == torch:
         session.log(f"torch {torch}: reusing {folder}")
         return folder
     if folder.exists() or folder.is_symlink():
         session.error(f"{folder} holds torch {found or 'nothing'}, not {torch}: remove it")
-    partial = folder.with_name(f"{torch}.partial")
+    partial = folder.with_name(f"{folder.name}.partial")
     if partial.is_symlink() or partial.is_file():
         partial.unlink()
     elif partial.exists():
         shutil.rmtree(partial)
     partial.parent.mkdir(parents=True, exist_ok=True)
-    index = os.environ.get("RACEGATE_TORCH_INDEX_URL")
     try:
         install(
             session,

@@ -243,19 +243,22 @@ def test_cpu_matrix_installs_each_torch_once_and_reruns_install_nothing(
 ) -> None:
     monkeypatch.setenv("RACEGATE_TORCH_INDEX_URL", "https://download.pytorch.org/whl/cpu")
     old, latest = noxfile.INCIDENT_TRANSFORMERS[0], noxfile.LATEST_TRANSFORMERS
+    folder = noxfile.shared_torch_folder("2.12.1", "https://download.pytorch.org/whl/cpu")
+    # Another index's build of the same release (CPU wheels vs PyPI's CUDA) has its own folder.
+    assert folder.parent == shared and folder != noxfile.shared_torch_folder("2.12.1", None)
 
     first = _cpu_cell(noxfile, tmp_path / "venv-old", "2.12.1", old)
     assert _torch_installs(first) == [
         ("--index-url", "https://download.pytorch.org/whl/cpu",
-         "--target", str(shared / "2.12.1.partial"), "torch==2.12.1"),
+         "--target", str(folder.with_name(folder.name + ".partial")), "torch==2.12.1"),
     ]  # fmt: skip
-    assert noxfile.torch_release_in(shared / "2.12.1") == "2.12.1"
-    assert not (shared / "2.12.1.partial").exists()
+    assert noxfile.torch_release_in(folder) == "2.12.1"
+    assert not folder.with_name(folder.name + ".partial").exists()
     cell_installs = [i for i in first.installs if i not in _torch_installs(first)]
     assert len(cell_installs) == 1 and "--index-url" not in cell_installs[0]
     assert {f"transformers=={old}", noxfile.OLD_TOKENIZERS} <= set(cell_installs[0])
     pth = tmp_path / "venv-old" / "racegate-torch.pth"
-    assert pth.read_text() == f"{(shared / '2.12.1').absolute()}\n"
+    assert pth.read_text() == f"{folder.absolute()}\n"
     _pytest_run(first)
 
     # Another transformers on the same torch: its own venv, the shared torch, no torch install.
