@@ -37,10 +37,11 @@ def classify_error(error_text: str) -> Outcome:
     return Outcome.OTHER_ERROR
 
 
-# What torch's recompile-reason analysis says about an entry whose guards pass on re-check:
-# 2.11 words it as a backend mismatch (guards.py, get_guard_fail_reason_helper), other
-# releases as "Unexpected recompilation". Under fail_on_recompile after a warm-up, that entry
-# matched: the cache lookup missed it (a cross-thread race; results/2026-11-30-guard-lookup-race).
+# What torch's recompile-reason analysis (guards.py, get_guard_fail_reason_helper; 2.11-2.15)
+# says about an entry whose guards pass on re-check: a backend mismatch when the backend it is
+# handed differs from the entry's (fail_on_recompile hands it the dynamo callback), else
+# "Unexpected recompilation". Under fail_on_recompile after a warm-up, that entry matched: the
+# cache lookup missed it (a cross-thread race; results/2026-11-30-guard-lookup-race).
 _GUARDS_PASSED_MARKERS = ("BACKEND_MATCH failure", "Unexpected recompilation")
 
 
