@@ -1,0 +1,96 @@
+"""Where a train step's device time goes: torch.profiler over steady steps, kernels by kind.
+
+Answers "what limits MFU" for a preset (issue 6) with the profiler instead of a guess: one
+replica, `--warmup` steps to compile, then `--steps` profiled steps; kernel time is summed per
+kind (attention, matrix products, everything else) and set against the analytic FLOPs.
+
+    python scripts/profile_step.py --preset qwen3-8b-drafter --device cuda:0 --out prof.json
+
+On CPU (`--device cpu`, `tiny`) it runs the same code on CPU ops, which is how it is tested.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model.workload import make_workload
+
+# Kernel-name patterns per kind (CUDA kernel names, or aten op names on CPU).
+KINDS = {
+    "attention": re.compile(r"flex|triton_tem_fused|scaled_dot_product", re.I),
+    "matmul": re.compile(r"gemm|sm90_xmma|cutlass|nvjet|aten::(mm|addmm|bmm|matmul|linear)", re.I),
+}
+
+
+def kind_of(name: str) -> str:
+    return next((k for k, pattern in KINDS.items() if pattern.search(name)), "other")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--strategy", default="per_device")
+    ap.add_argument("--warmup", type=int, default=2, help="unprofiled steps (compile)")
+    ap.add_argument("--steps", type=int, default=3, help="profiled steps")
+    ap.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
+    args = ap.parse_args(argv)
+
+    device = torch.device(args.device)
+    workload = make_workload(args.preset)
+    replica = workload.make_replica(device, args.strategy, seed=0)
+    shape = workload.shapes()[0]
+    for _ in range(args.warmup):
+        replica.step(shape)
+    on_cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    if on_cuda:
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    with profile(activities=activities) as prof:
+        tokens = sum(replica.step(shape).tokens for _ in range(args.steps))
+        if on_cuda:
+            torch.cuda.synchronize(device)
+    wall = time.perf_counter() - t0
+
+    by_kind: dict[str, float] = {}
+    top: list[tuple[float, str]] = []
+    for event in prof.key_averages():
+        us = event.device_time_total if on_cuda else event.self_cpu_time_total
+        if us <= 0 or (not on_cuda and not event.key.startswith("aten::")):
+            continue
+        by_kind[kind_of(event.key)] = by_kind.get(kind_of(event.key), 0.0) + us / 1e6
+        top.append((us / 1e6, event.key))
+    flops = (workload.flops_per_step(shape) or 0.0) * args.steps
+    summary = {
+        "preset": args.preset,
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if on_cuda else "cpu",
+        "torch": torch.__version__,
+        "steps": args.steps,
+        "wall_s": wall,
+        "tokens_per_s": tokens / wall,
+        "flops_per_s": flops / wall,
+        "kernel_s_by_kind": by_kind,
+        "kernel_s_total": sum(by_kind.values()),
+        "top_kernels": [[round(s, 6), name[:120]] for s, name in sorted(top, reverse=True)[:15]],
+    }
+    text = json.dumps(summary, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
