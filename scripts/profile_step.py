@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     by_kind: dict[str, float] = {}
     top: list[tuple[float, str]] = []
     for event in prof.key_averages():
-        us = event.device_time_total if on_cuda else event.self_cpu_time_total
+        # Self time only: an op's total includes its child kernels, which are listed too.
+        us = event.self_device_time_total if on_cuda else event.self_cpu_time_total
         if us <= 0 or (not on_cuda and not event.key.startswith("aten::")):
             continue
         by_kind[kind_of(event.key)] = by_kind.get(kind_of(event.key), 0.0) + us / 1e6
