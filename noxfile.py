@@ -75,6 +75,14 @@ def install(session: nox.Session, *packages: str, index_args: tuple[str, ...] = 
         session.install(*index_args, *packages)
 
 
+def session_purelib(session: nox.Session) -> Path | None:
+    """The session venv's site-packages (None when nothing ran, e.g. `nox --install-only`)."""
+    out = session.run(
+        "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True
+    )
+    return Path(out.strip().splitlines()[-1]) if out else None
+
+
 def link_runner_site_packages(session: nox.Session) -> None:
     """torch='system': put the site-packages holding the runner's torch on the session's path.
 
@@ -86,12 +94,9 @@ def link_runner_site_packages(session: nox.Session) -> None:
     if spec is None or spec.origin is None or session.venv_backend == "none":
         return
     site_dir = Path(spec.origin).parent.parent
-    purelib = session.run(
-        "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True
-    )
+    purelib = session_purelib(session)
     if purelib:
-        pth = Path(purelib.strip().splitlines()[-1], "racegate-runner-site.pth")
-        pth.write_text(f"{site_dir}\n")
+        (purelib / "racegate-runner-site.pth").write_text(f"{site_dir}\n")
 
 
 def cell_pins(transformers: str) -> list[str]:
@@ -214,10 +219,7 @@ def install_cpu_cell(session: nox.Session, torch: str, transformers: str) -> Non
         "packages": packages,
         "wheelhouse": os.environ.get("RACEGATE_WHEELHOUSE") or None,
     }
-    out = session.run(
-        "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True
-    )
-    purelib = Path(out.strip().splitlines()[-1]) if out else None
+    purelib = session_purelib(session)
     stamp = purelib / "racegate-cell.json" if purelib else None
     pth = purelib / "racegate-torch.pth" if purelib else None
     if stamp and pth and stamp.is_file() and pth.is_file():
