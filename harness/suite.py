@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.outcomes import is_spurious_recompile, worst
 from harness.race_expectations import ExpectedFailure
 from harness.record import RunRecord, append_jsonl
 from harness.runner import run_scenario
@@ -86,8 +87,6 @@ SPURIOUS_NOTE = (
 
 
 def explain(records: list[RunRecord]) -> str:
-    from harness.outcomes import is_spurious_recompile
-
     lines = []
     for r in records:
         errors = sorted({t.error for t in r.threads if t.error})
@@ -104,8 +103,6 @@ def explain(records: list[RunRecord]) -> str:
 
 def judge(records: list[RunRecord]) -> None:
     """Raise the worst run's outcome error unless every run was ok with every thread concurrent."""
-    from harness.outcomes import worst
-
     outcome = worst(Outcome(r.outcome) for r in records)
     if outcome is not Outcome.OK:
         raise OUTCOME_ERRORS[outcome](f"{outcome} in {len(records)} run(s):\n{explain(records)}")
