@@ -104,7 +104,10 @@ def test_check_anchors_rejects_bad_input(anchors, valid, match):
 
 
 def test_check_anchors_ignores_invalid_entries():
-    check_anchors(torch.tensor([[36, 999]]), torch.tensor([[True, False]]), 40, 4)
+    anchors = torch.tensor([[36, 999]])
+    assert check_anchors(anchors, torch.tensor([[True, False]]), 40, 4) is None
+    with pytest.raises(ValueError, match="out of range"):  # the same entry, marked valid
+        check_anchors(anchors, torch.tensor([[True, True]]), 40, 4)
 
 
 def test_sample_anchors_sorted_padded_and_supervised():
