@@ -20,11 +20,6 @@ from harness.vocab import CacheState
 CASE_TIMEOUT_S = 900
 
 
-def _run_timeout(rc, budget_s: float) -> float:
-    """Seconds per isolated run: --run-timeout when given, never more than the case's share."""
-    return min(rc.run_timeout, budget_s) if rc.run_timeout else budget_s
-
-
 def _topologies(rc) -> list[tuple[tuple[str, ...], int]]:
     if rc.devices == ("cpu",):
         return [(("cpu",), t) for t in rc.threads_per_device]
@@ -93,10 +88,9 @@ def test_race(race_case, racegate_config) -> None:
         threads_per_device=tpd,
         steps=4 if devices == ("cpu",) else 8,
         warmup_steps=1,
-        # Warm and deleted runs first prime the cache in a run of their own: halve each budget;
-        # --run-timeout can only shorten it (pytest-timeout would end the whole session).
-        timeout_s=_run_timeout(
-            rc, CASE_TIMEOUT_S * 0.8 / rc.repeat / (1 if cache_state is CacheState.COLD else 2)
+        # Warm and deleted runs first prime the cache in a run of their own: halve each budget.
+        timeout_s=rc.run_timeout_within(
+            CASE_TIMEOUT_S * 0.8 / rc.repeat / (1 if cache_state is CacheState.COLD else 2)
         ),
         workload=rc.workload,
     )
@@ -131,7 +125,7 @@ def test_race_incident_topology_production_strategy(racegate_config) -> None:
         target_devices=targets,
         threads_per_device=1,
         steps=8,
-        timeout_s=_run_timeout(rc, CASE_TIMEOUT_S * 0.8 / rc.repeat),
+        timeout_s=rc.run_timeout_within(CASE_TIMEOUT_S * 0.8 / rc.repeat),
         workload=rc.workload,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])

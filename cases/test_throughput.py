@@ -24,6 +24,7 @@ BASELINES = Path(__file__).resolve().parent.parent / "baselines"
 # (3 s steps). More steps did not tame small's run-to-run spread (20 steps: 23% over 4 runs;
 # 150 steps: 21% over 3 runs on an H200): its floors carry 25% (baselines/h200x2.json).
 STEPS = {"small": 150, "qwen3-8b-drafter": 10}
+RUN_TIMEOUT_S = 600  # per isolated run, inside the cases' 900 s pytest timeout
 PRESETS = [
     pytest.param("small", id="small"),
     pytest.param("qwen3-8b-drafter", id="qwen3-8b-drafter", marks=pytest.mark.slow),
@@ -34,7 +35,15 @@ def _command() -> str:
     return shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
 
 
-def _runs(rc, preset: str, strategy: Strategy, devices: tuple[str, ...], repeat: int, **kw):
+def _runs(
+    rc,
+    preset: str,
+    strategy: Strategy,
+    devices: tuple[str, ...],
+    repeat: int,
+    timeout_s: float = RUN_TIMEOUT_S,
+    **kw,
+):
     scenario = make_scenario(
         preset=preset,
         strategy=strategy,
@@ -43,7 +52,8 @@ def _runs(rc, preset: str, strategy: Strategy, devices: tuple[str, ...], repeat:
         steps=STEPS.get(preset, 15),
         warmup_steps=2,
         workload=rc.workload,
-        **{"timeout_s": 600, **kw},
+        timeout_s=timeout_s,
+        **kw,
     )
     return run_case(scenario, repeat, rc.results, _command())
 
@@ -92,7 +102,7 @@ def test_nested_fx_off_never_passes_the_gate(racegate_config) -> None:
         1,
         schedule="recompile",
         switch_interval_s=rc.switch_interval,  # the race cases' setting: it makes the race
-        timeout_s=rc.run_timeout or 600,  # a hang counts as caught: --run-timeout bounds it
+        timeout_s=rc.run_timeout_within(RUN_TIMEOUT_S),  # a hang counts as caught
     )
     assert record.threads_concurrent == record.threads_asked == 2, record.detail
     # Throughput leg: against the compiled per_device floor of this very scenario (JUDGED_BY;

@@ -39,6 +39,11 @@ class RacegateConfig:
     expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
     versions: dict[str, str]
 
+    def run_timeout_within(self, budget_s: float) -> float:
+        """Seconds per isolated run: --run-timeout when given, never more than the case's share
+        of its pytest timeout (past that pytest-timeout would end the whole session)."""
+        return min(self.run_timeout, budget_s) if self.run_timeout else budget_s
+
 
 # Where the root conftest stashes the resolved settings; cases read them through it.
 racegate_key = pytest.StashKey[RacegateConfig]()

@@ -62,3 +62,18 @@ def test_bad_options_are_usage_errors(
     result = suite.runpytest_subprocess(*args, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_run_timeout_only_shortens_a_cases_share() -> None:
+    from harness.suite import RacegateConfig
+    from harness.vocab import Schedule, Strategy
+
+    fields = dict(
+        gpus=0, devices=("cpu",), threads_per_device=(2,), cache_states=(), strategies=(),
+        schedule=Schedule.RECOMPILE, switch_interval=1e-5, preset="tiny", repeat=1,
+        results=None, workload="model.workload:make_workload", production=Strategy.WARMUP,
+        expectations=[], versions={},
+    )  # fmt: skip
+    assert RacegateConfig(run_timeout=None, **fields).run_timeout_within(240) == 240
+    assert RacegateConfig(run_timeout=90, **fields).run_timeout_within(240) == 90
+    assert RacegateConfig(run_timeout=500, **fields).run_timeout_within(240) == 240
