@@ -8,7 +8,8 @@ intermediate I, q width Hq*D, kv width Hkv*D, vocab V, L layers, X = len(target_
   lm_head    3 x 2*b*T*H*V     (forward + checkpoint recompute + input grad; weight frozen)
 and x micro_batches. 3x = forward + backward (input and weight grads). Norms, RoPE, softmax
 and the optimizer are not counted; neither is the target forward (DESIGN §7 excludes it).
-At §7's shape (b=1, S=3072, 512x16, 13.9% density) this gives 83.0 TFLOP: 59/37/4 %.
+At §7's shape (b=1, S=3072, 512x16, 13.9% density) this gives 83.0 TFLOP: GEMMs 59%, lm_head
+37%, attention 4% (tests/test_model_config.py checks it against DESIGN §7).
 """
 
 from __future__ import annotations
