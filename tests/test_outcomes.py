@@ -7,7 +7,9 @@ import signal
 import pytest
 
 from harness import outcomes
+from harness.suite import SPURIOUS_NOTE, explain
 from harness.vocab import Outcome
+from tests.test_baselines import make_record
 
 NESTED = (
     "RuntimeError: Detected that you are using FX to symbolically trace a dynamo-optimized "
@@ -106,9 +108,6 @@ def test_spurious_recompile_is_told_apart(text: str, spurious: bool) -> None:
 
 
 def test_a_failed_case_names_a_spurious_recompile() -> None:
-    from harness.suite import SPURIOUS_NOTE, explain
-    from tests.test_baselines import make_record
-
     record = make_record(other="recompile_blocked")
     blocked = next(t for t in record.threads if t.outcome == "recompile_blocked")
     blocked.error, blocked.error_text = SPURIOUS.splitlines()[0], SPURIOUS
