@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.suite import RacegateConfig
+from harness.vocab import Schedule, Strategy
+
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,9 +68,6 @@ def test_bad_options_are_usage_errors(
 
 
 def test_run_timeout_only_shortens_a_cases_share() -> None:
-    from harness.suite import RacegateConfig
-    from harness.vocab import Schedule, Strategy
-
     fields = dict(
         gpus=0, devices=("cpu",), threads_per_device=(2,), cache_states=(), strategies=(),
         schedule=Schedule.RECOMPILE, switch_interval=1e-5, preset="tiny", repeat=1,
