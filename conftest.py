@@ -108,6 +108,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(default: 80%% of the case's timeout, split over its runs)",
     )
     group.addoption(
+        "--share-gpus",
+        dest="racegate_share_gpus",
+        action="store_true",
+        help="under pytest-xdist, let every worker use every GPU instead of a slice of them, "
+        "so race cases on all GPUs run side by side (outcomes stay valid; throughput cases "
+        "skip, as their timings would not be)",
+    )
+    group.addoption(
         "--results",
         dest="racegate_results",
         default=None,
@@ -141,9 +149,10 @@ def count_gpus() -> int:
 
 
 def _assign_worker_gpus(config: pytest.Config, gpus: int) -> int:
-    """Under pytest-xdist each worker gets its own slice of GPUs through CUDA_VISIBLE_DEVICES."""
+    """Under pytest-xdist each worker gets its own slice of GPUs through CUDA_VISIBLE_DEVICES,
+    unless --share-gpus lets them all use every GPU."""
     worker = getattr(config, "workerinput", None)
-    if worker is None or gpus == 0:
+    if worker is None or gpus == 0 or config.getoption("racegate_share_gpus"):
         return gpus
     n_workers = int(worker["workercount"])
     idx = int(worker["workerid"].removeprefix("gw"))
@@ -241,6 +250,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rc = config.stash[racegate_key]
     gpus, chosen = rc.gpus, 0 if rc.devices == ("cpu",) else len(rc.devices)
+    shared = config.getoption("racegate_share_gpus") and (
+        hasattr(config, "workerinput") or config.getoption("numprocesses", None)
+    )
     for item in items:
         if item.get_closest_marker("multi_gpu") and gpus < 2:
             reason = f"needs ≥ 2 CUDA GPUs; this machine has {gpus}"
@@ -250,6 +262,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reason = f"needs ≥ 2 CUDA GPUs; --devices chose {chosen}"
         elif item.get_closest_marker("gpu") and chosen < 1:
             reason = "needs a CUDA GPU; --devices chose cpu"
+        elif item.get_closest_marker("throughput") and shared:
+            reason = "--share-gpus under pytest-xdist: other workers use the same GPUs, so "
+            reason += "timings are invalid; run throughput cases without -n/--share-gpus"
         else:
             continue
         item.add_marker(pytest.mark.skip(reason=reason))

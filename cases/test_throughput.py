@@ -105,8 +105,8 @@ def test_nested_fx_off_never_passes_the_gate(racegate_config) -> None:
         timeout_s=rc.run_timeout_within(RUN_TIMEOUT_S),  # a hang counts as caught
     )
     assert record.threads_concurrent == record.threads_asked == 2, record.detail
-    # Throughput leg: against the compiled per_device floor of this very scenario (JUDGED_BY;
-    # e.g. small/per_device/2x1/recompile). Only a floor measured in the same setup can tell a
+    # Throughput leg: against the race-free compiled floor of this very scenario (JUDGED_BY:
+    # small/warmup/2x1/recompile). Only a floor measured in the same setup can tell a
     # fallback from noise; a hardware profile without that floor leaves this leg to the detector.
     result = baselines.check(record, baselines.load(BASELINES, baselines.hardware_key(record)))
     # Only the fallback itself counts as caught: by its detector, by the race it can't hide

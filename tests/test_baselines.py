@@ -185,12 +185,12 @@ def test_read_records_from_folders(tmp_path: Path) -> None:
         baselines.read_records([tmp_path / "empty"])
 
 
-def test_nested_fx_off_is_held_to_per_device_floor(tmp_path: Path) -> None:
+def test_nested_fx_off_is_held_to_the_race_free_floor(tmp_path: Path) -> None:
     """The incident's silent 'fix' loses ~13–36% of its speed: it must fail through throughput."""
-    runs = [make_record(strategy="per_device", tps=t) for t in (19_000.0, 20_000.0, 21_000.0)]
+    runs = [make_record(strategy="warmup", tps=t) for t in (19_000.0, 20_000.0, 21_000.0)]
     runs.append(make_record(strategy="nested_fx_off", tps=20_000.0))  # never a floor itself
     baselines.update_from_records([write(tmp_path / "r.jsonl", runs)], tmp_path)
     base = baselines.load(tmp_path, "h200x2")
-    assert base is not None and set(base.floors) == {"small/per_device/2x1"}
+    assert base is not None and set(base.floors) == {"small/warmup/2x1"}
     hack = baselines.check(make_record(strategy="nested_fx_off", tps=12_800.0), base)
-    assert hack.verdict is Verdict.BELOW_FLOOR and hack.key == "small/per_device/2x1"
+    assert hack.verdict is Verdict.BELOW_FLOOR and hack.key == "small/warmup/2x1"

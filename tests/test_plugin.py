@@ -77,3 +77,42 @@ def test_run_timeout_only_shortens_a_cases_share() -> None:
     assert RacegateConfig(run_timeout=None, **fields).run_timeout_within(240) == 240
     assert RacegateConfig(run_timeout=90, **fields).run_timeout_within(240) == 90
     assert RacegateConfig(run_timeout=500, **fields).run_timeout_within(240) == 240
+
+
+@pytest.mark.parametrize("share", [False, True], ids=["sliced", "shared"])
+def test_xdist_workers_slice_or_share_the_gpus(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, share: bool
+) -> None:
+    """A stand-in nvidia-smi lists two GPUs; no test here touches CUDA."""
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    bin_dir = pytester.mkdir("bin")
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: NVIDIA H200'\n" for i in (0, 1)))
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), os.environ["PATH"]]))
+    pytester.makepyfile(
+        """
+        import os
+        import pytest
+
+        @pytest.mark.multi_gpu
+        def test_sees_both(racegate_config):
+            assert racegate_config.gpus == 2
+            assert os.environ.get("CUDA_VISIBLE_DEVICES", "0,1") == "0,1"
+
+        @pytest.mark.gpu
+        @pytest.mark.throughput
+        def test_timed(racegate_config):
+            assert racegate_config.gpus == 1
+        """
+    )
+    args = ["-rs", "-p", "no:cacheprovider", "-n", "2", "--devices", "0,1"]
+    result = pytester.runpytest_subprocess(*args, *(["--share-gpus"] if share else []))
+    if share:
+        result.assert_outcomes(passed=1, skipped=1)
+        result.stdout.fnmatch_lines(["*--share-gpus under pytest-xdist*timings are invalid*"])
+    else:  # each worker sees one GPU: the two-GPU case skips, the timed one runs alone
+        result.assert_outcomes(passed=1, skipped=1)
+        result.stdout.fnmatch_lines(["*needs ≥ 2 CUDA GPUs; this machine has 1*"])
