@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -66,9 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     by_kind: dict[str, float] = {}
     top: list[tuple[float, str]] = []
     for event in prof.key_averages():
-        # Self time only: an op's total includes its child kernels, which are listed too.
-        us = event.self_device_time_total if on_cuda else event.self_cpu_time_total
-        if us <= 0 or (not on_cuda and not event.key.startswith("aten::")):
+        # On CUDA only the kernels themselves (device_type CUDA): an aten op's device time is
+        # its kernels' time again, so counting both would count each kernel twice. On CPU, the
+        # aten ops' self time (a parent's total includes its children, listed too).
+        if on_cuda:
+            us = event.self_device_time_total if event.device_type == DeviceType.CUDA else 0.0
+        else:
+            us = event.self_cpu_time_total if event.key.startswith("aten::") else 0.0
+        if us <= 0:
             continue
         by_kind[kind_of(event.key)] = by_kind.get(kind_of(event.key), 0.0) + us / 1e6
         top.append((us / 1e6, event.key))
@@ -84,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         "flops_per_s": flops / wall,
         "kernel_s_by_kind": by_kind,
         "kernel_s_total": sum(by_kind.values()),
+        "device_busy": sum(by_kind.values()) / wall if on_cuda else None,
         "top_kernels": [[round(s, 6), name[:120]] for s, name in sorted(top, reverse=True)[:15]],
     }
     text = json.dumps(summary, indent=2)
