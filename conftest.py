@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import race_expectations, settings
+from harness.runner import OVERLAPPING_RUNS_ENV
 from harness.suite import RacegateConfig, racegate_key
 from harness.vocab import CacheState, Schedule, Strategy, parse_choice
 
@@ -148,6 +149,15 @@ def count_gpus() -> int:
     return min(n, len(_csv(visible))) if visible is not None else n
 
 
+def _xdist_workers(config: pytest.Config) -> int:
+    """How many pytest-xdist workers run this session (1 without xdist)."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        return int(worker["workercount"])
+    n = config.getoption("numprocesses", None) if config.pluginmanager.has_plugin("xdist") else None
+    return n if isinstance(n, int) and n > 1 else 1
+
+
 def _assign_worker_gpus(config: pytest.Config, gpus: int) -> int:
     """Under pytest-xdist each worker gets its own slice of GPUs through CUDA_VISIBLE_DEVICES,
     unless --share-gpus lets them all use every GPU."""
@@ -175,6 +185,8 @@ def _versions() -> dict[str, str]:
 
 def _resolve(config: pytest.Config) -> RacegateConfig:
     gpus = _assign_worker_gpus(config, count_gpus())
+    if _xdist_workers(config) > 1:  # runs started from here overlap other workers' runs
+        os.environ[OVERLAPPING_RUNS_ENV] = "1"
     opt = config.getoption
     try:
         devices_text = opt("racegate_devices") or (",".join(map(str, range(gpus))) or "cpu")
@@ -250,9 +262,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rc = config.stash[racegate_key]
     gpus, chosen = rc.gpus, 0 if rc.devices == ("cpu",) else len(rc.devices)
-    shared = config.getoption("racegate_share_gpus") and (
-        hasattr(config, "workerinput") or config.getoption("numprocesses", None)
-    )
+    overlapping = _xdist_workers(config) > 1
     for item in items:
         if item.get_closest_marker("multi_gpu") and gpus < 2:
             reason = f"needs ≥ 2 CUDA GPUs; this machine has {gpus}"
@@ -262,9 +272,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reason = f"needs ≥ 2 CUDA GPUs; --devices chose {chosen}"
         elif item.get_closest_marker("gpu") and chosen < 1:
             reason = "needs a CUDA GPU; --devices chose cpu"
-        elif item.get_closest_marker("throughput") and shared:
-            reason = "--share-gpus under pytest-xdist: other workers use the same GPUs, so "
-            reason += "timings are invalid; run throughput cases without -n/--share-gpus"
+        elif item.get_closest_marker("throughput") and overlapping:
+            reason = "pytest-xdist runs other cases on this host at the same time, so timings "
+            reason += "are invalid (a host-bound step slows with them); run throughput cases "
+            reason += "without -n"
         else:
             continue
         item.add_marker(pytest.mark.skip(reason=reason))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import shlex
 import signal
 import sys
@@ -121,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--baselines", type=Path, default=Path("baselines"), help="(default: %(default)s)"
     )
     report.add_argument("--title", default="racegate matrix", help="(default: %(default)s)")
+    report.add_argument(
+        "--outcomes-only",
+        action="store_true",
+        help="show and gate no tokens/s: for records of runs that overlapped other runs",
+    )
 
     base = sub.add_parser("baseline", help="show or update throughput floors from run records")
     base.add_argument("records", nargs="*", type=Path, help="JSON Lines files with throughput runs")
@@ -202,7 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from harness.runner import kill_live_children, run_scenario
+    from harness.runner import OVERLAPPING_RUNS_ENV, kill_live_children, run_scenario
 
     if args.jobs < 1:
         raise ValueError(f"jobs must be ≥ 1, got {args.jobs}")
@@ -219,6 +225,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     records: list[RunRecord] = []
     jobs = [(sc, k) for sc in scenarios for k in range(args.repeat)]
+    if args.jobs > 1 and len(jobs) > 1:  # runs side by side: their records say timings are void
+        os.environ[OVERLAPPING_RUNS_ENV] = "1"
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -283,7 +291,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness import report
 
     paths = report.write_reports(
-        args.records, args.out_dir, baselines_dir=args.baselines, title=args.title
+        args.records,
+        args.out_dir,
+        baselines_dir=args.baselines,
+        title=args.title,
+        outcomes_only=args.outcomes_only,
     )
     for p in paths:
         print(p)

@@ -57,6 +57,9 @@ class RunRecord:
     started_at: str = ""
     repeat_index: int = 0
     command: str = ""
+    # False when other runs overlapped this one on the same host (`--jobs` > 1, pytest-xdist):
+    # its outcome counts, its tokens/s do not (a host-bound step slows with its neighbours).
+    timing_valid: bool = True
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -4,6 +4,7 @@ summary.json and gate.json (the DESIGN §5 verdict per torch × transformers row
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +32,9 @@ LEGEND = [
     " other outcomes as `hang 1/3`.",
     "tok/s: median of passing runs (of all runs if none passed). `≥ floor` within tolerance;"
     " `▼ floor` below it (regression); `▲ floor` above it (stale floor: refresh with"
-    " `python -m harness baseline --update <records.jsonl>`); `no floor`: not gated.",
+    " `python -m harness baseline --update <records.jsonl>`); `no floor`: not gated;"
+    " `not gated (runs overlapped)`: the runs ran beside others (`--jobs`, pytest-xdist),"
+    " so their timings count for nothing.",
     "Gate (DESIGN §5): per row, the production strategy shows no nested-FX error, silent"
     " fallback or other failure in any cache state and topology, tokens/s ≥ floor × (1 − tol),"
     " memory flat.",
@@ -72,6 +75,8 @@ def outcome_text(cell: Cell) -> list[str]:
 
 def throughput_text(cell: Cell) -> str:
     t = cell.throughput
+    if cell.timings_void:
+        return "tok/s not gated (runs overlapped)"
     if t is None:
         return ""
     marks = {
@@ -176,12 +181,18 @@ def write_reports(
     baselines_dir: Path,
     title: str,
     production_strategy: str | None = None,
+    outcomes_only: bool = False,
 ) -> list[Path]:
-    """Write the five report files into `out_dir`; return their paths (gate.json last)."""
+    """Write the five report files into `out_dir`; return their paths (gate.json last).
+
+    `outcomes_only` treats every record as timed alongside other runs (records written before
+    `timing_valid` existed, by runs known to have overlapped): no tokens/s is shown or gated."""
     from harness.report_html import render_html
     from harness.report_png import plot_throughput
 
     records: list[RunRecord] = read_records(record_paths)
+    if outcomes_only:
+        records = [dataclasses.replace(r, timing_valid=False) for r in records]
     production = str(settings.production_strategy(production_strategy))
     m = build_matrix(records, baselines_dir, production)
     out_dir = Path(out_dir)

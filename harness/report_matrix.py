@@ -55,6 +55,7 @@ class Cell:
     fallback_threads: int = 0
     threads: int = 0
     tokens_per_s: float | None = None  # median over passing runs (all runs if none passed)
+    timings_void: bool = False  # it measured tokens/s, but only in runs that overlapped others
     throughput: baselines.GateResult | None = None
     mem_growth: float | None = None  # worst run
     memory_ok: bool = True
@@ -109,6 +110,7 @@ class Cell:
             "threads": self.threads,
             "rates": {k: list(v) for k, v in self.rates.items()},
             "tokens_per_s": self.tokens_per_s,
+            "timings_void": self.timings_void,
             "throughput": self.throughput.to_json() if self.throughput else None,
             "mem_growth": self.mem_growth,
             "memory_ok": self.memory_ok,
@@ -187,11 +189,14 @@ def make_cell(
     for outcome, k in cell.outcome_runs.items():
         cell.rates[outcome] = (k / len(runs), *wilson_interval(k, len(runs)))
     # Passing runs only; a cell where none passed (e.g. a silent fallback) shows what it ran at.
-    tps = [r.tokens_per_s for r in runs if r.tokens_per_s and r.outcome == Outcome.OK]
-    tps = tps or [r.tokens_per_s for r in runs if r.tokens_per_s]
+    # Runs that overlapped others (timing_valid False) count for outcomes only.
+    timed = [r for r in runs if r.tokens_per_s and r.timing_valid]
+    tps = [r.tokens_per_s for r in timed if r.outcome == Outcome.OK]
+    tps = tps or [r.tokens_per_s for r in timed]
     cell.tokens_per_s = statistics.median(tps) if tps else None
+    cell.timings_void = not timed and any(r.tokens_per_s for r in runs)
     key = baselines.floor_key(runs[0].scenario)
-    if tps or (baseline and key in baseline.floors):
+    if not cell.timings_void and (tps or (baseline and key in baseline.floors)):
         cell.throughput = baselines.check_tokens(key, column.hardware, cell.tokens_per_s, baseline)
     growths = [r.mem_growth for r in runs if r.mem_growth is not None]
     cell.mem_growth = max(growths) if growths else None

@@ -59,6 +59,10 @@ def _tail(path: Path, chars: int = 3000) -> str:
     return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
 
+# Set to "1" by whoever starts runs side by side on one host (the CLI's --jobs, the pytest plugin
+# under xdist): the records then say their timings are not valid.
+OVERLAPPING_RUNS_ENV = "RACEGATE_OVERLAPPING_RUNS"
+
 # Process groups of children still running, so an interrupted parent can take them down with it
 # (children run in their own session so a timeout can kill a whole tree).
 LIVE_CHILDREN: set[int] = set()
@@ -291,7 +295,9 @@ def assemble(
         else []
     )
     growths = [g for g in growths if g is not None]
-    hw = first["hardware"] if first else {"device_name": "unknown (child did not report)"}
+    built = (e for c in children for e in c.events if e.get("event") == "built" and "hardware" in e)
+    hw = first["hardware"] if first else next(built, {}).get("hardware")
+    hw = hw or {"device_name": "unknown (child did not report)"}
     return RunRecord(
         scenario=scenario.to_json(),
         outcome=str(outcome),
@@ -319,6 +325,7 @@ def assemble(
         started_at=started_at,
         repeat_index=repeat_index,
         command=command,
+        timing_valid=os.environ.get(OVERLAPPING_RUNS_ENV) != "1",
     )
 
 
@@ -379,6 +386,8 @@ def run_scenario(
                     "mode": "process",
                     "process_devices": [d],
                     "thread_offset": i,
+                    # Processes start their steps together, as threads do at their barrier.
+                    "start_gate": {"dir": str(base / "start_gate"), "parties": len(per_process)},
                 }
                 for i, d in enumerate(per_process)
             ]
@@ -390,10 +399,11 @@ def run_scenario(
             for k, v in (child.result or {}).get("cache_counters", {}).items():
                 counters[k] = counters.get(k, 0) + v
         cache["counters"] = counters
-        cache["deleted_bytes"] = next(
-            (e["bytes"] for c in children for e in c.events if e.get("event") == "cache_deleted"),
-            None,
-        )
+        # Under `processes` each process deletes the shared cache at its own first steady step:
+        # a later one may find little or nothing left, so the run's deletion is their sum.
+        events = [e for c in children for e in c.events]
+        deleted = [e["bytes"] for e in events if e.get("event") == "cache_deleted"]
+        cache["deleted_bytes"] = sum(deleted) if deleted else None
         if scenario.cache_state is CacheState.WARM:
             cache["proven_warm"] = cache_state.proves_warm(counters)
         record = assemble(

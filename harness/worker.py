@@ -48,6 +48,24 @@ def hardware(devices: tuple[str, ...]) -> dict[str, Any]:
     return info
 
 
+def wait_for_siblings(gate: dict[str, Any], me: int, until: float) -> bool:
+    """The `processes` strategy's start barrier: announce this process ready, wait for all.
+
+    On files, not multiprocessing.Barrier: the processes are independent `python -m
+    harness.worker` children of the runner, with no multiprocessing parent to share one.
+    True when every sibling arrived before `until` (time.monotonic()).
+    """
+    folder = Path(gate["dir"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"ready-{me}").touch()
+    while True:
+        if sum(1 for _ in folder.glob("ready-*")) >= int(gate["parties"]):
+            return True
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.005)
+
+
 def _append(path: Path, event: dict[str, Any]) -> None:
     with path.open("a") as fh:
         fh.write(json.dumps(event) + "\n")
@@ -132,7 +150,9 @@ def main(run_dir: Path) -> int:
             )
             check_replica(replica, scenario.workload)
             runs.append(threads.ThreadRun(index, device, replica))
-    _append(progress, {"event": "built", "threads": len(runs), "at": time.monotonic()})
+    # The hardware goes out now too: a run that hangs later writes no result to carry it.
+    built = {"event": "built", "threads": len(runs), "hardware": hardware(tuple(devices))}
+    _append(progress, built | {"at": time.monotonic()})
 
     warmup_s = None
     if mode == "prime":
@@ -167,6 +187,12 @@ def main(run_dir: Path) -> int:
             switch_shape_after_hook=is_deleted,
         )
         plan_shapes = shapes
+        if "start_gate" in spec:
+            # Half the time left at most: a sibling that died before the gate must not turn
+            # this process's run into a hang (the concurrency check still sees a late start).
+            limit = time.monotonic() + (deadline - time.monotonic()) / 2
+            met = wait_for_siblings(spec["start_gate"], spec.get("thread_offset", 0), limit)
+            _append(progress, {"event": "start_gate", "met": met, "at": time.monotonic()})
         grace = min(30.0, max(2.0, scenario.timeout_s * 0.05))  # inside the runner's timeout
         hung = threads.run_threads(runs, plan, join_grace_s=grace)
         if hung:

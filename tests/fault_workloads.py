@@ -23,6 +23,8 @@ class _Replica:
         self.opt = torch.optim.SGD(self.layer.parameters(), lr=0.1)
         self.behaviour, self.seed, self.device = behaviour, seed, device
         self.calls = 0
+        if behaviour == "late_start" and seed == 1:
+            time.sleep(3.0)  # one process is ready long after the other (a loaded host)
 
     def step(self, shape: int) -> StepResult:
         self.calls += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from pathlib import Path
@@ -174,3 +175,20 @@ def test_cli_report_writes_files(tmp_path: Path, floors: Path) -> None:
     argv = ["report", str(records), "--out-dir", str(out), "--baselines", str(floors)]
     assert cli.main(argv) == 0
     assert json.loads((out / "gate.json").read_text())["passed"] is True
+
+
+def test_overlapped_runs_count_for_outcomes_not_timings(floors: Path, tmp_path: Path) -> None:
+    """`--jobs`/xdist runs slow each other down: their tokens/s must never fail (or pass) a gate."""
+    slow = make_record(tps=30_000.0)  # 25% below the 40,000 floor
+    assert not report.gate([slow], floors, PROD)[0]
+    overlapped = dataclasses.replace(slow, timing_valid=False)
+    passed, reasons = report.gate([overlapped], floors, PROD)
+    assert passed, reasons
+    m = build_matrix([overlapped], floors, PROD)
+    assert m.cells[m.rows[0], column_of(overlapped)].tokens_per_s is None
+    # Records written before timing_valid existed: the report is told instead.
+    report.write_reports(
+        [write(tmp_path / "old.jsonl", [slow])], tmp_path / "out", baselines_dir=floors,
+        title="t", outcomes_only=True,
+    )  # fmt: skip
+    assert json.loads((tmp_path / "out" / "gate.json").read_text())["passed"]

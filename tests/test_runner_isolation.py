@@ -43,6 +43,17 @@ def test_hang_is_recorded_with_every_stack() -> None:
     assert record.outcome == "hang", record.detail
     assert record.outcome_counts["hang"] == 1 and record.outcome_counts["ok"] == 1
     assert record.stacks and "fault_workloads.py" in record.stacks  # where the thread hangs
+    # No result came back, but the hardware did (the child's `built` event): a hung run is
+    # filed under its machine, not under "unknown".
+    assert record.hardware.get("device_name") == "cpu", record.hardware
+
+
+def test_processes_start_their_steps_together() -> None:
+    """One process ready 3 s late: without the start gate the other would have finished its
+    steps (~0.3 s) alone, and the run would be refused as serial."""
+    record = run_scenario(fault_scenario("late_start", strategy="processes"))
+    assert record.outcome == "ok", record.detail
+    assert record.threads_concurrent == record.threads_asked == 2
 
 
 def test_error_is_other_error_not_a_race() -> None:
