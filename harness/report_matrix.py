@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -226,10 +226,24 @@ def gate_row(row: Row, cells: list[Cell], production: str) -> RowGate:
     return RowGate(row, not reasons, reasons, sorted(set(notes)))
 
 
+def _unreported(record: RunRecord) -> bool:
+    return str((record.hardware or {}).get("device_name", "")).startswith("unknown")
+
+
 def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str) -> Matrix:
     groups: dict[tuple[Row, Column], list[RunRecord]] = defaultdict(list)
+    # A run whose child never reported (a hang, in records older than the `built` event's
+    # hardware) is filed under the machine its row's other runs name, not a column of its own.
+    known = Counter(
+        (row_of(r), baselines.hardware_key(r)) for r in records if not _unreported(r)
+    )
     for r in records:
-        groups[row_of(r), column_of(r)].append(r)
+        col = column_of(r)
+        if _unreported(r):
+            same_row = [(n, hw) for (row, hw), n in known.items() if row == row_of(r)]
+            if same_row:
+                col = replace(col, hardware=max(same_row)[1])
+        groups[row_of(r), col].append(r)
     loaded: dict[str, baselines.Baseline | None] = {}
     cells = {}
     for (row, col), runs in groups.items():

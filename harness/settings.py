@@ -15,7 +15,7 @@ from harness.vocab import Strategy, parse_choice
 from harness.workload_api import DEFAULT_WORKLOAD
 
 DEFAULTS: dict[str, Any] = {
-    "production_strategy": str(Strategy.WARMUP),
+    "production_strategy": str(Strategy.WARMUP_LOCKED),
     "workload": DEFAULT_WORKLOAD,
 }
 

@@ -66,7 +66,9 @@ def test_bad_rows_are_rejected(tmp_path: Path) -> None:
 
 
 def test_committed_table_loads_and_spares_production() -> None:
-    rows = rx.load(production=Strategy.WARMUP)
+    from harness import settings
+
+    rows = rx.load(production=settings.production_strategy())  # the committed [tool.racegate]
     assert rows, "the committed table should hold the known-bad rows of DESIGN §3"
     assert all(r.reason and r.source for r in rows)
 

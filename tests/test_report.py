@@ -169,7 +169,10 @@ def test_markdown_drops_details_when_too_big(
     assert "see matrix.html" in md and "## small" not in md and "| 5.8.1 | ✅ pass |" in md
 
 
-def test_cli_report_writes_files(tmp_path: Path, floors: Path) -> None:
+def test_cli_report_writes_files(
+    tmp_path: Path, floors: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)  # the rows' production strategy
     records = write(tmp_path / "r.jsonl", clean_row())
     out = tmp_path / "out"
     argv = ["report", str(records), "--out-dir", str(out), "--baselines", str(floors)]
@@ -189,6 +192,15 @@ def test_overlapped_runs_count_for_outcomes_not_timings(floors: Path, tmp_path: 
     # Records written before timing_valid existed: the report is told instead.
     report.write_reports(
         [write(tmp_path / "old.jsonl", [slow])], tmp_path / "out", baselines_dir=floors,
-        title="t", outcomes_only=True,
+        title="t", outcomes_only=True, production_strategy=PROD,
     )  # fmt: skip
     assert json.loads((tmp_path / "out" / "gate.json").read_text())["passed"]
+
+
+def test_a_run_that_never_reported_joins_its_rows_machine(floors: Path) -> None:
+    hung = dataclasses.replace(
+        make_record(strategy="per_device", other="hang", tps=None),
+        hardware={"device_name": "unknown (child did not report)"},
+    )
+    m = build_matrix([*clean_row(), hung], floors, PROD)
+    assert {c.hardware for c in m.columns} == {"h200x2"}
