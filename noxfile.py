@@ -14,6 +14,7 @@ import re
 import shutil
 import socket
 from pathlib import Path
+from xml.etree import ElementTree
 
 import nox
 
@@ -246,15 +247,74 @@ def results_dir(session: nox.Session) -> Path:
     return path
 
 
-def run_suite(session: nox.Session, *args: str) -> None:
+def run_suite(
+    session: nox.Session,
+    *args: str,
+    junit: str = "junit.xml",
+    ok_codes: tuple[int, ...] = (0,),
+    posargs: list[str] | None = None,
+) -> None:
     """pytest with this cell's records (JSON Lines) and JUnit XML written to its results dir."""
     out = results_dir(session)
     env = {k: v for k in ("RACEGATE_WORKLOAD",) if (v := os.environ.get(k))}
     session.run(
         "python", "-m", "pytest", *args,
-        f"--results={out / 'records.jsonl'}", f"--junitxml={out / 'junit.xml'}",
-        *session.posargs, env=env,
+        f"--results={out / 'records.jsonl'}", f"--junitxml={out / junit}",
+        *(session.posargs if posargs is None else posargs), env=env, success_codes=list(ok_codes),
     )  # fmt: skip
+
+
+def split_marker(posargs: list[str]) -> tuple[str | None, list[str]]:
+    """The `-m` expression in posargs (the last, as pytest takes it) and the posargs without."""
+    marker, rest, i = None, [], 0
+    while i < len(posargs):
+        if posargs[i] == "-m" and i + 1 < len(posargs):
+            marker, i = posargs[i + 1], i + 2
+        elif posargs[i].startswith("-m") and len(posargs[i]) > 2:
+            marker, i = posargs[i][2:], i + 1
+        else:
+            rest.append(posargs[i])
+            i += 1
+    return marker, rest
+
+
+def race_workers(session: nox.Session) -> int | None:
+    """RACEGATE_RACE_WORKERS: how many race cases a GPU cell runs at once (unset: one by one)."""
+    text = os.environ.get("RACEGATE_RACE_WORKERS", "").strip()
+    if text and (not text.isdigit() or int(text) < 1):
+        session.error(f"RACEGATE_RACE_WORKERS={text!r}: expected a positive integer such as 16")
+    return int(text) if text else None
+
+
+def junit_failures(path: Path) -> int:
+    """Failed + errored test cases in a JUnit XML file (0 when pytest wrote none)."""
+    if not path.is_file():
+        return 0
+    root = ElementTree.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root)
+    return sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+
+
+def run_gpu_cell(session: nox.Session, workers: int) -> None:
+    """Throughput cases first, alone on the machine; then the rest, `workers` cases at a time
+    on every GPU (pytest-xdist, --share-gpus: outcomes stay valid, timings would not). On
+    2xH200 the full race selection of one cell took 6.5 min at 16 workers
+    (results/2026-11-30-h200x2-session3), against hours one case at a time."""
+    marker, rest = split_marker(session.posargs)  # a user's -m narrows both halves
+    both = f"({marker}) and " if marker else ""
+    out = results_dir(session)
+    # Exit 1 (cases failed) or 5 (none selected) must not stop the race part from running.
+    tp_junit = "junit-throughput.xml"
+    run_suite(
+        session, "cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
+        posargs=rest,
+    )  # fmt: skip
+    run_suite(
+        session, "cases", "-m", f"{both}not throughput", "-n", str(workers), "--share-gpus",
+        junit="junit-race.xml", posargs=rest, ok_codes=(0, 5),
+    )  # fmt: skip
+    if failed := junit_failures(out / tp_junit):
+        session.error(f"{failed} throughput case(s) failed: see {out / tp_junit}")
 
 
 def cell_params(name: str, values: list[str]) -> list[nox.param]:
@@ -287,7 +347,10 @@ def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     )
     if gpus is not None and gpus.split()[-1] == "0":
         session.skip(f"torch {torch} in this session sees no GPU (driver or CUDA build mismatch)")
-    run_suite(session, "cases")
+    if (workers := race_workers(session)) is None:
+        run_suite(session, "cases")
+    else:
+        run_gpu_cell(session, workers)
 
 
 @nox.session

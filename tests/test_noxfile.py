@@ -351,3 +351,39 @@ def test_report_session_reads_the_results_dir(
     args = s.runs[-1][0]
     assert args[:4] == ("python", "-m", "harness", "report") and str(tmp_path) in args
     assert str(tmp_path / "report") in args
+
+
+def test_gpu_cell_with_race_workers_runs_throughput_alone_then_races_side_by_side(
+    noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
+    monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
+    monkeypatch.setenv("RACEGATE_RACE_WORKERS", "16")
+    s = FakeSession("gpu_matrix(torch='system', transformers='5.8.1')", ["--repeat", "3"])
+    noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
+    runs = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
+    (tp, tp_kw), (race, _) = runs
+    assert tp[3:6] == ("cases", "-m", "throughput") and "-n" not in tp
+    assert tp_kw["success_codes"] == [0, 1, 5]  # a throughput failure must not skip the races
+    assert race[3:9] == ("cases", "-m", "not throughput", "-n", "16", "--share-gpus")
+    cell = tmp_path / "gpu_matrix-torch-system-transformers-5.8.1"
+    assert f"--junitxml={cell / 'junit-throughput.xml'}" in tp
+    assert f"--junitxml={cell / 'junit-race.xml'}" in race
+    # A failed throughput case fails the cell, after the race part has run.
+    (cell / "junit-throughput.xml").write_text(
+        '<testsuites><testsuite name="pytest" failures="1" errors="0" tests="7"/></testsuites>'
+    )
+    with pytest.raises(AssertionError, match="1 throughput case"):
+        noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
+    for bad, message in (("sixteen", "positive integer"), ("0", "positive integer")):
+        monkeypatch.setenv("RACEGATE_RACE_WORKERS", bad)
+        with pytest.raises(AssertionError, match=message):
+            noxfile.gpu_matrix(FakeSession("gpu"), torch="system", transformers="5.8.1")
+    # A user's -m narrows both halves instead of replacing the split.
+    monkeypatch.setenv("RACEGATE_RACE_WORKERS", "4")
+    s = FakeSession("gpu", ["-m", "not slow", "--repeat", "1"])
+    noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
+    (tp, _), (race, _) = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
+    assert tp[4:6] == ("-m", "(not slow) and throughput") and tp[-2:] == ("--repeat", "1")
+    assert race[4:6] == ("-m", "(not slow) and not throughput") and "not slow" not in race[6:]
