@@ -194,3 +194,16 @@ def test_nested_fx_off_is_held_to_the_race_free_floor(tmp_path: Path) -> None:
     assert base is not None and set(base.floors) == {"small/warmup/2x1"}
     hack = baselines.check(make_record(strategy="nested_fx_off", tps=12_800.0), base)
     assert hack.verdict is Verdict.BELOW_FLOOR and hack.key == "small/warmup/2x1"
+
+
+def test_warmup_locked_is_held_to_warmups_floor(tmp_path: Path) -> None:
+    """The production strategy's lock must not cost throughput: it meets warmup's floor."""
+    runs = [make_record(strategy="warmup", tps=t) for t in (39_000.0, 40_000.0, 41_000.0)]
+    runs.append(make_record(strategy="warmup_locked", tps=20_000.0))  # never a floor itself
+    baselines.update_from_records([write(tmp_path / "r.jsonl", runs)], tmp_path)
+    base = baselines.load(tmp_path, "h200x2")
+    assert base is not None and set(base.floors) == {"small/warmup/2x1"}
+    slow = baselines.check(make_record(strategy="warmup_locked", tps=30_000.0), base)
+    assert slow.verdict is Verdict.BELOW_FLOOR and slow.key == "small/warmup/2x1"
+    same = baselines.check(make_record(strategy="warmup_locked", tps=40_500.0), base)
+    assert same.verdict is Verdict.PASS
