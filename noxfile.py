@@ -318,7 +318,12 @@ def run_gpu_cell(session: nox.Session, workers: int) -> None:
 
 
 def cell_params(name: str, values: list[str]) -> list[nox.param]:
-    return [nox.param(v, id=f"{name}={v!r}") for v in values]
+    """Cells named `name='<v>'`, tagged `<name>_<v with _ for .>`: a version is no Python
+    identifier, so `nox -k "torch_system and transformers_5_8_1"` picks a cell by its tags."""
+    return [
+        nox.param(v, id=f"{name}={v!r}", tags=[f"{name}_{re.sub(r'[^0-9A-Za-z]', '_', v)}"])
+        for v in values
+    ]
 
 
 @nox.session(**SYSTEM_SITE)

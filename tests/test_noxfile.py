@@ -387,3 +387,14 @@ def test_gpu_cell_with_race_workers_runs_throughput_alone_then_races_side_by_sid
     (tp, _), (race, _) = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
     assert tp[4:6] == ("-m", "(not slow) and throughput") and tp[-2:] == ("--repeat", "1")
     assert race[4:6] == ("-m", "(not slow) and not throughput") and "not slow" not in race[6:]
+
+
+def test_cells_are_picked_by_their_tags() -> None:
+    """`-k` keywords must be identifiers: the tags make a single cell selectable."""
+    out = subprocess.run(
+        [sys.executable, "-m", "nox", "-f", str(NOXFILE), "-l", "--json",
+         "-k", "torch_system and transformers_5_8_1"],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    picked = [s["session"] for s in json.loads(out.stdout)]
+    assert picked == ["gpu_matrix(torch='system', transformers='5.8.1')"]
