@@ -114,7 +114,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="under pytest-xdist, let every worker use every GPU instead of a slice of them, "
         "so race cases on all GPUs run side by side (outcomes stay valid; throughput cases "
-        "skip, as their timings would not be)",
+        "skip under any -n above 1, as their timings would not be)",
     )
     group.addoption(
         "--results",

@@ -270,8 +270,8 @@ def split_marker(posargs: list[str]) -> tuple[str | None, list[str]]:
     while i < len(posargs):
         if posargs[i] == "-m" and i + 1 < len(posargs):
             marker, i = posargs[i + 1], i + 2
-        elif posargs[i].startswith("-m") and len(posargs[i]) > 2:
-            marker, i = posargs[i][2:], i + 1
+        elif posargs[i].startswith("-m") and len(posargs[i]) > 2:  # -mEXPR, -m=EXPR
+            marker, i = posargs[i][2:].removeprefix("="), i + 1
         else:
             rest.append(posargs[i])
             i += 1
@@ -286,11 +286,13 @@ def race_workers(session: nox.Session) -> int | None:
     return int(text) if text else None
 
 
-def junit_failures(path: Path) -> int:
-    """Failed + errored test cases in a JUnit XML file (0 when pytest wrote none)."""
-    if not path.is_file():
-        return 0
-    root = ElementTree.parse(path).getroot()
+def junit_failures(path: Path) -> int | None:
+    """Failed + errored test cases in a JUnit XML file; None when there is no readable file
+    (pytest died before writing it, e.g. pytest-timeout's os._exit on a hung case)."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (OSError, ElementTree.ParseError):
+        return None
     suites = [root] if root.tag == "testsuite" else list(root)
     return sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
 
@@ -305,6 +307,7 @@ def run_gpu_cell(session: nox.Session, workers: int) -> None:
     out = results_dir(session)
     # Exit 1 (cases failed) or 5 (none selected) must not stop the race part from running.
     tp_junit = "junit-throughput.xml"
+    (out / tp_junit).unlink(missing_ok=True)  # a rerun's verdict must not be an old file's
     run_suite(
         session, "cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
         posargs=rest,
@@ -313,7 +316,10 @@ def run_gpu_cell(session: nox.Session, workers: int) -> None:
         session, "cases", "-m", f"{both}not throughput", "-n", str(workers), "--share-gpus",
         junit="junit-race.xml", posargs=rest, ok_codes=(0, 5),
     )  # fmt: skip
-    if failed := junit_failures(out / tp_junit):
+    failed = junit_failures(out / tp_junit)
+    if failed is None:
+        session.error(f"the throughput run wrote no readable {out / tp_junit}: it died (a hang?)")
+    if failed:
         session.error(f"{failed} throughput case(s) failed: see {out / tp_junit}")
 
 

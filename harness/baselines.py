@@ -46,6 +46,7 @@ class Verdict(StrEnum):
     ABOVE_FLOOR = "above_floor"  # faster beyond tolerance: the floor is stale, refresh it
     NO_BASELINE = "no_baseline"  # no file for this hardware or no floor for this key: skipped
     NO_THROUGHPUT = "no_throughput"  # a floor exists but the run measured no tokens/s
+    TIMING_VOID = "timing_void"  # the run overlapped other runs: its tokens/s are not judged
 
 
 FAILING = frozenset({Verdict.BELOW_FLOOR, Verdict.ABOVE_FLOOR, Verdict.NO_THROUGHPUT})
@@ -68,7 +69,7 @@ class GateResult:
 
     @property
     def skipped(self) -> bool:
-        return self.verdict is Verdict.NO_BASELINE
+        return self.verdict in (Verdict.NO_BASELINE, Verdict.TIMING_VOID)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -230,9 +231,12 @@ def check_tokens(
 
 def check(record: RunRecord, baseline: Baseline | None) -> GateResult:
     """The throughput verdict for one run against its hardware's baseline (None: no file)."""
-    return check_tokens(
-        floor_key(record.scenario), hardware_key(record), record.tokens_per_s, baseline
-    )
+    key, hardware = floor_key(record.scenario), hardware_key(record)
+    if not record.timing_valid:
+        detail = "not gated: this run overlapped other runs (timing_valid false)"
+        return GateResult(Verdict.TIMING_VOID, f"{key} on {hardware}: {detail}", key, hardware,
+                          record.tokens_per_s, detail=detail)  # fmt: skip
+    return check_tokens(key, hardware, record.tokens_per_s, baseline)
 
 
 def memory_flat(record: RunRecord, limit: float = MEMORY_GROWTH_LIMIT) -> tuple[bool, str]:
@@ -307,8 +311,9 @@ def update_from_records(
 ) -> list[Path]:
     """Write floors (median tokens/s of runs whose outcome is ok) into one file per hardware.
 
-    Runs that did not pass are refused as floor sources (counted in `refused_runs`), and so
-    are strategies in JUDGED_BY; floors already in a file for keys not covered here are kept.
+    Runs that did not pass, or that overlapped other runs (timing_valid false), are refused
+    as floor sources (counted in `refused_runs`), and so are strategies in JUDGED_BY; floors
+    already in a file for keys not covered here are kept.
     """
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r} (e.g. 0.10 for 10%)")
@@ -319,11 +324,11 @@ def update_from_records(
     refused_outcomes: Counter[tuple[str, str, str]] = Counter()
     for r in measured:
         hw, key = hardware_key(r), floor_key(r.scenario)
-        if r.outcome == Outcome.OK:
+        if r.outcome == Outcome.OK and r.timing_valid:
             good[hw][key].append(r)
         else:
             refused[hw, key] += 1
-            refused_outcomes[hw, key, r.outcome] += 1
+            refused_outcomes[hw, key, r.outcome if r.timing_valid else "overlapped"] += 1
     if not good:
         failed = sorted(refused_outcomes.items())
         bad = ", ".join(f"{k} on {hw}: {o} ×{n}" for (hw, k, o), n in failed) or "none"

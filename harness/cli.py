@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness import settings
 from harness.record import RunRecord, append_jsonl
@@ -23,6 +24,9 @@ from harness.scenario import Scenario, check_devices_present, make_scenario
 from harness.summary import summarise
 from harness.vocab import CacheState, Outcome, Schedule, Strategy
 from harness.workload_api import WorkloadError, WorkloadSpec, load_workload
+
+if TYPE_CHECKING:  # rich is imported lazily: `--help` stays fast
+    from rich.console import Console
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -200,15 +204,8 @@ def validate_against_workload(scenarios: list[Scenario]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
 
-    from harness.runner import OVERLAPPING_RUNS_ENV, kill_live_children, run_scenario
+    from harness.runner import OVERLAPPING_RUNS_ENV
 
     if args.jobs < 1:
         raise ValueError(f"jobs must be ≥ 1, got {args.jobs}")
@@ -225,8 +222,36 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     records: list[RunRecord] = []
     jobs = [(sc, k) for sc in scenarios for k in range(args.repeat)]
-    if args.jobs > 1 and len(jobs) > 1:  # runs side by side: their records say timings are void
-        os.environ[OVERLAPPING_RUNS_ENV] = "1"
+    overlapping = args.jobs > 1 and len(jobs) > 1  # their records then say timings are void
+    previous = os.environ.get(OVERLAPPING_RUNS_ENV)
+    os.environ[OVERLAPPING_RUNS_ENV] = "1" if overlapping else "0"
+    try:
+        return _run_jobs(args, jobs, command, console, records)
+    finally:  # this process may start other runs later (tests call cli.main in-process)
+        if previous is None:
+            os.environ.pop(OVERLAPPING_RUNS_ENV, None)
+        else:
+            os.environ[OVERLAPPING_RUNS_ENV] = previous
+
+
+def _run_jobs(
+    args: argparse.Namespace,
+    jobs: list[tuple[Scenario, int]],
+    command: str,
+    console: Console,
+    records: list[RunRecord],
+) -> int:
+    """Run every (scenario, repeat) job, `args.jobs` at a time, with progress; append records."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from harness.runner import kill_live_children, run_scenario
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

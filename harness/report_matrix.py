@@ -223,6 +223,8 @@ def gate_row(row: Row, cells: list[Cell], production: str) -> RowGate:
         reasons.extend(f"{c.column.key}: {p}" for p in c.problems())
         if c.throughput and c.throughput.skipped:
             notes.append(c.throughput.message)
+        if c.timings_void:
+            notes.append(f"{c.column.key}: tok/s not gated: its runs overlapped other runs")
     return RowGate(row, not reasons, reasons, sorted(set(notes)))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -207,3 +208,16 @@ def test_warmup_locked_is_held_to_warmups_floor(tmp_path: Path) -> None:
     assert slow.verdict is Verdict.BELOW_FLOOR and slow.key == "small/warmup/2x1"
     same = baselines.check(make_record(strategy="warmup_locked", tps=40_500.0), base)
     assert same.verdict is Verdict.PASS
+
+
+def test_overlapped_runs_are_never_a_floor_nor_judged(tmp_path: Path) -> None:
+    """A nightly cell's records mix lone throughput runs with xdist race runs of floor keys."""
+    alone = [make_record(tps=t) for t in (39_000.0, 40_000.0, 41_000.0)]
+    beside = [dataclasses.replace(make_record(tps=9_000.0), timing_valid=False)] * 5
+    baselines.update_from_records([write(tmp_path / "r.jsonl", alone + beside)], tmp_path)
+    base = baselines.load(tmp_path, "h200x2")
+    assert base is not None
+    floor = base.floors["small/warmup/2x1"]
+    assert floor.tokens_per_s == 40_000.0 and floor.n_runs == 3 and floor.refused_runs == 5
+    verdict = baselines.check(beside[0], base)
+    assert verdict.verdict is Verdict.TIMING_VOID and verdict.skipped and not verdict.failed

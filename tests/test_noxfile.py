@@ -353,6 +353,22 @@ def test_report_session_reads_the_results_dir(
     assert str(tmp_path / "report") in args
 
 
+class JUnitWritingSession(FakeSession):
+    """pytest's stand-in also writes its --junitxml, with `failures` failed cases (None: none
+    written, as when pytest-timeout ends pytest with os._exit)."""
+
+    failures: int | None = 0
+
+    def run(self, *args: str, **kwargs: Any) -> str | None:
+        junit = next((a.split("=", 1)[1] for a in args if a.startswith("--junitxml=")), None)
+        if junit and self.failures is not None:
+            Path(junit).write_text(
+                f'<testsuites><testsuite name="pytest" failures="{self.failures}" errors="0"/>'
+                "</testsuites>"
+            )
+        return super().run(*args, **kwargs)
+
+
 def test_gpu_cell_with_race_workers_runs_throughput_alone_then_races_side_by_side(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -360,7 +376,8 @@ def test_gpu_cell_with_race_workers_runs_throughput_alone_then_races_side_by_sid
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "16")
-    s = FakeSession("gpu_matrix(torch='system', transformers='5.8.1')", ["--repeat", "3"])
+    name = "gpu_matrix(torch='system', transformers='5.8.1')"
+    s = JUnitWritingSession(name, ["--repeat", "3"])
     noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
     runs = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
     (tp, tp_kw), (race, _) = runs
@@ -371,10 +388,15 @@ def test_gpu_cell_with_race_workers_runs_throughput_alone_then_races_side_by_sid
     assert f"--junitxml={cell / 'junit-throughput.xml'}" in tp
     assert f"--junitxml={cell / 'junit-race.xml'}" in race
     # A failed throughput case fails the cell, after the race part has run.
-    (cell / "junit-throughput.xml").write_text(
-        '<testsuites><testsuite name="pytest" failures="1" errors="0" tests="7"/></testsuites>'
-    )
+    s = JUnitWritingSession(name, ["--repeat", "3"])
+    s.failures = 1
     with pytest.raises(AssertionError, match="1 throughput case"):
+        noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
+    assert len([r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]) == 2
+    # pytest died without a JUnit file: a failure, never a pass read from an old file.
+    s = JUnitWritingSession(name, ["--repeat", "3"])
+    s.failures = None
+    with pytest.raises(AssertionError, match="wrote no readable"):
         noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
     for bad, message in (("sixteen", "positive integer"), ("0", "positive integer")):
         monkeypatch.setenv("RACEGATE_RACE_WORKERS", bad)
@@ -382,11 +404,13 @@ def test_gpu_cell_with_race_workers_runs_throughput_alone_then_races_side_by_sid
             noxfile.gpu_matrix(FakeSession("gpu"), torch="system", transformers="5.8.1")
     # A user's -m narrows both halves instead of replacing the split.
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "4")
-    s = FakeSession("gpu", ["-m", "not slow", "--repeat", "1"])
-    noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
-    (tp, _), (race, _) = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
-    assert tp[4:6] == ("-m", "(not slow) and throughput") and tp[-2:] == ("--repeat", "1")
-    assert race[4:6] == ("-m", "(not slow) and not throughput") and "not slow" not in race[6:]
+    for marker_args in (["-m", "not slow"], ["-m=not slow"], ["-mnot slow"]):
+        s = JUnitWritingSession("gpu", [*marker_args, "--repeat", "1"])
+        noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
+        (tp, _), (race, _) = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
+        assert tp[4:6] == ("-m", "(not slow) and throughput") and tp[-2:] == ("--repeat", "1")
+        assert race[4:6] == ("-m", "(not slow) and not throughput")
+        assert not any("not slow" in a for a in race[6:])
 
 
 def test_cells_are_picked_by_their_tags() -> None:

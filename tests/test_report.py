@@ -189,6 +189,7 @@ def test_overlapped_runs_count_for_outcomes_not_timings(floors: Path, tmp_path: 
     assert passed, reasons
     m = build_matrix([overlapped], floors, PROD)
     assert m.cells[m.rows[0], column_of(overlapped)].tokens_per_s is None
+    assert any("not gated: its runs overlapped" in n for n in m.gates[m.rows[0]].notes)
     # Records written before timing_valid existed: the report is told instead.
     report.write_reports(
         [write(tmp_path / "old.jsonl", [slow])], tmp_path / "out", baselines_dir=floors,

@@ -35,6 +35,9 @@ def test_ok_then_crash_keeps_the_first_record(tmp_path: Path) -> None:
     append_jsonl(out, crash)
     assert crash.outcome == "crash"
     assert "SIGABRT" in (crash.detail or "")
+    # No result came back, but the hardware did (the child's `built` event): a dead or hung
+    # run is filed under its machine, not under "unknown".
+    assert crash.hardware.get("device_name") == "cpu", crash.hardware
     assert [r.outcome for r in read_jsonl(out)] == ["ok", "crash"]
 
 
@@ -43,9 +46,6 @@ def test_hang_is_recorded_with_every_stack() -> None:
     assert record.outcome == "hang", record.detail
     assert record.outcome_counts["hang"] == 1 and record.outcome_counts["ok"] == 1
     assert record.stacks and "fault_workloads.py" in record.stacks  # where the thread hangs
-    # No result came back, but the hardware did (the child's `built` event): a hung run is
-    # filed under its machine, not under "unknown".
-    assert record.hardware.get("device_name") == "cpu", record.hardware
 
 
 def test_processes_start_their_steps_together() -> None:
