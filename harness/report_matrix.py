@@ -242,7 +242,12 @@ def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str)
     for r in records:
         col = column_of(r)
         if _unreported(r):
-            same_row = [(n, hw) for (row, hw), n in known.items() if row == row_of(r)]
+            on_cpu = tuple(r.scenario["devices"]) == ("cpu",)
+            same_row = [
+                (n, hw)
+                for (row, hw), n in known.items()
+                if row == row_of(r) and (hw == "cpu") == on_cpu
+            ]
             if same_row:
                 col = replace(col, hardware=max(same_row)[1])
         groups[row_of(r), col].append(r)

@@ -203,5 +203,10 @@ def test_a_run_that_never_reported_joins_its_rows_machine(floors: Path) -> None:
         make_record(strategy="per_device", other="hang", tps=None),
         hardware={"device_name": "unknown (child did not report)"},
     )
-    m = build_matrix([*clean_row(), hung], floors, PROD)
-    assert {c.hardware for c in m.columns} == {"h200x2"}
+    cpu_run = make_record(devices="cpu", hardware={"device_name": "cpu"}, tps=None)
+    cpu_run = dataclasses.replace(cpu_run, scenario={**cpu_run.scenario, "strategy": "eager"})
+    runs = [*clean_row(), *[cpu_run] * 9, hung]  # the row's most common machine is the CPU
+    m = build_matrix(runs, floors, PROD)
+    per_device = [c for c in m.columns if c.strategy == "per_device" and c.devices == 2]
+    assert {c.hardware for c in per_device} == {"h200x2"}  # a GPU run never lands under cpu
+    assert not any(c.hardware.startswith("unknown") for c in m.columns)
