@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from harness import race_expectations, settings
-from harness.runner import OVERLAPPING_RUNS_ENV
 from harness.suite import RacegateConfig, racegate_key
 from harness.vocab import CacheState, Schedule, Strategy, parse_choice
 
@@ -185,8 +184,6 @@ def _versions() -> dict[str, str]:
 
 def _resolve(config: pytest.Config) -> RacegateConfig:
     gpus = _assign_worker_gpus(config, count_gpus())
-    if _xdist_workers(config) > 1:  # runs started from here overlap other workers' runs
-        os.environ[OVERLAPPING_RUNS_ENV] = "1"
     opt = config.getoption
     try:
         devices_text = opt("racegate_devices") or (",".join(map(str, range(gpus))) or "cpu")
@@ -240,6 +237,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         production=production,
         expectations=expectations,
         versions=_versions(),
+        overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
     )
 
 
@@ -262,7 +260,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rc = config.stash[racegate_key]
     gpus, chosen = rc.gpus, 0 if rc.devices == ("cpu",) else len(rc.devices)
-    overlapping = _xdist_workers(config) > 1
     for item in items:
         if item.get_closest_marker("multi_gpu") and gpus < 2:
             reason = f"needs ≥ 2 CUDA GPUs; this machine has {gpus}"
@@ -272,7 +269,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reason = f"needs ≥ 2 CUDA GPUs; --devices chose {chosen}"
         elif item.get_closest_marker("gpu") and chosen < 1:
             reason = "needs a CUDA GPU; --devices chose cpu"
-        elif item.get_closest_marker("throughput") and overlapping:
+        elif item.get_closest_marker("throughput") and rc.overlapping:
             reason = "pytest-xdist runs other cases on this host at the same time, so timings "
             reason += "are invalid (a host-bound step slows with them); run throughput cases "
             reason += "without -n"

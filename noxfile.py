@@ -4,6 +4,7 @@ and the report. `nox -l` lists them; `nox -s gpu_matrix` is the nightly job.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import hashlib
 import importlib.metadata
@@ -265,17 +266,12 @@ def run_suite(
 
 
 def split_marker(posargs: list[str]) -> tuple[str | None, list[str]]:
-    """The `-m` expression in posargs (the last, as pytest takes it) and the posargs without."""
-    marker, rest, i = None, [], 0
-    while i < len(posargs):
-        if posargs[i] == "-m" and i + 1 < len(posargs):
-            marker, i = posargs[i + 1], i + 2
-        elif posargs[i].startswith("-m") and len(posargs[i]) > 2:  # -mEXPR, -m=EXPR
-            marker, i = posargs[i][2:].removeprefix("="), i + 1
-        else:
-            rest.append(posargs[i])
-            i += 1
-    return marker, rest
+    """The `-m` expression in posargs and the posargs without it, read by argparse as pytest
+    reads them (`-m EXPR`, `-mEXPR`, `-m=EXPR`; the last one wins)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("-m", dest="marker")
+    known, rest = parser.parse_known_args(posargs)
+    return known.marker, rest
 
 
 def race_workers(session: nox.Session) -> int | None:

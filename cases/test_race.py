@@ -95,7 +95,10 @@ def test_race(race_case, racegate_config) -> None:
         workload=rc.workload,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
-    records = run_case(scenario, rc.repeat, rc.results, command, stop_on_failure=True)
+    records = run_case(
+        scenario, rc.repeat, rc.results, command,
+        stop_on_failure=True, timing_valid=not rc.overlapping,
+    )  # fmt: skip
     assert all(r.threads_asked == tpd * len(devices) for r in records)
     judge(records)  # raises on the first failed run, which ended the case
     assert len(records) == rc.repeat
@@ -129,7 +132,10 @@ def test_race_incident_topology_production_strategy(racegate_config) -> None:
         workload=rc.workload,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
-    records = run_case(scenario, rc.repeat, rc.results, command, stop_on_failure=True)
+    records = run_case(
+        scenario, rc.repeat, rc.results, command,
+        stop_on_failure=True, timing_valid=not rc.overlapping,
+    )  # fmt: skip
     assert all(r.scenario["target_devices"] == list(targets) for r in records)
     judge(records)
     assert len(records) == rc.repeat

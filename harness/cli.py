@@ -9,14 +9,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import shlex
 import signal
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness import settings
 from harness.record import RunRecord, append_jsonl
@@ -24,9 +22,6 @@ from harness.scenario import Scenario, check_devices_present, make_scenario
 from harness.summary import summarise
 from harness.vocab import CacheState, Outcome, Schedule, Strategy
 from harness.workload_api import WorkloadError, WorkloadSpec, load_workload
-
-if TYPE_CHECKING:  # rich is imported lazily: `--help` stays fast
-    from rich.console import Console
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -204,8 +199,15 @@ def validate_against_workload(scenarios: list[Scenario]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    from harness.runner import OVERLAPPING_RUNS_ENV
+    from harness.runner import kill_live_children, run_scenario
 
     if args.jobs < 1:
         raise ValueError(f"jobs must be ≥ 1, got {args.jobs}")
@@ -222,36 +224,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     records: list[RunRecord] = []
     jobs = [(sc, k) for sc in scenarios for k in range(args.repeat)]
-    overlapping = args.jobs > 1 and len(jobs) > 1  # their records then say timings are void
-    previous = os.environ.get(OVERLAPPING_RUNS_ENV)
-    os.environ[OVERLAPPING_RUNS_ENV] = "1" if overlapping else "0"
-    try:
-        return _run_jobs(args, jobs, command, console, records)
-    finally:  # this process may start other runs later (tests call cli.main in-process)
-        if previous is None:
-            os.environ.pop(OVERLAPPING_RUNS_ENV, None)
-        else:
-            os.environ[OVERLAPPING_RUNS_ENV] = previous
-
-
-def _run_jobs(
-    args: argparse.Namespace,
-    jobs: list[tuple[Scenario, int]],
-    command: str,
-    console: Console,
-    records: list[RunRecord],
-) -> int:
-    """Run every (scenario, repeat) job, `args.jobs` at a time, with progress; append records."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    from harness.runner import kill_live_children, run_scenario
-
+    timing_valid = args.jobs == 1 or len(jobs) == 1  # runs side by side time nothing
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -262,7 +235,10 @@ def _run_jobs(
         task = progress.add_task(f"{len(jobs)} run(s)", total=len(jobs))
         # Each run is its own subprocess; the pool only waits on them, so threads are enough.
         futures = {
-            pool.submit(run_scenario, sc, command=command, repeat_index=k, keep=args.keep): (sc, k)
+            pool.submit(
+                run_scenario, sc, command=command, repeat_index=k, keep=args.keep,
+                timing_valid=timing_valid,
+            ): (sc, k)
             for sc, k in jobs
         }
         try:

@@ -31,6 +31,10 @@ class ThreadRecord:
     span: tuple[float, float] | None = None  # monotonic start/end of its stepping
 
 
+# RunRecord.hardware["device_name"] of a run none of whose children said what it ran on.
+UNREPORTED_DEVICE = "unknown (child did not report)"
+
+
 @dataclass
 class RunRecord:
     scenario: dict[str, Any]

@@ -12,7 +12,7 @@ from typing import Any
 
 from harness import baselines
 from harness.metrics import wilson_interval
-from harness.record import RunRecord
+from harness.record import UNREPORTED_DEVICE, RunRecord
 from harness.vocab import SEVERITY, Outcome
 
 Row = tuple[str, str]  # (torch, transformers)
@@ -229,7 +229,7 @@ def gate_row(row: Row, cells: list[Cell], production: str) -> RowGate:
 
 
 def _unreported(record: RunRecord) -> bool:
-    return str((record.hardware or {}).get("device_name", "")).startswith("unknown")
+    return (record.hardware or {}).get("device_name") == UNREPORTED_DEVICE
 
 
 def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str) -> Matrix:

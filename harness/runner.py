@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import cache_state, metrics, outcomes
-from harness.record import RunRecord, ThreadRecord
+from harness.record import UNREPORTED_DEVICE, RunRecord, ThreadRecord
 from harness.scenario import Scenario
 from harness.vocab import UNCOMPILED, WARMED_UP, CacheState, Outcome, Strategy
 
@@ -58,10 +58,6 @@ def child_env(scenario: Scenario, cache_root: Path) -> dict[str, str]:
 def _tail(path: Path, chars: int = 3000) -> str:
     return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
-
-# Set to "1" by whoever starts runs side by side on one host (the CLI's --jobs, the pytest plugin
-# under xdist): the records then say their timings are not valid.
-OVERLAPPING_RUNS_ENV = "RACEGATE_OVERLAPPING_RUNS"
 
 # Process groups of children still running, so an interrupted parent can take them down with it
 # (children run in their own session so a timeout can kill a whole tree).
@@ -297,7 +293,7 @@ def assemble(
     growths = [g for g in growths if g is not None]
     built = (e for c in children for e in c.events if e.get("event") == "built" and "hardware" in e)
     hw = first["hardware"] if first else next(built, {}).get("hardware")
-    hw = hw or {"device_name": "unknown (child did not report)"}
+    hw = hw or {"device_name": UNREPORTED_DEVICE}
     return RunRecord(
         scenario=scenario.to_json(),
         outcome=str(outcome),
@@ -325,7 +321,6 @@ def assemble(
         started_at=started_at,
         repeat_index=repeat_index,
         command=command,
-        timing_valid=os.environ.get(OVERLAPPING_RUNS_ENV) != "1",
     )
 
 
@@ -356,8 +351,12 @@ def run_scenario(
     repeat_index: int = 0,
     work_dir: Path | None = None,
     keep: bool = False,
+    timing_valid: bool = True,
 ) -> RunRecord:
-    """Run one scenario in fresh processes (after priming the cache if its state asks)."""
+    """Run one scenario in fresh processes (after priming the cache if its state asks).
+
+    timing_valid: False when the caller runs other scenarios beside this one (`--jobs`,
+    pytest-xdist); the record then counts for its outcome, not its tokens/s."""
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     base = Path(tempfile.mkdtemp(prefix="racegate-run-", dir=work_dir))
@@ -409,6 +408,7 @@ def run_scenario(
         record = assemble(
             scenario, children, cache, command, repeat_index, started_at, time.monotonic() - t0
         )
+        record.timing_valid = timing_valid
         return enforce_cache_proof(record, scenario.cache_state, scenario.strategy)
     finally:
         if not keep:

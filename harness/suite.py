@@ -38,6 +38,7 @@ class RacegateConfig:
     production: Strategy
     expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
     versions: dict[str, str]
+    overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
 
     def run_timeout_within(self, budget_s: float) -> float:
         """Seconds per isolated run: --run-timeout when given, never more than the case's share
@@ -67,6 +68,7 @@ def run_case(
     command: str,
     *,
     stop_on_failure: bool = False,
+    timing_valid: bool = True,
 ) -> list[RunRecord]:
     """`repeat` isolated runs of `scenario`; each record is appended to `results` as it lands.
 
@@ -76,7 +78,9 @@ def run_case(
     """
     records = []
     for k in range(repeat):
-        record = run_scenario(scenario, command=command, repeat_index=k)
+        record = run_scenario(
+            scenario, command=command, repeat_index=k, timing_valid=timing_valid
+        )
         if results is not None:
             append_jsonl(results, record)
         records.append(record)

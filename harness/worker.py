@@ -205,7 +205,7 @@ def main(run_dir: Path) -> int:
         "mode": mode,
         "threads": [thread_event(r) for r in runs],
         "versions": versions(),
-        "hardware": hardware(tuple(devices)),
+        "hardware": built["hardware"],
         "cache_counters": cache_state.cache_counters(),
         "warmup_s": warmup_s,
         "shapes": plan_shapes,

@@ -150,3 +150,15 @@ def test_race_cases_stop_at_the_first_failed_run(tmp_path: Path) -> None:
 def test_run_case_makes_every_run_when_they_pass(tmp_path: Path) -> None:
     records = run_case(fault_scenario("ok"), 2, None, "test", stop_on_failure=True)
     assert [(r.outcome, r.repeat_index) for r in records] == [("ok", 0), ("ok", 1)]
+
+
+def test_runs_side_by_side_say_their_timings_are_void(tmp_path: Path) -> None:
+    """`--jobs 2` overlaps runs on one host: their records count for outcomes, not tokens/s."""
+    from harness import cli
+
+    base = ["run", "--workload", FAULT, "--preset", "ok", "--strategy", "eager",
+            "--devices", "cpu", "--steps", "2", "--timeout", "60", "--repeat", "2"]  # fmt: skip
+    for jobs, valid in (("2", False), ("1", True)):
+        out = tmp_path / f"jobs{jobs}.jsonl"
+        assert cli.main([*base, "--jobs", jobs, "--out", str(out)]) == 0
+        assert [r.timing_valid for r in read_jsonl(out)] == [valid, valid]
