@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Session 3, device calls B and C (2×H200), ≤ 10 min each: one full gpu_matrix cell per call
-# (issue 7), through `nox -s gpu_matrix` itself: every GPU strategy × cold/warm/deleted × 1 and
-# 2 threads per GPU on both GPUs, 3 repeats, the incident topology and the probes, run 16 cases
-# at a time (pytest-xdist, --share-gpus: outcome counts are valid, timings are not, so the
-# throughput cases are left out here). Usage: OUT=... bash scripts/gpu_evidence9.sh 5.6.0
+# Sessions 3 and 4, one device call (2×H200, ≤ 10 min) per full gpu_matrix race cell (issue 7),
+# through `nox -s gpu_matrix` itself: every GPU strategy × cold/warm/deleted × 1 and 2 threads
+# per GPU on both GPUs, 3 repeats, the incident topology and the probes, 16 cases at a time
+# (RACEGATE_RACE_WORKERS=16: the cell's split path, pytest-xdist --share-gpus; outcome counts
+# are valid, timings are not, so the throughput cases are deselected here and run one job per
+# GPU by scripts/gpu_evidence10.sh). Usage: OUT=... bash scripts/gpu_evidence9.sh 5.6.0
+# (session 3 passed `-n 16 --share-gpus` itself; session 4 goes through the split path).
 # PROFILE=1 also re-runs the step profiler for qwen3-8b-drafter on cuda:0 alongside.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
@@ -21,8 +23,9 @@ if [ "${PROFILE:-0}" = 1 ]; then
 fi
 log "gpu_matrix transformers $V"
 timeout -s INT -k 20 "${BUDGET:-540}" env PYTHONPATH=/tmp/noxsite RACEGATE_WHEELHOUSE="$PWD/.whl" \
-  RACEGATE_RESULTS_DIR="$OUT/matrix" python3 -m nox -s "gpu_matrix(torch='system', transformers='$V')" \
-  -- -n 16 --share-gpus -m "not throughput and (multi_gpu or not gpu)" --repeat 3 \
+  RACEGATE_RESULTS_DIR="$OUT/matrix" RACEGATE_RACE_WORKERS=16 \
+  python3 -m nox -s "gpu_matrix(torch='system', transformers='$V')" \
+  -- -m "not throughput and (multi_gpu or not gpu)" --repeat 3 \
   --run-timeout 120 -rA >"$OUT/nox-$V.log" 2>&1
 log "nox exit $?"
 wait
