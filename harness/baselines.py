@@ -131,7 +131,8 @@ def hardware_key(record: RunRecord) -> str:
 
 
 def floor_key(scenario: dict[str, Any]) -> str:
-    """`preset/strategy/<devices>x<threads per device>`, plus `/<schedule>` unless barrier.
+    """`preset/strategy/<devices>x<threads per device>`, plus `/<schedule>` unless barrier, plus
+    `/target<N>` when the target model runs on N devices of its own (the incident topology).
 
     Cache state is not in the key: warm-up steps and compiling steps are excluded from
     tokens/s, so steady state does not depend on it; the start schedule does. A strategy in
@@ -143,7 +144,11 @@ def floor_key(scenario: dict[str, Any]) -> str:
         f"{len(scenario['devices'])}x{scenario['threads_per_device']}"
     )
     schedule = str(scenario.get("schedule", Schedule.BARRIER))
-    return key if schedule == Schedule.BARRIER else f"{key}/{schedule}"
+    if schedule != Schedule.BARRIER:
+        key += f"/{schedule}"
+    if targets := scenario.get("target_devices"):
+        key += f"/target{len(targets)}"
+    return key
 
 
 def baseline_path(baselines_dir: Path, hardware: str) -> Path:

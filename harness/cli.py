@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     report = sub.add_parser("report", help="merge run records into Markdown, HTML and a PNG chart")
-    report.add_argument("records", nargs="+", type=Path, help="JSON Lines files or folders of them")
+    report.add_argument("records", nargs="*", type=Path, help="JSON Lines files or folders of them")
     report.add_argument(
         "--out-dir", type=Path, default=Path("report"), help="(default: %(default)s)"
     )
@@ -125,6 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--outcomes-only",
         action="store_true",
         help="show and gate no tokens/s: for records of runs that overlapped other runs",
+    )
+    report.add_argument(
+        "--overlapped",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="PATH",
+        help="records (file or folder, repeatable) of runs that overlapped other runs but were "
+        "written before records said so: their tokens/s are neither shown nor gated; the other "
+        "records keep theirs",
     )
 
     base = sub.add_parser("baseline", help="show or update throughput floors from run records")
@@ -291,12 +301,15 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from harness import report
 
+    if not args.records and not args.overlapped:
+        raise ValueError("report: give JSON Lines files or folders of records (or --overlapped)")
     paths = report.write_reports(
         args.records,
         args.out_dir,
         baselines_dir=args.baselines,
         title=args.title,
         outcomes_only=args.outcomes_only,
+        overlapped_paths=args.overlapped,
     )
     for p in paths:
         print(p)

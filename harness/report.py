@@ -30,8 +30,9 @@ LEGEND = [
     "`detected 8/10 [49–94%]`: runs with any failure, and the 95% Wilson interval of that rate.",
     "`fallback …`: silent fallback (compiled attention ran eager, the incident's 'fix');"
     " other outcomes as `hang 1/3`.",
-    "tok/s: median of passing runs (of all runs if none passed). `≥ floor` within tolerance;"
-    " `▼ floor` below it (regression); `▲ floor` above it (stale floor: refresh with"
+    "tok/s: median of passing runs (of all runs if none passed), and how far it lies from the"
+    " floor. `at floor` within the floor's tolerance; `▼ floor` below it (regression);"
+    " `▲ floor` above it (stale floor: refresh with"
     " `python -m harness baseline --update <records.jsonl>`); `no floor`: not gated;"
     " `not gated (runs overlapped)`: the runs ran beside others (`--jobs`, pytest-xdist),"
     " so their timings count for nothing.",
@@ -80,14 +81,17 @@ def throughput_text(cell: Cell) -> str:
     if t is None:
         return ""
     marks = {
-        Verdict.PASS: "≥ floor",
+        Verdict.PASS: "at floor",
         Verdict.BELOW_FLOOR: "▼ floor",
         Verdict.ABOVE_FLOOR: "▲ floor",
         Verdict.NO_THROUGHPUT: "▼ floor",
     }
     if t.verdict is Verdict.NO_BASELINE:
         return f"{kilo(cell.tokens_per_s)} tok/s (no floor)"
-    return f"{kilo(cell.tokens_per_s)} tok/s {marks[t.verdict]} {kilo(t.floor)}"
+    text = f"{kilo(cell.tokens_per_s)} tok/s {marks[t.verdict]} {kilo(t.floor)}"
+    if cell.tokens_per_s is not None and t.floor:  # e.g. 42.9K sits 0.3% below a 43.0K floor
+        text += f" ({cell.tokens_per_s / t.floor - 1:+.1%})"
+    return text
 
 
 def sections(m: Matrix) -> list[tuple[str, str, list[Column]]]:
@@ -182,17 +186,24 @@ def write_reports(
     title: str,
     production_strategy: str | None = None,
     outcomes_only: bool = False,
+    overlapped_paths: list[Path] | None = None,
 ) -> list[Path]:
     """Write the five report files into `out_dir`; return their paths (gate.json last).
 
     `outcomes_only` treats every record as timed alongside other runs (records written before
-    `timing_valid` existed, by runs known to have overlapped): no tokens/s is shown or gated."""
+    `timing_valid` existed, by runs known to have overlapped): no tokens/s is shown or gated.
+    `overlapped_paths` does the same for the records under those paths alone, which are read in
+    addition to `record_paths`."""
     from harness.report_html import render_html
     from harness.report_png import plot_throughput
 
-    records: list[RunRecord] = read_records(record_paths)
+    records: list[RunRecord] = read_records(record_paths) if record_paths else []
     if outcomes_only:
         records = [dataclasses.replace(r, timing_valid=False) for r in records]
+    if overlapped_paths:
+        overlapped = read_records(overlapped_paths)
+        records += [dataclasses.replace(r, timing_valid=False) for r in overlapped]
+    record_paths = [*record_paths, *(overlapped_paths or [])]
     production = str(settings.production_strategy(production_strategy))
     m = build_matrix(records, baselines_dir, production)
     out_dir = Path(out_dir)

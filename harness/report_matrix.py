@@ -29,10 +29,12 @@ class Column:
     hardware: str
     devices: int
     threads_per_device: int
+    target_devices: int = 0  # the target model on devices of its own (the incident topology)
 
     @property
     def topology(self) -> str:
-        return f"{self.hardware} {self.devices}×{self.threads_per_device}"
+        target = f" +target on {self.target_devices}" if self.target_devices else ""
+        return f"{self.hardware} {self.devices}×{self.threads_per_device}{target}"
 
     @property
     def label(self) -> str:
@@ -162,6 +164,7 @@ def column_of(record: RunRecord) -> Column:
         hardware=baselines.hardware_key(record),
         devices=len(s["devices"]),
         threads_per_device=int(s["threads_per_device"]),
+        target_devices=len(s.get("target_devices") or ()),
     )
 
 
@@ -223,9 +226,12 @@ def gate_row(row: Row, cells: list[Cell], production: str) -> RowGate:
         reasons.extend(f"{c.column.key}: {p}" for p in c.problems())
         if c.throughput and c.throughput.skipped:
             notes.append(c.throughput.message)
-        if c.timings_void:
-            notes.append(f"{c.column.key}: tok/s not gated: its runs overlapped other runs")
-    return RowGate(row, not reasons, reasons, sorted(set(notes)))
+    notes = sorted(set(notes))
+    if void := [c for c in mine if c.timings_void]:  # one note; the cells themselves say which
+        notes.append(
+            f"tok/s of {len(void)} of {len(mine)} cells not gated: their runs overlapped other runs"
+        )
+    return RowGate(row, not reasons, reasons, notes)
 
 
 def _unreported(record: RunRecord) -> bool:

@@ -90,6 +90,13 @@ def test_floor_key_names_schedule_only_when_not_barrier() -> None:
     assert baselines.floor_key(staggered.scenario) == "small/warmup/1x2/staggered"
 
 
+def test_floor_key_names_a_target_on_devices_of_its_own() -> None:
+    """The incident topology carries a target model's load: it must not share a plain floor."""
+    record = make_record()
+    incident = {**record.scenario, "target_devices": ["cuda:0"]}
+    assert baselines.floor_key(incident) == "small/warmup/2x1/target1"
+
+
 def test_update_round_trip_and_checks(tmp_path: Path) -> None:
     runs = [make_record(tps=t) for t in (100.0, 110.0, 120.0)]
     runs.append(make_record(nested=1, tps=500.0))  # refused: did not pass

@@ -135,7 +135,7 @@ def test_write_reports(tmp_path: Path, floors: Path) -> None:
     assert "| 2.11.0+cu130 | 5.6.0 | ❌ fail |" in md
     assert "## small · warmup (production)" in md and "### Legend" in md
     assert "❌ FX 2/2 runs · 2/4 thr" in md  # per_device, two runs, one thread each
-    assert "40.0K tok/s ≥ floor 40.0K" in md
+    assert "40.0K tok/s at floor 40.0K (+0.0%)" in md
     assert len(md.encode()) < report.MAX_MARKDOWN_BYTES
 
     html = (out / "matrix.html").read_text()
@@ -189,13 +189,39 @@ def test_overlapped_runs_count_for_outcomes_not_timings(floors: Path, tmp_path: 
     assert passed, reasons
     m = build_matrix([overlapped], floors, PROD)
     assert m.cells[m.rows[0], column_of(overlapped)].tokens_per_s is None
-    assert any("not gated: its runs overlapped" in n for n in m.gates[m.rows[0]].notes)
+    notes = m.gates[m.rows[0]].notes
+    assert any("1 of 1 cells not gated: their runs overlapped" in n for n in notes)
     # Records written before timing_valid existed: the report is told instead.
     report.write_reports(
         [write(tmp_path / "old.jsonl", [slow])], tmp_path / "out", baselines_dir=floors,
         title="t", outcomes_only=True, production_strategy=PROD,
     )  # fmt: skip
     assert json.loads((tmp_path / "out" / "gate.json").read_text())["passed"]
+
+
+def test_overlapped_paths_void_only_their_own_records(
+    floors: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Old overlapped records (no timing_valid) beside runs timed alone: `--overlapped` voids the
+    first and still shows and gates the second."""
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
+    old = write(tmp_path / "old.jsonl", [make_record(tps=30_000.0)])  # below the 40,000 floor
+    alone = write(tmp_path / "alone.jsonl", clean_row())
+    out = tmp_path / "out"
+    common = ["--out-dir", str(out), "--baselines", str(floors)]
+    assert cli.main(["report", str(alone), str(old), *common]) == 1  # old's tokens/s gated
+    assert cli.main(["report", str(alone), "--overlapped", str(old), *common]) == 0
+    cells = json.loads((out / "summary.json").read_text())["cells"]
+    assert any(c.get("tokens_per_s") for c in cells)  # the alone runs' rate is still shown
+    assert cli.main(["report", "--out-dir", str(out)]) == 2  # nothing to report: usage error
+
+
+def test_the_incident_topology_has_a_column_of_its_own(floors: Path) -> None:
+    plain = make_record()
+    incident = dataclasses.replace(plain, scenario={**plain.scenario, "target_devices": ["cuda:0"]})
+    m = build_matrix([plain, incident], floors, PROD)
+    labels = sorted(c.topology for c in m.columns)
+    assert labels == ["h200x2 2×1", "h200x2 2×1 +target on 1"]
 
 
 def test_a_run_that_never_reported_joins_its_rows_machine(floors: Path) -> None:
