@@ -296,8 +296,8 @@ def junit_failures(path: Path) -> int | None:
 def run_gpu_cell(session: nox.Session, workers: int) -> None:
     """Throughput cases first, alone on the machine; then the rest, `workers` cases at a time
     on every GPU (pytest-xdist, --share-gpus: outcomes stay valid, timings would not). On
-    2xH200 the full race selection of one cell took 6.5 min at 16 workers
-    (results/2026-11-30-h200x2-session3), against hours one case at a time."""
+    2xH200 the both-GPU race selection of one cell took 6.5-7.3 min at 16 workers (four cells,
+    results/2026-11-30-h200x2-session3 and -session4), against hours one case at a time."""
     marker, rest = split_marker(session.posargs)  # a user's -m narrows both halves
     both = f"({marker}) and " if marker else ""
     out = results_dir(session)

@@ -139,7 +139,11 @@ def run_children(
     """Start every child at once (one per device for `processes`), wait for all."""
     t0 = time.monotonic()
     dirs = [base / f"child{i}" for i in range(len(specs))]
-    procs = [start_child(spec, d, env) for spec, d in zip(specs, dirs, strict=True)]
+    # The children budget their deadline from this start, not their own (after importing torch,
+    # which under load takes seconds): their result must land before the timeout here kills them.
+    procs = [
+        start_child(spec | {"runner_t0": t0}, d, env) for spec, d in zip(specs, dirs, strict=True)
+    ]
     return [wait_child(p, d, timeout_s, t0) for p, d in zip(procs, dirs, strict=True)]
 
 
@@ -328,10 +332,9 @@ def enforce_cache_proof(
     record: RunRecord, state: CacheState, strategy: Strategy = Strategy.PER_DEVICE
 ) -> RunRecord:
     """A warm or deleted run whose cache state is not proven proves nothing: never `ok`."""
-    cache = record.cache
-    why = None
     if strategy in UNCOMPILED:
         return record
+    cache, why = record.cache, None
     if state in (CacheState.WARM, CacheState.DELETED) and not cache.get("prime_ok"):
         why = f"cache state {str(state)!r} not reached: the priming run failed"
     elif state is CacheState.WARM and not cache.get("proven_warm"):

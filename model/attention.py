@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -112,11 +113,11 @@ compiled_call_lock = threading.Lock()
 def serialized(fn: Attend) -> Attend:
     """`fn` called under the process-wide `compiled_call_lock`."""
 
+    @functools.wraps(fn)  # keeps `__wrapped__`: the compiled kernel stays reachable
     def call(q_BHTD, k_BKSD, v_BKSD, mask, scale):
         with compiled_call_lock:
             return fn(q_BHTD, k_BKSD, v_BKSD, mask, scale)
 
-    call.__wrapped__ = fn  # type: ignore[attr-defined]
     return call
 
 

@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             us = event.self_cpu_time_total if event.key.startswith("aten::") else 0.0
         if us <= 0:
             continue
-        by_kind[kind_of(event.key)] = by_kind.get(kind_of(event.key), 0.0) + us / 1e6
+        kind = kind_of(event.key)
+        by_kind[kind] = by_kind.get(kind, 0.0) + us / 1e6
         top.append((us / 1e6, event.key))
     flops = (workload.flops_per_step(shape) or 0.0) * args.steps
     summary = {

@@ -162,3 +162,16 @@ def test_runs_side_by_side_say_their_timings_are_void(tmp_path: Path) -> None:
         out = tmp_path / f"jobs{jobs}.jsonl"
         assert cli.main([*base, "--jobs", jobs, "--out", str(out)]) == 0
         assert [r.timing_valid for r in read_jsonl(out)] == [valid, valid]
+
+
+def test_a_child_budgets_from_the_runners_start() -> None:
+    """Seconds a child spent importing torch count against the run's timeout, so its result is
+    written before the runner's kill; a start from another clock is ignored."""
+    import time
+
+    from harness.worker import runner_start
+
+    now = time.monotonic()
+    assert runner_start({"runner_t0": now - 5.0}, 60.0) == now - 5.0
+    for spec in ({}, {"runner_t0": now + 100.0}, {"runner_t0": now - 500.0}, {"runner_t0": "x"}):
+        assert runner_start(spec, 60.0) >= now
