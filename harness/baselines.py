@@ -95,6 +95,7 @@ class Floor:
     devices: int = 1
     threads_per_device: int = 1
     schedule: str = str(Schedule.BARRIER)
+    steps: int = 0  # steady steps per thread of the runs (0: not recorded)
     note: str = ""  # why the tolerance is what it is, when hand-set
 
 
@@ -131,17 +132,20 @@ def hardware_key(record: RunRecord) -> str:
 
 
 def floor_key(scenario: dict[str, Any]) -> str:
-    """`preset/strategy/<devices>x<threads per device>`, plus `/<schedule>` unless barrier, plus
-    `/target<N>` when the target model runs on N devices of its own (the incident topology).
+    """`preset/strategy/<devices>x<threads per device>/<steps>steps`, plus `/<schedule>` unless
+    barrier, plus `/target<N>` when the target model runs on N devices of its own (the incident
+    topology).
 
     Cache state is not in the key: warm-up steps and compiling steps are excluded from
-    tokens/s, so steady state does not depend on it; the start schedule does. A strategy in
-    JUDGED_BY takes its reference strategy's key.
+    tokens/s, so steady state does not depend on it; the start schedule does, and so does the
+    number of steps (a race case's 8 steps, most of them recompiles under `recompile`, measure
+    no steady state that a 150-step throughput floor could judge). A strategy in JUDGED_BY takes
+    its reference strategy's key.
     """
     strategy = JUDGED_BY.get(str(scenario["strategy"]), str(scenario["strategy"]))
     key = (
         f"{scenario['preset']}/{strategy}/"
-        f"{len(scenario['devices'])}x{scenario['threads_per_device']}"
+        f"{len(scenario['devices'])}x{scenario['threads_per_device']}/{scenario['steps']}steps"
     )
     schedule = str(scenario.get("schedule", Schedule.BARRIER))
     if schedule != Schedule.BARRIER:
@@ -263,19 +267,27 @@ def memory_flat(record: RunRecord, limit: float = MEMORY_GROWTH_LIMIT) -> tuple[
     )
 
 
-def read_records(paths: list[Path]) -> list[RunRecord]:
-    """Records from JSON Lines files, or from every `*.jsonl` under the folders given."""
-    records: list[RunRecord] = []
+def record_files(paths: list[Path]) -> list[Path]:
+    """The JSON Lines files given, and every `*.jsonl` under the folders given, each once."""
+    files: dict[Path, None] = {}
     for path in map(Path, paths):
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+            files.update(dict.fromkeys(sorted(p for p in path.rglob("*.jsonl") if p.is_file())))
         elif path.is_file():
-            files = [path]
+            files[path] = None
         else:
             raise FileNotFoundError(f"no such records file or folder: {path}")
-        for f in files:
-            records.extend(read_jsonl(f))
-    if not records:
+    return list(files)
+
+
+def read_records(paths: list[Path], *, without: list[Path] = ()) -> list[RunRecord]:
+    """Records from JSON Lines files, or from every `*.jsonl` under the folders given, leaving
+    out the files under `without` (read apart by the caller)."""
+    skip = {f.resolve() for f in record_files(list(without))}
+    files = record_files(paths)
+    kept = [f for f in files if f.resolve() not in skip]
+    records: list[RunRecord] = [r for f in kept for r in read_jsonl(f)]
+    if not records and len(kept) == len(files):  # empty, not merely all read apart
         raise ValueError(
             f"no run records in {', '.join(map(str, paths))}; "
             "give JSON Lines files (pytest --results / harness run --out) or folders of them"
@@ -308,6 +320,7 @@ def _floor_from(records: list[RunRecord], refused: int, tolerance: float, when: 
         devices=len(s["devices"]),
         threads_per_device=int(s["threads_per_device"]),
         schedule=str(s.get("schedule", Schedule.BARRIER)),
+        steps=int(s["steps"]),
     )
 
 

@@ -303,13 +303,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if not args.records and not args.overlapped:
         raise ValueError("report: give JSON Lines files or folders of records (or --overlapped)")
+    records, overlapped = args.records, args.overlapped
+    if args.outcomes_only:  # every record as one that overlapped others
+        records, overlapped = [], [*records, *overlapped]
     paths = report.write_reports(
-        args.records,
+        records,
         args.out_dir,
         baselines_dir=args.baselines,
         title=args.title,
-        outcomes_only=args.outcomes_only,
-        overlapped_paths=args.overlapped,
+        overlapped_paths=overlapped,
     )
     for p in paths:
         print(p)

@@ -185,25 +185,24 @@ def write_reports(
     baselines_dir: Path,
     title: str,
     production_strategy: str | None = None,
-    outcomes_only: bool = False,
     overlapped_paths: list[Path] | None = None,
 ) -> list[Path]:
     """Write the five report files into `out_dir`; return their paths (gate.json last).
 
-    `outcomes_only` treats every record as timed alongside other runs (records written before
-    `timing_valid` existed, by runs known to have overlapped): no tokens/s is shown or gated.
-    `overlapped_paths` does the same for the records under those paths alone, which are read in
-    addition to `record_paths`."""
+    `overlapped_paths`: records of runs that overlapped other runs but were written before
+    `timing_valid` existed; their tokens/s are neither shown nor gated. They may lie under
+    `record_paths` too: each file is read once."""
     from harness.report_html import render_html
     from harness.report_png import plot_throughput
 
-    records: list[RunRecord] = read_records(record_paths) if record_paths else []
-    if outcomes_only:
-        records = [dataclasses.replace(r, timing_valid=False) for r in records]
+    overlapped_paths = list(overlapped_paths or [])
+    records: list[RunRecord] = (
+        read_records(record_paths, without=overlapped_paths) if record_paths else []
+    )
     if overlapped_paths:
         overlapped = read_records(overlapped_paths)
         records += [dataclasses.replace(r, timing_valid=False) for r in overlapped]
-    record_paths = [*record_paths, *(overlapped_paths or [])]
+    record_paths = [*record_paths, *overlapped_paths]
     production = str(settings.production_strategy(production_strategy))
     m = build_matrix(records, baselines_dir, production)
     out_dir = Path(out_dir)

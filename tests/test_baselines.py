@@ -85,16 +85,32 @@ def test_hardware_key() -> None:
 
 
 def test_floor_key_names_schedule_only_when_not_barrier() -> None:
-    assert baselines.floor_key(make_record().scenario) == "small/warmup/2x1"
+    assert baselines.floor_key(make_record().scenario) == "small/warmup/2x1/6steps"
     staggered = make_record(schedule="staggered", tpd=2, devices="0")
-    assert baselines.floor_key(staggered.scenario) == "small/warmup/1x2/staggered"
+    assert baselines.floor_key(staggered.scenario) == "small/warmup/1x2/6steps/staggered"
 
 
 def test_floor_key_names_a_target_on_devices_of_its_own() -> None:
     """The incident topology carries a target model's load: it must not share a plain floor."""
     record = make_record()
     incident = {**record.scenario, "target_devices": ["cuda:0"]}
-    assert baselines.floor_key(incident) == "small/warmup/2x1/target1"
+    assert baselines.floor_key(incident) == "small/warmup/2x1/6steps/target1"
+
+
+def test_a_floor_judges_only_runs_of_its_own_length(tmp_path: Path) -> None:
+    """A race case's 8 steps (mostly recompiles) are no throughput measurement: a floor from
+    150-step runs of the same strategy and topology must not judge them."""
+
+    def steps(record: RunRecord, n: int) -> RunRecord:
+        return dataclasses.replace(record, scenario={**record.scenario, "steps": n})
+
+    runs = [steps(make_record(tps=t), 150) for t in (39_000.0, 40_000.0, 41_000.0)]
+    baselines.update_from_records([write(tmp_path / "r.jsonl", runs)], tmp_path)
+    base = baselines.load(tmp_path, "h200x2")
+    assert base is not None and base.floors["small/warmup/2x1/150steps"].steps == 150
+    race_run = steps(make_record(tps=9_000.0), 8)
+    assert baselines.check(race_run, base).verdict is Verdict.NO_BASELINE
+    assert baselines.check(steps(make_record(tps=9_000.0), 150), base).failed
 
 
 def test_update_round_trip_and_checks(tmp_path: Path) -> None:
@@ -110,12 +126,12 @@ def test_update_round_trip_and_checks(tmp_path: Path) -> None:
     assert data["versions"]["torch"] == "2.11.0+cu130" and data["measured_at"]
     base = baselines.load(tmp_path / "b", "h200x2")
     assert base is not None
-    floor = base.floors["small/warmup/2x1"]
+    floor = base.floors["small/warmup/2x1/6steps"]
     assert floor.tokens_per_s == 110.0  # median of the three passing runs, not the 500
     assert (floor.n_runs, floor.refused_runs, floor.tolerance) == (3, 1, 0.05)
     assert floor.spread == pytest.approx(20 / 110)
     assert floor.command.startswith("python -m harness run")
-    assert base.floors["small/per_device/2x1"].tokens_per_s == 90.0
+    assert base.floors["small/per_device/2x1/6steps"].tokens_per_s == 90.0
 
     assert baselines.check(make_record(tps=106.0), base).verdict is Verdict.PASS
     below = baselines.check(make_record(tps=100.0), base)
@@ -140,7 +156,8 @@ def test_update_keeps_other_floors_and_refuses_failed_runs(tmp_path: Path) -> No
         [write(tmp_path / "c.jsonl", [make_record(preset="tiny", tps=7.0)])], out
     )
     base = baselines.load(out, "h200x2")
-    assert base is not None and set(base.floors) == {"small/warmup/2x1", "tiny/warmup/2x1"}
+    assert base is not None
+    assert set(base.floors) == {"small/warmup/2x1/6steps", "tiny/warmup/2x1/6steps"}
     bad = write(tmp_path / "bad.jsonl", [make_record(fallback=2, tps=30.0)])
     with pytest.raises(ValueError, match=r"no run with outcome ok .*silent_fallback"):
         baselines.update_from_records([bad], out)
@@ -160,7 +177,7 @@ def test_describe(tmp_path: Path) -> None:
     records = write(tmp_path / "r.jsonl", [make_record(tps=4321.0)])
     baselines.update_from_records([records], tmp_path)
     text = baselines.describe(tmp_path)
-    assert "NVIDIA H200" in text and "small/warmup/2x1: 4,321 tok/s ±10%" in text
+    assert "NVIDIA H200" in text and "small/warmup/2x1/6steps: 4,321 tok/s ±10%" in text
 
 
 def test_cli_baseline_update_then_show(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -199,9 +216,9 @@ def test_nested_fx_off_is_held_to_the_race_free_floor(tmp_path: Path) -> None:
     runs.append(make_record(strategy="nested_fx_off", tps=20_000.0))  # never a floor itself
     baselines.update_from_records([write(tmp_path / "r.jsonl", runs)], tmp_path)
     base = baselines.load(tmp_path, "h200x2")
-    assert base is not None and set(base.floors) == {"small/warmup/2x1"}
+    assert base is not None and set(base.floors) == {"small/warmup/2x1/6steps"}
     hack = baselines.check(make_record(strategy="nested_fx_off", tps=12_800.0), base)
-    assert hack.verdict is Verdict.BELOW_FLOOR and hack.key == "small/warmup/2x1"
+    assert hack.verdict is Verdict.BELOW_FLOOR and hack.key == "small/warmup/2x1/6steps"
 
 
 def test_warmup_locked_is_held_to_warmups_floor(tmp_path: Path) -> None:
@@ -210,9 +227,9 @@ def test_warmup_locked_is_held_to_warmups_floor(tmp_path: Path) -> None:
     runs.append(make_record(strategy="warmup_locked", tps=20_000.0))  # never a floor itself
     baselines.update_from_records([write(tmp_path / "r.jsonl", runs)], tmp_path)
     base = baselines.load(tmp_path, "h200x2")
-    assert base is not None and set(base.floors) == {"small/warmup/2x1"}
+    assert base is not None and set(base.floors) == {"small/warmup/2x1/6steps"}
     slow = baselines.check(make_record(strategy="warmup_locked", tps=30_000.0), base)
-    assert slow.verdict is Verdict.BELOW_FLOOR and slow.key == "small/warmup/2x1"
+    assert slow.verdict is Verdict.BELOW_FLOOR and slow.key == "small/warmup/2x1/6steps"
     same = baselines.check(make_record(strategy="warmup_locked", tps=40_500.0), base)
     assert same.verdict is Verdict.PASS
 
@@ -224,7 +241,7 @@ def test_overlapped_runs_are_never_a_floor_nor_judged(tmp_path: Path) -> None:
     baselines.update_from_records([write(tmp_path / "r.jsonl", alone + beside)], tmp_path)
     base = baselines.load(tmp_path, "h200x2")
     assert base is not None
-    floor = base.floors["small/warmup/2x1"]
+    floor = base.floors["small/warmup/2x1/6steps"]
     assert floor.tokens_per_s == 40_000.0 and floor.n_runs == 3 and floor.refused_runs == 5
     verdict = baselines.check(beside[0], base)
     assert verdict.verdict is Verdict.TIMING_VOID and verdict.skipped and not verdict.failed

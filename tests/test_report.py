@@ -193,8 +193,8 @@ def test_overlapped_runs_count_for_outcomes_not_timings(floors: Path, tmp_path: 
     assert any("1 of 1 cells not gated: their runs overlapped" in n for n in notes)
     # Records written before timing_valid existed: the report is told instead.
     report.write_reports(
-        [write(tmp_path / "old.jsonl", [slow])], tmp_path / "out", baselines_dir=floors,
-        title="t", outcomes_only=True, production_strategy=PROD,
+        [], tmp_path / "out", baselines_dir=floors, title="t",
+        overlapped_paths=[write(tmp_path / "old.jsonl", [slow])], production_strategy=PROD,
     )  # fmt: skip
     assert json.loads((tmp_path / "out" / "gate.json").read_text())["passed"]
 
@@ -205,8 +205,10 @@ def test_overlapped_paths_void_only_their_own_records(
     """Old overlapped records (no timing_valid) beside runs timed alone: `--overlapped` voids the
     first and still shows and gates the second."""
     monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
-    old = write(tmp_path / "old.jsonl", [make_record(tps=30_000.0)])  # below the 40,000 floor
-    alone = write(tmp_path / "alone.jsonl", clean_row())
+    recs = tmp_path / "records"
+    recs.mkdir()
+    old = write(recs / "old.jsonl", [make_record(tps=30_000.0)])  # below the 40,000 floor
+    alone = write(recs / "alone.jsonl", clean_row())
     out = tmp_path / "out"
     common = ["--out-dir", str(out), "--baselines", str(floors)]
     assert cli.main(["report", str(alone), str(old), *common]) == 1  # old's tokens/s gated
@@ -214,6 +216,11 @@ def test_overlapped_paths_void_only_their_own_records(
     cells = json.loads((out / "summary.json").read_text())["cells"]
     assert any(c.get("tokens_per_s") for c in cells)  # the alone runs' rate is still shown
     assert cli.main(["report", "--out-dir", str(out)]) == 2  # nothing to report: usage error
+    # The overlapped file also under a folder given positionally: read once, as overlapped.
+    assert cli.main(["report", str(recs), "--overlapped", str(old), *common]) == 0
+    runs = sum(c["runs"] for c in json.loads((out / "summary.json").read_text())["cells"])
+    assert runs == len(clean_row()) + 1
+    assert cli.main(["report", str(alone), str(old), "--outcomes-only", *common]) == 0
 
 
 def test_the_incident_topology_has_a_column_of_its_own(floors: Path) -> None:
