@@ -217,8 +217,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from harness.runner import kill_live_children, run_scenario
+    from harness.runner import STOPPING, kill_live_children, run_scenario
 
+    STOPPING.clear()  # a run interrupted earlier in this process must not block this one
     if args.jobs < 1:
         raise ValueError(f"jobs must be ≥ 1, got {args.jobs}")
     if args.repeat < 1:
@@ -338,6 +339,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 COMMANDS = {"run": cmd_run, "probe": cmd_probe, "report": cmd_report, "baseline": cmd_baseline}
 
 
@@ -353,7 +355,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
-    except (UsageError, ValueError, WorkloadError, OSError) as exc:
+    # Paths the user gave that cannot be read or written are bad input; other OS errors (a full
+    # disk, say) are not, and keep their traceback.
+    except (UsageError, ValueError, WorkloadError, *PATH_ERRORS) as exc:
         print(f"racegate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -18,13 +18,6 @@ def is_steady(n: int, compiled: bool, warmup_steps: int) -> bool:
     return n >= warmup_steps and not compiled
 
 
-def steady_steps(
-    steps: Sequence[tuple[float, int, bool]], warmup_steps: int
-) -> list[tuple[float, int]]:
-    """(seconds, tokens) of steady steps: after `warmup_steps`, excluding any compiling step."""
-    return [(s, t) for n, (s, t, c) in enumerate(steps) if is_steady(n, c, warmup_steps)]
-
-
 def rate(steps: Sequence[tuple[float, int]]) -> float | None:
     seconds = sum(s for s, _ in steps)
     return sum(t for _, t in steps) / seconds if seconds > 0 else None

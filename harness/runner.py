@@ -328,9 +328,7 @@ def assemble(
     )
 
 
-def enforce_cache_proof(
-    record: RunRecord, state: CacheState, strategy: Strategy = Strategy.PER_DEVICE
-) -> RunRecord:
+def enforce_cache_proof(record: RunRecord, state: CacheState, strategy: Strategy) -> RunRecord:
     """A warm or deleted run whose cache state is not proven proves nothing: never `ok`."""
     if strategy in UNCOMPILED:
         return record

@@ -24,6 +24,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness.threads import sync_device
 from model.workload import make_workload
 
 # Kernel-name patterns per kind (CUDA kernel names, or aten op names on CPU).
@@ -55,13 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         replica.step(shape)
     on_cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
-    if on_cuda:
-        torch.cuda.synchronize(device)
+    sync_device(args.device)
     t0 = time.perf_counter()
     with profile(activities=activities) as prof:
         tokens = sum(replica.step(shape).tokens for _ in range(args.steps))
-        if on_cuda:
-            torch.cuda.synchronize(device)
+        sync_device(args.device)
     wall = time.perf_counter() - t0
 
     by_kind: dict[str, float] = {}

@@ -8,8 +8,9 @@ from harness import metrics
 
 
 def test_steady_steps_drop_warmup_and_compiles() -> None:
-    steps = [(10.0, 100, True), (1.0, 100, False), (2.0, 100, True), (1.0, 100, False)]
-    assert metrics.steady_steps(steps, warmup_steps=1) == [(1.0, 100), (1.0, 100)]
+    compiled = [True, False, True, False]  # per step
+    steady = [n for n, c in enumerate(compiled) if metrics.is_steady(n, c, warmup_steps=1)]
+    assert steady == [1, 3]
     assert metrics.rate([(1.0, 100), (1.0, 300)]) == 200
     assert metrics.rate([]) is None
 

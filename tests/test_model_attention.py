@@ -134,5 +134,10 @@ def test_warmup_locked_calls_its_compiled_kernel_one_thread_at_a_time():
     caller.join(timeout=60)
     assert done.is_set()
     for name in ("per_device", "warmup"):  # the incident's code and plain warmup: no lock
+        unlocked = make_strategy(name, CPU).attend
+        ran = threading.Event()
+        other = threading.Thread(target=lambda f=unlocked, e=ran: (f(q, q, q, mask, 0.5), e.set()))
         with attention.compiled_call_lock:
-            make_strategy(name, CPU).attend(q, q, q, mask, 0.5)
+            other.start()
+            assert ran.wait(60), f"{name} waited for the lock it must not take"
+        other.join(timeout=60)

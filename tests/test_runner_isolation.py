@@ -124,17 +124,17 @@ def test_unproven_cache_state_is_never_ok() -> None:
         "",
         1.0,
     )
-    assert enforce_cache_proof(rec, CacheState.WARM).outcome == "other_error"
+    assert enforce_cache_proof(rec, CacheState.WARM, Strategy.WARMUP).outcome == "other_error"
     assert "not proven" in (rec.detail or "")
     rec = assemble(
         sc, [_child([(0, 2), (1, 3)])], {"prime_ok": True, "deleted_bytes": 0}, "", 0, "", 1.0
     )
-    assert enforce_cache_proof(rec, CacheState.DELETED).outcome == "other_error"
+    assert enforce_cache_proof(rec, CacheState.DELETED, Strategy.WARMUP).outcome == "other_error"
     rec = assemble(
         sc, [_child([(0, 2), (1, 3)])], {"prime_ok": True, "proven_warm": True}, "", 0, "", 1.0
     )
-    assert enforce_cache_proof(rec, CacheState.WARM).outcome == "ok"
-    assert enforce_cache_proof(rec, CacheState.COLD).outcome == "ok"
+    assert enforce_cache_proof(rec, CacheState.WARM, Strategy.WARMUP).outcome == "ok"
+    assert enforce_cache_proof(rec, CacheState.COLD, Strategy.WARMUP).outcome == "ok"
     # Nothing compiles under an uncompiled strategy, so there is nothing to prove.
     rec = assemble(sc, [_child([(0, 2), (1, 3)])], {"prime_ok": True}, "", 0, "", 1.0)
     assert enforce_cache_proof(rec, CacheState.WARM, Strategy.SDPA_DENSE).outcome == "ok"
@@ -175,3 +175,17 @@ def test_a_child_budgets_from_the_runners_start() -> None:
     assert runner_start({"runner_t0": now - 5.0}, 60.0) == now - 5.0
     for spec in ({}, {"runner_t0": now + 100.0}, {"runner_t0": now - 500.0}, {"runner_t0": "x"}):
         assert runner_start(spec, 60.0) >= now
+
+
+def test_a_run_after_an_interrupted_one_still_starts(tmp_path: Path) -> None:
+    """An interrupted `harness run` stops its children from starting; the next one in the same
+    process (a library caller, a test) starts again."""
+    from harness import cli
+    from harness.runner import kill_live_children
+
+    kill_live_children()  # what an interrupt or a failed write leaves behind
+    out = tmp_path / "after.jsonl"
+    args = ["run", "--workload", FAULT, "--preset", "ok", "--strategy", "eager",
+            "--devices", "cpu", "--steps", "2", "--timeout", "60", "--out", str(out)]  # fmt: skip
+    assert cli.main(args) == 0
+    assert [r.outcome for r in read_jsonl(out)] == ["ok"]
