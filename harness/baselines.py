@@ -30,8 +30,9 @@ REFRESH_COMMAND = "python -m harness baseline --update <records.jsonl>"
 # races in every run (results/2026-11-30-h200x2-session2: 20/20), so it cannot measure one;
 # warmup runs the same compiled step (steady state 1.001–1.06× per_device's on an H200).
 # warmup_locked is warmup plus one lock around the compiled call: held to warmup's floors, so
-# the lock must cost nothing beyond the tolerance (not yet measured on a GPU; with one thread
-# per process the lock is never contended). Such runs are never a floor themselves.
+# the lock must cost nothing beyond the tolerance (on an H200 at one thread, where the lock is
+# never contended: 0.998x warmup, results/2026-11-30-h200x2-session4; contended, at several
+# threads per process, not measured). Such runs are never a floor themselves.
 JUDGED_BY = {
     str(Strategy.NESTED_FX_OFF): str(Strategy.WARMUP),
     str(Strategy.WARMUP_LOCKED): str(Strategy.WARMUP),
