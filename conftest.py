@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import race_expectations, settings
-from harness.suite import RacegateConfig, racegate_key
+from harness import settings
+from harness.judge import race_expectations
+from harness.judge.suite import RacegateConfig, racegate_key
 from harness.vocab import CacheState, Schedule, Strategy, parse_choice
 
 MARKERS = {

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from harness import race_expectations
+from harness.judge import race_expectations
+from harness.judge.suite import OUTCOME_ERRORS, judge, racegate_key, run_case
 from harness.scenario import make_scenario
-from harness.suite import OUTCOME_ERRORS, judge, racegate_key, run_case
 from harness.vocab import CacheState
 
 # Per-case time limit (pytest-timeout, thread method: all stacks dumped on a hang).

@@ -1,6 +1,6 @@
 """Deterministic race probes: each probe's verdict on the installed torch against the table.
 
-The probes run once per module, in a fresh subprocess (harness.probes.run_probes_isolated);
+The probes run once per module, in a fresh subprocess (harness.probes.runner.run_probes_isolated);
 each verdict must equal its entry in expectations/probes.toml. No entry for this torch: skip.
 """
 
@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import probe_expectations, probes
-from harness.probe_expectations import Status
+from harness.judge import probe_expectations
+from harness.judge.probe_expectations import Status
+from harness.probes import runner as probes
 
 
 @pytest.fixture(scope="module")

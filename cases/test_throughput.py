@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import baselines
-from harness.baselines import Verdict
+from harness.judge import baselines
+from harness.judge.baselines import Verdict
+from harness.judge.suite import judge, run_case
 from harness.scenario import make_scenario
-from harness.suite import judge, run_case
 from harness.vocab import Outcome, Strategy
 
 BASELINES = Path(__file__).resolve().parent.parent / "baselines"

@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from harness import settings
+from harness.judge.summary import summarise
 from harness.record import RunRecord, append_jsonl
 from harness.scenario import Scenario, check_devices_present, make_scenario
-from harness.summary import summarise
 from harness.vocab import CacheState, Outcome, Schedule, Strategy
 from harness.workload_api import WorkloadError, WorkloadSpec, load_workload
 
@@ -217,7 +217,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from harness.runner import STOPPING, kill_live_children, run_scenario
+    from harness.run.runner import STOPPING, kill_live_children, run_scenario
 
     STOPPING.clear()  # a run interrupted earlier in this process must not block this one
     if args.jobs < 1:
@@ -282,7 +282,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from harness import probes
+    from harness.probes import runner as probes
 
     names = _csv(args.only) or None
     if names:
@@ -300,7 +300,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness import report
+    from harness.report import build as report
 
     if not args.records and not args.overlapped:
         raise ValueError("report: give JSON Lines files or folders of records (or --overlapped)")
@@ -323,7 +323,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    from harness import baselines
+    from harness.judge import baselines
 
     if args.update:
         if not args.records:
@@ -344,7 +344,7 @@ COMMANDS = {"run": cmd_run, "probe": cmd_probe, "report": cmd_report, "baseline"
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    from harness.runner import kill_live_children
+    from harness.run.runner import kill_live_children
 
     kill_live_children()  # children run in their own sessions: take them down too
     raise SystemExit(128 + signum)
@@ -361,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"racegate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        from harness.runner import kill_live_children
+        from harness.run.runner import kill_live_children
 
         kill_live_children()
         print("racegate: interrupted; records already written are kept", file=sys.stderr)

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from harness import baselines, cli
-from harness.baselines import REFRESH_COMMAND, Verdict
-from harness.outcomes import count, worst
+from harness import cli
+from harness.judge import baselines
+from harness.judge.baselines import REFRESH_COMMAND, Verdict
+from harness.judge.outcomes import count, worst
 from harness.record import RunRecord, ThreadRecord, append_jsonl, read_jsonl
 from harness.scenario import make_scenario
 from harness.vocab import Outcome

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.runner import run_scenario
+from harness.run.runner import run_scenario
 from harness.scenario import make_scenario
 
 

@@ -6,8 +6,8 @@ import signal
 
 import pytest
 
-from harness import outcomes
-from harness.suite import SPURIOUS_NOTE, explain
+from harness.judge import outcomes
+from harness.judge.suite import SPURIOUS_NOTE, explain
 from harness.vocab import Outcome
 from tests.test_baselines import make_record
 

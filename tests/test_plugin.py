@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.suite import RacegateConfig
+from harness.judge.suite import RacegateConfig
 from harness.vocab import Schedule, Strategy
 
 pytest_plugins = ["pytester"]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import probe_expectations as pe
-from harness.probes import PROBES, ProbeResult, Verdict
+from harness.judge import probe_expectations as pe
+from harness.probes.runner import PROBES, ProbeResult, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = "compiled_call_during_make_fx"

@@ -8,8 +8,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from harness import probe_cases, probe_kit, probes
-from harness.probe_kit import Deadline, Hold, ProbeHang, Worker, in_thread
+from harness.probes import cases as probe_cases
+from harness.probes import kit as probe_kit
+from harness.probes import runner as probes
+from harness.probes.kit import Deadline, Hold, ProbeHang, Worker, in_thread
 
 
 def test_hold_that_nobody_reaches_is_a_hang_not_a_block() -> None:

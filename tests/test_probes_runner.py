@@ -1,4 +1,4 @@
-"""harness.probes without torch: registry, JSON, table, and the isolated runner's recovery
+"""harness.probes.runner without torch: registry, JSON, table, and the isolated runner's recovery
 from a hang, a crash and a killed child (driven by a fake interpreter)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import probes
-from harness.probes import ProbeResult, ProbeRun, Verdict
+from harness.probes import runner as probes
+from harness.probes.runner import ProbeResult, ProbeRun, Verdict
 
 REQUIRED = (
     "compiled_call_during_make_fx",
@@ -24,7 +24,8 @@ REQUIRED = (
     "fail_on_recompile_stance_thread_scope",
 )
 
-# A stand-in for `python -m harness.probes ...`: follows a plan {probe: action} from $FAKE_PLAN.
+# A stand-in for `python -m harness.probes.runner ...`: follows a plan {probe: action} from
+# $FAKE_PLAN.
 FAKE = """#!{python}
 import json, os, sys, time
 args = sys.argv[1:]
@@ -141,7 +142,8 @@ def test_isolated_run_kills_a_stuck_child_and_reports_a_hang(fake_python) -> Non
 def test_cli_lists_probes_without_importing_torch() -> None:
     import subprocess
 
-    code = "import sys; from harness import probes; assert probes.main(['--list']) == 0; "
+    code = "import sys; from harness.probes import runner as probes; "
+    code += "assert probes.main(['--list']) == 0; "
     code += "print('torch imported' if 'torch' in sys.modules else 'torch not imported')"
     env = {**os.environ, "PYTHONPATH": str(probes.ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import race_expectations as rx
+from harness.judge import race_expectations as rx
 from harness.vocab import CacheState, Outcome, Strategy
 
 ROW = """

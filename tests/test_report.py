@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import baselines, cli, report
-from harness.baselines import REFRESH_COMMAND
+from harness import cli
+from harness.judge import baselines
+from harness.judge.baselines import REFRESH_COMMAND
 from harness.record import RunRecord
-from harness.report_matrix import build_matrix, column_of
+from harness.report import build as report
+from harness.report.matrix import build_matrix, column_of
 from tests.test_baselines import make_record, write
 
 PROD = "warmup"

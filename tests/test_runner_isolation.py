@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.outcomes import NESTED_FX_MESSAGE
+from harness.judge.outcomes import NESTED_FX_MESSAGE
+from harness.judge.suite import run_case
 from harness.record import append_jsonl, read_jsonl
-from harness.runner import ChildResult, assemble, run_scenario
+from harness.run.runner import ChildResult, assemble, run_scenario
 from harness.scenario import make_scenario
-from harness.suite import run_case
 from harness.vocab import Outcome
 
 FAULT = "tests.fault_workloads:make_workload"
@@ -111,7 +111,7 @@ def test_assemble_classifies_nested_fx() -> None:
 
 
 def test_unproven_cache_state_is_never_ok() -> None:
-    from harness.runner import enforce_cache_proof
+    from harness.run.runner import enforce_cache_proof
     from harness.vocab import CacheState, Strategy
 
     sc = fault_scenario("ok", threads_per_device=2)
@@ -169,7 +169,7 @@ def test_a_child_budgets_from_the_runners_start() -> None:
     written before the runner's kill; a start from another clock is ignored."""
     import time
 
-    from harness.worker import runner_start
+    from harness.run.worker import runner_start
 
     now = time.monotonic()
     assert runner_start({"runner_t0": now - 5.0}, 60.0) == now - 5.0
@@ -181,7 +181,7 @@ def test_a_run_after_an_interrupted_one_still_starts(tmp_path: Path) -> None:
     """An interrupted `harness run` stops its children from starting; the next one in the same
     process (a library caller, a test) starts again."""
     from harness import cli
-    from harness.runner import kill_live_children
+    from harness.run.runner import kill_live_children
 
     kill_live_children()  # what an interrupt or a failed write leaves behind
     out = tmp_path / "after.jsonl"

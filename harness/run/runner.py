@@ -24,12 +24,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness import cache_state, metrics, outcomes
+from harness.judge import metrics, outcomes
 from harness.record import UNREPORTED_DEVICE, RunRecord, ThreadRecord
+from harness.run import cache_state
 from harness.scenario import Scenario
 from harness.vocab import UNCOMPILED, WARMED_UP, CacheState, Outcome, Strategy
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 N_WINDOWS = 3  # tokens/s is the median of this many steady-state windows
 
 
@@ -84,7 +85,7 @@ def start_child(
     if STOPPING.is_set():
         raise RuntimeError("racegate is shutting down: no new run is started")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.worker", str(run_dir)],
+        [sys.executable, "-m", "harness.run.worker", str(run_dir)],
         env=env,
         cwd=REPO_ROOT,
         stdout=(run_dir / "stdout.txt").open("wb"),

@@ -9,7 +9,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from harness.metrics import wilson_interval
+from harness.judge.metrics import wilson_interval
 from harness.record import RunRecord
 from harness.vocab import Outcome
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness import baselines
-from harness.metrics import wilson_interval
+from harness.judge import baselines
+from harness.judge.metrics import wilson_interval
 from harness.record import UNREPORTED_DEVICE, RunRecord
 from harness.vocab import SEVERITY, Outcome
 

@@ -1,7 +1,7 @@
 """The probe bodies: each forces one cross-thread interleaving in torch and reports what B saw.
 
 Each takes a `Deadline` and returns (hazard, detail), or raises `NotAvailable`/`ProbeHang`.
-The registry and verdicts live in `harness.probes`; shared tools in `harness.probe_kit`.
+The registry and verdicts live in `harness.probes.runner`; shared tools in `harness.probes.kit`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from harness.probe_kit import (
+from harness.probes.kit import (
     Deadline,
     Hold,
     NotAvailable,

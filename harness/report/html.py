@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from html import escape
 
-from harness.report import outcome_text, sections, throughput_text
-from harness.report_matrix import Cell, Matrix
+from harness.report.build import outcome_text, sections, throughput_text
+from harness.report.matrix import Cell, Matrix
 
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1f2328; }

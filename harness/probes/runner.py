@@ -1,7 +1,7 @@
 """Deterministic probes of torch's cross-thread tracing state: registry, runner, isolation, table.
 
-`python -m harness.probes [--json]` runs them in one process; `run_probes_isolated` runs that
-in a fresh subprocess. The probe bodies live in harness/probe_cases.py (they import torch).
+`python -m harness.probes.runner [--json]` runs them in one process; `run_probes_isolated` runs that
+in a fresh subprocess. The probe bodies live in harness/probes/cases.py (they import torch).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ DEFAULT_TIMEOUT_S = 20.0  # per probe; a healthy probe takes < 2 s, so this only
 _IMPORT_ALLOWANCE_S = 90.0  # the child's `import torch` on a slow, cold machine
 _PER_PROBE_SLACK_S = 5.0  # on top of timeout_s per probe, before the child counts as hung
 _START = "racegate-probe: start "  # child → parent on stderr: which probe is running
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Verdict(StrEnum):
@@ -188,7 +188,8 @@ def run_probes(
     t0 = time.perf_counter()
     import torch
 
-    from harness import probe_cases, probe_kit
+    from harness.probes import cases as probe_cases
+    from harness.probes import kit as probe_kit
 
     env = environment()
     run = ProbeRun(environment=env)
@@ -227,7 +228,7 @@ def run_probes_isolated(
     *,
     python: str | None = None,
 ) -> ProbeRun:
-    """Run the probes in fresh `python -m harness.probes` subprocesses and parse their JSON.
+    """Run the probes in fresh `python -m harness.probes.runner` subprocesses and parse their JSON.
 
     One subprocess normally; after a hang (or a killed/crashed child) the rest continue in a
     new one. `python` picks another interpreter (another torch); default: this one.
@@ -241,7 +242,7 @@ def run_probes_isolated(
             cmd = [
                 python or sys.executable,
                 "-m",
-                "harness.probes",
+                "harness.probes.runner",
                 "--stop-on-hang",
                 "--timeout",
                 str(timeout_s),
@@ -329,7 +330,7 @@ def format_table(results: Sequence[ProbeResult]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.probes", description=__doc__.splitlines()[0]
+        prog="python -m harness.probes.runner", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "--only",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.outcomes import DEADLINE_MARK  # classified as a hang
+from harness.judge.outcomes import DEADLINE_MARK  # classified as a hang
 from harness.vocab import Schedule
 from harness.workload_api import Replica
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from harness.vocab import SEVERITY, Outcome
 
 # A thread that could not finish its steps before the run's deadline is a hang (DESIGN §3:
-# "did not finish 8 steps in 300 s (hang or collapse)"); harness.threads writes this mark.
+# "did not finish 8 steps in 300 s (hang or collapse)"); harness.run.threads writes this mark.
 DEADLINE_MARK = "racegate deadline"
 
 # The upstream messages (torch/_dynamo/eval_frame.py and torch/_dynamo/exc.py), matched by prefix

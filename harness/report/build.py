@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import settings
-from harness.baselines import Verdict, memory_flat, read_records
-from harness.metrics import wilson_interval
+from harness.judge.baselines import Verdict, memory_flat, read_records
+from harness.judge.metrics import wilson_interval
 from harness.record import RunRecord
-from harness.report_matrix import Cell, Column, Matrix, Row, build_matrix, gate
+from harness.report.matrix import Cell, Column, Matrix, Row, build_matrix, gate
 from harness.vocab import SEVERITY, Outcome
 
 __all__ = ["gate", "memory_flat", "render_markdown", "write_reports"]
@@ -192,8 +192,8 @@ def write_reports(
     `overlapped_paths`: records of runs that overlapped other runs but were written before
     `timing_valid` existed; their tokens/s are neither shown nor gated. They may lie under
     `record_paths` too: each file is read once."""
-    from harness.report_html import render_html
-    from harness.report_png import plot_throughput
+    from harness.report.html import render_html
+    from harness.report.png import plot_throughput
 
     overlapped_paths = list(overlapped_paths or [])
     records: list[RunRecord] = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.report_matrix import Cell, Matrix
+from harness.report.matrix import Cell, Matrix
 
 MAX_BARS_PER_PANEL = 120  # beyond this a chart is unreadable; the HTML has every cell
 

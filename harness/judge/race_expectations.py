@@ -12,10 +12,10 @@ from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from harness.probe_expectations import release
+from harness.judge.probe_expectations import release
 from harness.vocab import CacheState, Outcome, Strategy, parse_choice
 
-DEFAULT_TABLE = Path(__file__).resolve().parent.parent / "expectations" / "race.toml"
+DEFAULT_TABLE = Path(__file__).resolve().parents[2] / "expectations" / "race.toml"
 DEVICE_KINDS = ("cpu", "cuda", "any")
 
 

@@ -1,6 +1,6 @@
 """The isolated child process: build replicas, warm up if asked, drive threads, write a result.
 
-Run as `python -m harness.worker RUN_DIR` by harness.runner, with the scenario in
+Run as `python -m harness.run.worker RUN_DIR` by harness.run.runner, with the scenario in
 RUN_DIR/scenario.json. Thread outcomes are appended to RUN_DIR/progress.jsonl as they
 happen, so a crash later in the run loses nothing already known.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from harness import cache_state, threads
+from harness.run import cache_state, threads
 from harness.scenario import Scenario
 from harness.vocab import WARMED_UP, CacheState, Schedule, Strategy
 from harness.workload_api import WorkloadSpec, check_replica, load_workload
@@ -52,7 +52,7 @@ def wait_for_siblings(gate: dict[str, Any], me: int, until: float) -> bool:
     """The `processes` strategy's start barrier: announce this process ready, wait for all.
 
     On files, not multiprocessing.Barrier: the processes are independent `python -m
-    harness.worker` children of the runner, with no multiprocessing parent to share one.
+    harness.run.worker` children of the runner, with no multiprocessing parent to share one.
     True when every sibling arrived before `until` (time.monotonic()).
     """
     folder = Path(gate["dir"])

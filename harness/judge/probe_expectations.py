@@ -14,9 +14,9 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness.probes import PROBES, ProbeResult, Verdict
+from harness.probes.runner import PROBES, ProbeResult, Verdict
 
-DEFAULT_TABLE = Path(__file__).resolve().parent.parent / "expectations" / "probes.toml"
+DEFAULT_TABLE = Path(__file__).resolve().parents[2] / "expectations" / "probes.toml"
 TABLE_VERDICTS = (Verdict.HAZARD, Verdict.SAFE, Verdict.NA)  # never hang/error: those always fail
 DEVICES = ("cpu", "cuda", "any")
 REQUIRED = frozenset({"name", "torch", "verdict", "reason", "source"})
@@ -155,7 +155,7 @@ def compare(result: ProbeResult, entries: list[Expectation]) -> tuple[Status, st
             f"probe {result.name} gave no verdict on torch {result.torch_version} "
             f"({result.device}): {result.verdict}: {result.detail}. A hang means a thread never "
             "reached its hold point or never returned (torch may deadlock here); an error means "
-            "the probe's own setup failed: fix the probe (harness/probe_cases.py) for this torch."
+            "the probe's own setup failed: fix the probe (harness/probes/cases.py) for this torch."
         )
     entry = lookup(entries, result.name, result.torch_version, result.device)
     if entry is None:

@@ -1,0 +1,1 @@
+"""Stage 3, the judged record: outcomes, metrics, baselines, expectation tables, summaries."""

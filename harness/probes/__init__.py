@@ -1,0 +1,1 @@
+"""The deterministic cross-thread probes: the registry and runner, the probe bodies, their kit."""

@@ -1,0 +1,1 @@
+"""Stage 4, the report: the matrix of judged records as Markdown, HTML, PNG and gate JSON."""
