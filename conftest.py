@@ -18,7 +18,7 @@ import pytest
 from harness import settings
 from harness.judge import race_expectations
 from harness.judge.suite import RacegateConfig, racegate_key
-from harness.vocab import CacheState, Schedule, Strategy, parse_choice
+from harness.vocab import CacheState, Schedule, Strategy, parse_choice, strategies_where
 
 MARKERS = {
     "race": "race(): a cross-thread tracing race case (what `pytest -k race` selects)",
@@ -28,22 +28,9 @@ MARKERS = {
     "slow": "slow(): takes minutes; deselect with -m 'not slow'",
 }
 CPU_PRESET, GPU_PRESET = "tiny", "small"
-# Strategies a CPU can train with (flex has no CPU backward; see model/attention.py).
-CPU_STRATEGIES = (
-    Strategy.PER_DEVICE,
-    Strategy.WARMUP,
-    Strategy.WARMUP_LOCKED,
-    Strategy.NESTED_FX_OFF,
-    Strategy.PROCESSES,
-)
-GPU_STRATEGIES = (
-    Strategy.PER_DEVICE,
-    Strategy.SINGLETON,
-    Strategy.WARMUP,
-    Strategy.WARMUP_LOCKED,
-    Strategy.PROCESSES,
-    Strategy.NESTED_FX_OFF,
-)
+# The suite's strategies per device kind, from the registry (flex has no CPU backward).
+CPU_STRATEGIES = strategies_where(in_suite=True, trains_on_cpu=True)
+GPU_STRATEGIES = strategies_where(in_suite=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

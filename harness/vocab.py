@@ -6,6 +6,7 @@ unknown value is rejected in one place with one message.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
@@ -29,12 +30,51 @@ class Strategy(StrEnum):
     )
 
 
+@dataclass(frozen=True)
+class StrategySpec:
+    """What a strategy is, as data: every list, check and report reads these fields."""
+
+    compiled: bool  # calls a torch.compile'd kernel (so a silent eager fallback can exist)
+    warmed_up: bool  # compiled single-threaded up front, then set_stance("fail_on_recompile")
+    locked: bool  # the compiled call runs under one process-wide lock
+    processes: bool  # one process per worker, no threads (the harness's topology)
+    counts_fallbacks: bool  # the replica counts its compiled kernel's eager fallbacks
+    trains_on_cpu: bool  # has a CPU training path (flex has no CPU backward)
+    in_suite: bool  # the race suite runs it by default
+    # Compiles lazily in a thread while other threads run compiled code: exposed to the
+    # cross-thread tracing race, so a clean run only means something if the race was
+    # producible here (docs/gate.md, "masked").
+    races_lazily: bool
+    # Stands in for another strategy's floor: the same compiled step without the race.
+    judged_by: str | None = None
+
+
+_S = StrategySpec
+STRATEGIES: dict[Strategy, StrategySpec] = {
+    Strategy.PER_DEVICE: _S(True, False, False, False, True, True, True, True),
+    Strategy.SINGLETON: _S(True, False, False, False, False, False, True, True),
+    Strategy.WARMUP: _S(True, True, False, False, True, True, True, False),
+    Strategy.WARMUP_LOCKED: _S(True, True, True, False, True, True, True, False, "warmup"),
+    Strategy.PROCESSES: _S(True, False, False, True, True, True, True, False),
+    Strategy.NESTED_FX_OFF: _S(True, False, False, False, True, True, True, True, "warmup"),
+    Strategy.EAGER: _S(False, False, False, False, False, False, False, False),
+    Strategy.SDPA_DENSE: _S(False, False, False, False, False, True, False, False),
+}
+
+
+def strategies_where(**fields: bool) -> tuple[Strategy, ...]:
+    """The strategies whose spec has every given field value, in registry order."""
+    return tuple(
+        s for s, spec in STRATEGIES.items() if all(getattr(spec, k) == v for k, v in fields.items())
+    )
+
+
 # Strategies the harness warms up (every device × shape, one thread) and then runs under
 # set_stance("fail_on_recompile").
-WARMED_UP = frozenset({Strategy.WARMUP, Strategy.WARMUP_LOCKED})
+WARMED_UP = frozenset(strategies_where(warmed_up=True))
 
 # Strategies that compile nothing: no silent fallback to detect, no compile cache to prove.
-UNCOMPILED = frozenset({Strategy.EAGER, Strategy.SDPA_DENSE})
+UNCOMPILED = frozenset(strategies_where(compiled=False))
 
 
 class CacheState(StrEnum):

@@ -9,14 +9,16 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.vocab import STRATEGIES as REGISTRY
+from harness.vocab import strategies_where
 from model import attention
 from model.attention import Attend
 
-STRATEGIES = ("per_device", "singleton", "warmup", "warmup_locked", "processes", "nested_fx_off",
-              "eager", "sdpa_dense")
-CUDA_ONLY = ("singleton", "eager")  # flex without a compiled kernel we own, or no CPU backward
+# Names and properties come from the harness's registry (harness.vocab.STRATEGIES).
+STRATEGIES = tuple(str(s) for s in REGISTRY)
+CUDA_ONLY = tuple(str(s) for s in strategies_where(trains_on_cpu=False))
 # These share compiled_for_device (warmup_locked calls it under a lock).
-COMPILED = ("per_device", "warmup", "warmup_locked", "processes", "nested_fx_off")
+COMPILED = tuple(str(s) for s, spec in REGISTRY.items() if spec.counts_fallbacks)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.record import RunRecord, read_jsonl
-from harness.vocab import Outcome, Schedule, Strategy
+from harness.vocab import STRATEGIES, Outcome, Schedule
 
 SCHEMA_VERSION = 1
 DEFAULT_TOLERANCE = 0.10
@@ -33,10 +33,7 @@ REFRESH_COMMAND = "python -m harness baseline --update <records.jsonl>"
 # the lock must cost nothing beyond the tolerance (on an H200 at one thread, where the lock is
 # never contended: 0.998x warmup, results/2026-11-30-h200x2-session4; contended, at several
 # threads per process, not measured). Such runs are never a floor themselves.
-JUDGED_BY = {
-    str(Strategy.NESTED_FX_OFF): str(Strategy.WARMUP),
-    str(Strategy.WARMUP_LOCKED): str(Strategy.WARMUP),
-}
+JUDGED_BY = {str(s): spec.judged_by for s, spec in STRATEGIES.items() if spec.judged_by}
 
 
 class Verdict(StrEnum):
