@@ -27,6 +27,23 @@ def _qkv(seed, b=2, hq=4, hkv=2, s=64, n=5, block=8, d=16, requires_grad=False):
     return [x.requires_grad_(requires_grad) for x in (q, k, v)], anchors, valid, s, block
 
 
+def test_flex_block_mask_matches_the_dense_mask_on_cpu():
+    """The BlockMask and the dense mask are the same DFlash mask: eager flex equals dense SDPA."""
+    (q, k, v), anchors, valid, s, block = _qkv(0)
+    with torch.no_grad():
+        out_flex = attention.flex_kernel(q, k, v, build_block_mask(anchors, valid, s, block), 0.25)
+        out_dense = attention.dense_kernel(q, k, v, dense_mask(anchors, valid, s, block), 0.25)
+    torch.testing.assert_close(out_flex, out_dense, atol=1e-4, rtol=1e-4)
+    assert not out_dense[0, :, -block:].any()  # an invalid block's rows are zeros, not NaN
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="torch's compiled CPU flex forward (inductor's CPU template) returns wrong rows on "
+    "some CPUs: seen 2026-12-01 on an AMD EPYC (AVX2), torch 2.13.0+cpu, fresh inductor cache: "
+    "5-6 rows off by up to 0.9, sometimes NaN, different rows each run; eager flex matches "
+    "(test above). racegate never trains with it: CPU strategies compile the dense kernel.",
+)
 def test_compiled_flex_forward_matches_sdpa_dense_on_cpu():
     (q, k, v), anchors, valid, s, block = _qkv(0)
     compiled = torch.compile(attention.flex_kernel, dynamic=False)
@@ -34,7 +51,6 @@ def test_compiled_flex_forward_matches_sdpa_dense_on_cpu():
         out_flex = compiled(q, k, v, build_block_mask(anchors, valid, s, block), 0.25)
         out_dense = attention.dense_kernel(q, k, v, dense_mask(anchors, valid, s, block), 0.25)
     torch.testing.assert_close(out_flex, out_dense, atol=1e-4, rtol=1e-4)
-    assert not out_dense[0, :, -block:].any()  # an invalid block's rows are zeros, not NaN
 
 
 def test_dense_kernel_gradients_are_finite_with_empty_rows():
