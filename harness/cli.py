@@ -144,7 +144,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--baselines", type=Path, default=Path("baselines"), help="(default: %(default)s)"
     )
     base.add_argument("--tolerance", type=float, default=0.10, help="(default: %(default)s)")
+    add_expectations_parser(sub)
     return parser
+
+
+# --- `expectations`: propose (and with --update write) expectations/race.toml rows from runs.
+def add_expectations_parser(sub: argparse._SubParsersAction) -> None:
+    from harness.judge.race_expectations import DEFAULT_TABLE
+
+    exp = sub.add_parser("expectations", help="propose or write race.toml rows from run records")
+    exp.add_argument("records", nargs="+", type=Path, help="JSON Lines files or folders of them")
+    exp.add_argument("--update", action="store_true", help="rewrite the table (default: show)")
+    exp.add_argument("--table", type=Path, default=DEFAULT_TABLE, help="(default: %(default)s)")
+    exp.add_argument("--reason", default=None, help="why the new rows' cases fail (required)")
+    exp.add_argument("--source", default=None, help="upstream file, issue/PR or results/ folder")
+
+
+def cmd_expectations(args: argparse.Namespace) -> int:
+    from harness.judge import expectation_update as eu
+
+    proposal = eu.propose_from(args.records, args.table, settings.production_strategy())
+    for line in proposal.lines():
+        print(line)
+    if args.update and proposal.changes:
+        eu.write(proposal, args.table, reason=args.reason, source=args.source)  # no reason: exit 2
+        print(f"wrote {args.table}")
+    return EXIT_FAILED if proposal.rejected else EXIT_OK
+
+
+# --- end of `expectations`
 
 
 def scenarios_from_args(args: argparse.Namespace) -> list[Scenario]:
@@ -340,7 +368,13 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
-COMMANDS = {"run": cmd_run, "probe": cmd_probe, "report": cmd_report, "baseline": cmd_baseline}
+COMMANDS = {
+    "run": cmd_run,
+    "probe": cmd_probe,
+    "report": cmd_report,
+    "baseline": cmd_baseline,
+    "expectations": cmd_expectations,
+}
 
 
 def _on_sigterm(signum: int, frame: object) -> None:

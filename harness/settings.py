@@ -32,15 +32,26 @@ def find_pyproject(start: Path | None = None) -> Path | None:
 def load_table(pyproject: Path | None) -> dict[str, Any]:
     if pyproject is None:
         return {}
-    with pyproject.open("rb") as fh:
-        data = tomllib.load(fh)
+    try:
+        with pyproject.open("rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{pyproject}: cannot read [tool.racegate]: {exc}") from None
     table = data.get("tool", {}).get("racegate", {})
+    if not isinstance(table, dict):
+        raise ValueError(f"{pyproject}: [tool.racegate] is {table!r}; expected a table")
     unknown = set(table) - set(DEFAULTS)
     if unknown:
         raise ValueError(
             f"unknown [tool.racegate] key(s) {sorted(unknown)} in {pyproject}; "
             f"known: {sorted(DEFAULTS)}"
         )
+    for name, value in table.items():
+        if not isinstance(value, str):
+            raise ValueError(
+                f"{pyproject}: [tool.racegate] {name} is {value!r}; expected a string like "
+                f"{DEFAULTS[name]!r}"
+            )
     return table
 
 

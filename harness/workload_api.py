@@ -87,6 +87,34 @@ REQUIRED_WORKLOAD_METHODS = ("strategies", "shapes", "make_replica", "flops_per_
 REQUIRED_REPLICA_METHODS = ("step", "eager_fallbacks")
 
 
+def _one_line(exc: BaseException) -> str:
+    """`Type: first line of the message`, and for a syntax error where it is."""
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _import(spec: WorkloadSpec, module_name: str) -> object:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):  # the module itself
+            raise WorkloadError(
+                f"workload {spec.path!r}: cannot import {module_name!r}: no module named "
+                f"{exc.name!r}; check the path and that its package is on sys.path"
+            ) from None
+        raise WorkloadError(
+            f"workload {spec.path!r}: importing {module_name!r} failed: {_one_line(exc)}"
+        ) from None
+    # Importing runs the user's module: anything it raises (a syntax error, a failed import
+    # inside it, an exception at top level) is a bad workload, reported on one line.
+    except Exception as exc:
+        raise WorkloadError(
+            f"workload {spec.path!r}: importing {module_name!r} failed: {_one_line(exc)}"
+        ) from None
+
+
 def load_workload(spec: WorkloadSpec) -> Workload:
     """Import `module:factory`, call it with the spec's options, check the result fits."""
     module_name, sep, attr = spec.path.partition(":")
@@ -94,12 +122,7 @@ def load_workload(spec: WorkloadSpec) -> Workload:
         raise WorkloadError(
             f"workload {spec.path!r} is not an import path; expected 'package.module:factory'"
         )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise WorkloadError(
-            f"workload {spec.path!r}: cannot import {module_name!r}: {exc}"
-        ) from exc
+    module = _import(spec, module_name)
     factory = getattr(module, attr, None)
     if factory is None:
         raise WorkloadError(f"workload {spec.path!r}: module {module_name!r} has no {attr!r}")
@@ -112,21 +135,65 @@ def load_workload(spec: WorkloadSpec) -> Workload:
             f"workload {spec.path!r}: factory {attr}() does not take options "
             f"{sorted(spec.options)} ({exc}); give it a 'preset' keyword"
         ) from None
-    workload = factory(**spec.options)
+    except ValueError:  # no signature to read (a builtin): let the call say
+        pass
+    options = ", ".join(f"{k}={v!r}" for k, v in sorted(spec.options.items()))
+    try:
+        workload = factory(**spec.options)
+    except Exception as exc:  # the user's factory: its failure is a bad workload, one line
+        raise WorkloadError(
+            f"workload {spec.path!r}: factory {attr}({options}) raised {_one_line(exc)}"
+        ) from None
     check_workload(workload, spec.path)
     return workload
 
 
+def _call(workload: object, method: str, where: str) -> object:
+    try:
+        return getattr(workload, method)()
+    except Exception as exc:
+        raise WorkloadError(f"workload {where!r}: {method}() raised {_one_line(exc)}") from None
+
+
 def check_workload(workload: object, where: str) -> None:
-    """Raise WorkloadError naming the first missing member of the Workload interface."""
+    """Raise WorkloadError naming the first member of the Workload interface that is missing
+    or returns something that does not fit."""
     if not isinstance(getattr(workload, "name", None), str):
-        raise WorkloadError(f"workload {where!r}: missing attribute 'name' (a str)")
+        raise WorkloadError(
+            f"workload {where!r}: the factory returned {type(workload).__name__}, which has no "
+            "attribute 'name' (a str); return an object with the Workload interface "
+            "(harness/workload_api.py)"
+        )
     for method in REQUIRED_WORKLOAD_METHODS:
         if not callable(getattr(workload, method, None)):
             raise WorkloadError(f"workload {where!r}: missing method {method}()")
-    if not list(workload.shapes()):  # type: ignore[attr-defined]
+    strategies = _call(workload, "strategies", where)
+    if (
+        isinstance(strategies, str | bytes)
+        or not isinstance(strategies, Sequence)
+        or not strategies
+        or not all(isinstance(s, str) for s in strategies)
+    ):
+        raise WorkloadError(
+            f"workload {where!r}: strategies() returned {strategies!r}; expected a non-empty "
+            "list of strategy names"
+        )
+    shapes = _call(workload, "shapes", where)
+    if (
+        not isinstance(shapes, Sequence)
+        or isinstance(shapes, str | bytes)
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in shapes)
+    ):
+        raise WorkloadError(
+            f"workload {where!r}: shapes() returned {shapes!r}; expected a list of bucket ids "
+            "(ints)"
+        )
+    if not shapes:
         raise WorkloadError(f"workload {where!r}: shapes() returned no bucket")
-    params = inspect.signature(workload.make_replica).parameters  # type: ignore[attr-defined]
+    try:
+        params = inspect.signature(workload.make_replica).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        params = {}
     if "seed" not in params:
         raise WorkloadError(f"workload {where!r}: make_replica() must accept a 'seed' keyword")
 

@@ -64,3 +64,23 @@ def test_example_runs_end_to_end_through_the_cli(tmp_path: Path) -> None:
     assert record["scenario"]["workload"] == EXAMPLE
     assert record["outcome"] == "ok" and record["threads_concurrent"] == 2
     assert record["tokens_per_s"] > 0
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[tool.racegate]\nworkload = 5\n", "[tool.racegate] workload is 5; expected a string"),
+        ("[tool]\nracegate = 3\n", "[tool.racegate] is 3; expected a table"),
+        ("[tool.racegate\n", "cannot read [tool.racegate]"),
+        ("[tool.racegate]\nworklaod = 'x:y'\n", "unknown [tool.racegate] key(s) ['worklaod']"),
+    ],
+)
+def test_bad_racegate_settings_are_one_line_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, needle: str
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RACEGATE_WORKLOAD", raising=False)
+    with pytest.raises(ValueError) as info:
+        settings.setting("workload")
+    assert needle in str(info.value) and "\n" not in str(info.value)

@@ -6,7 +6,9 @@ throughput cases share: a run below floor × (1 − tol) fails, above floor × (
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import re
 import statistics
 from collections import Counter, defaultdict
@@ -16,6 +18,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from harness.judge import inputs
+from harness.judge.inputs import GateInputError
 from harness.record import RunRecord, read_jsonl
 from harness.vocab import STRATEGIES, Outcome, Schedule
 
@@ -157,32 +161,90 @@ def baseline_path(baselines_dir: Path, hardware: str) -> Path:
     return Path(baselines_dir) / f"{hardware}.json"
 
 
-def load(baselines_dir: Path, hardware: str) -> Baseline | None:
-    """The baseline for `hardware`, or None when there is no file for it."""
-    path = baseline_path(baselines_dir, hardware)
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc}); fix or delete it, then re-run") from None
+FLOOR_FIELDS = {f.name: f for f in dataclasses.fields(Floor)}
+
+
+def parse_floor(raw: object, where: str) -> Floor:
+    """One floor entry, every field checked: tokens/s finite and > 0, tolerance in (0, 0.5]."""
+    raw = inputs.table(raw, where)
+    inputs.keys(raw, where, required=("tokens_per_s",), allowed=FLOOR_FIELDS)
+    floor = Floor(
+        tokens_per_s=inputs.positive_number(raw["tokens_per_s"], f"{where}: tokens_per_s"),
+        tolerance=inputs.tolerance(raw.get("tolerance", DEFAULT_TOLERANCE), f"{where}: tolerance"),
+        spread=inputs.optional_number(raw.get("spread"), f"{where}: spread"),
+        window_spread=inputs.optional_number(raw.get("window_spread"), f"{where}: window_spread"),
+    )
+    for name in ("n_runs", "refused_runs", "steps"):
+        if name in raw:
+            setattr(floor, name, inputs.integer(raw[name], f"{where}: {name}"))
+    for name in ("devices", "threads_per_device"):
+        if name in raw:
+            setattr(floor, name, inputs.integer(raw[name], f"{where}: {name}", low=1))
+    for name in ("command", "measured_at", "preset", "strategy", "schedule", "note"):
+        if name in raw:
+            setattr(floor, name, inputs.text(raw[name], f"{where}: {name}", empty=True))
+    versions = inputs.table(raw.get("versions", {}), f"{where}: versions")
+    for k, v in versions.items():
+        inputs.text(v, f"{where}: versions.{k}", empty=True)
+    floor.versions = dict(versions)
+    return floor
+
+
+def parse(data: object, path: Path, hardware: str) -> Baseline:
+    """A baseline file's JSON, checked key by key; any bad field is one GateInputError line."""
+    data = inputs.table(data, str(path))
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(
+        raise GateInputError(
             f"{path}: schema_version {data.get('schema_version')!r}, this racegate reads "
             f"{SCHEMA_VERSION}; re-measure with `{REFRESH_COMMAND}`"
         )
-    try:
-        floors = {k: Floor(**v) for k, v in data.get("floors", {}).items()}
-    except TypeError as exc:
-        raise ValueError(f"{path}: bad floor entry ({exc}); re-measure it") from None
+    known = ("schema_version", "hardware", "device_name", "measured_at", "versions", "floors")
+    inputs.keys(data, str(path), required=("floors",), allowed=known)
+    raw_floors = inputs.table(data["floors"], f"{path}: floors")
+    floors = {k: parse_floor(v, f"{path}: floors[{k!r}]") for k, v in raw_floors.items()}
     return Baseline(
-        hardware=data.get("hardware", hardware),
-        device_name=data.get("device_name", ""),
-        measured_at=data.get("measured_at", ""),
-        versions=data.get("versions", {}),
+        hardware=inputs.text(data.get("hardware", hardware), f"{path}: hardware"),
+        device_name=inputs.text(data.get("device_name", ""), f"{path}: device_name", empty=True),
+        measured_at=inputs.text(data.get("measured_at", ""), f"{path}: measured_at", empty=True),
+        versions=inputs.table(data.get("versions", {}), f"{path}: versions"),
         floors=floors,
         path=path,
     )
+
+
+def load(baselines_dir: Path, hardware: str) -> Baseline | None:
+    """The baseline for `hardware`, or None when there is no file for it (nor the folder).
+
+    A path that exists but cannot be read as a baseline (a folder, unreadable, not JSON, a
+    bad field) is an error, never "no baseline": that would skip the gate.
+    """
+    folder = Path(baselines_dir)
+    if folder.exists() and not folder.is_dir():
+        raise GateInputError(
+            f"baselines folder {folder} is not a folder; give the folder of <hardware>.json files"
+        )
+    path = baseline_path(folder, hardware)
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GateInputError(
+            f"{path}: cannot read this baseline ({exc}); fix or delete it"
+        ) from None
+    try:
+        data = json.loads(text)  # NaN / Infinity load as floats; parse() refuses them by field
+    except json.JSONDecodeError as exc:
+        raise GateInputError(f"{path}: not JSON ({exc}); fix or delete it, then re-run") from None
+    return parse(data, path, hardware)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _measured(tokens_per_s: object) -> bool:
+    return _finite(tokens_per_s) and tokens_per_s > 0  # type: ignore[operator]
 
 
 def _fmt(tps: float) -> str:
@@ -213,7 +275,15 @@ def check_tokens(
             f"no tokens/s measured, floor {_fmt(floor.tokens_per_s)}; the run must finish "
             f"steady-state steps (refresh, if intended: `{REFRESH_COMMAND}`)"
         )
+    elif not _measured(tokens_per_s):  # NaN compares false with everything: it must not pass
+        result.verdict = Verdict.NO_THROUGHPUT
+        result.detail = (
+            f"tokens/s is {tokens_per_s!r}, not a finite number > 0; floor "
+            f"{_fmt(floor.tokens_per_s)}: the run measured nothing that can be judged"
+        )
     else:
+        if not _measured(floor.tokens_per_s):  # load() refuses these; a Baseline built by hand
+            raise GateInputError(f"floor {key!r} is {floor.tokens_per_s!r}; expected a number > 0")
         delta = tokens_per_s / floor.tokens_per_s - 1
         vs = (
             f"{_fmt(tokens_per_s)} is {abs(delta):.1%} {'below' if delta < 0 else 'above'} "
@@ -278,13 +348,41 @@ def record_files(paths: list[Path]) -> list[Path]:
     return list(files)
 
 
+OUTCOMES = ", ".join(Outcome)
+
+
+def check_record(record: RunRecord, where: str) -> RunRecord:
+    """The fields the gate judges, checked: outcomes from the vocabulary, tokens/s a number."""
+    allowed = {str(o) for o in Outcome}
+    outcomes = [("outcome", record.outcome)]
+    outcomes += [(f"threads[{t.index}].outcome", t.outcome) for t in record.threads]
+    outcomes += [(f"outcome_counts key {k!r}", k) for k in record.outcome_counts]
+    for field_name, value in outcomes:
+        if value not in allowed:
+            raise GateInputError(f"{where}: {field_name} is {value!r}; choose from: {OUTCOMES}")
+    if record.tokens_per_s is not None:
+        inputs.positive_number(record.tokens_per_s, f"{where}: tokens_per_s")
+    for name in ("tokens_per_s_spread", "mem_growth"):
+        value = getattr(record, name)
+        if value is not None and not _finite(value):
+            raise GateInputError(f"{where}: {name} is {value!r}; expected null or a finite number")
+    if not isinstance(record.timing_valid, bool):
+        raise GateInputError(
+            f"{where}: timing_valid is {record.timing_valid!r}; expected true or false"
+        )
+    return record
+
+
 def read_records(paths: list[Path], *, without: list[Path] = ()) -> list[RunRecord]:
     """Records from JSON Lines files, or from every `*.jsonl` under the folders given, leaving
-    out the files under `without` (read apart by the caller)."""
+    out the files under `without` (read apart by the caller). Each record is checked
+    (check_record): a bad one is a GateInputError naming its file and position."""
     skip = {f.resolve() for f in record_files(list(without))}
     files = record_files(paths)
     kept = [f for f in files if f.resolve() not in skip]
-    records: list[RunRecord] = [r for f in kept for r in read_jsonl(f)]
+    records: list[RunRecord] = [
+        check_record(r, f"{f} record {n}") for f in kept for n, r in enumerate(read_jsonl(f), 1)
+    ]
     if not records and len(kept) == len(files):  # empty, not merely all read apart
         raise ValueError(
             f"no run records in {', '.join(map(str, paths))}; "
@@ -331,8 +429,7 @@ def update_from_records(
     as floor sources (counted in `refused_runs`), and so are strategies in JUDGED_BY; floors
     already in a file for keys not covered here are kept.
     """
-    if not 0 <= tolerance < 1:
-        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r} (e.g. 0.10 for 10%)")
+    tolerance = inputs.tolerance(tolerance, "--tolerance")
     records = read_records(paths)
     measured = [r for r in records if r.tokens_per_s and r.scenario["strategy"] not in JUDGED_BY]
     good: dict[str, dict[str, list[RunRecord]]] = defaultdict(lambda: defaultdict(list))
@@ -359,7 +456,9 @@ def update_from_records(
         old = load(baselines_dir, hw)
         floors = dict(old.floors) if old else {}
         for key, runs in by_key.items():
-            floors[key] = _floor_from(runs, refused[hw, key], tolerance, when)
+            floor = _floor_from(runs, refused[hw, key], tolerance, when)
+            # what is written must load again: never a floor `load` would refuse
+            floors[key] = parse_floor(asdict(floor), f"new floor {key!r}")
         base = Baseline(
             hardware=hw,
             device_name=str(all_runs[0].hardware.get("device_name", hw)),

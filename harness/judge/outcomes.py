@@ -47,9 +47,7 @@ _GUARDS_PASSED_MARKERS = ("BACKEND_MATCH failure", "Unexpected recompilation")
 
 def is_spurious_recompile(error_text: str) -> bool:
     """A blocked recompile for which an existing cache entry's guards passed on re-check."""
-    return RECOMPILE_MESSAGE in error_text and any(
-        m in error_text for m in _GUARDS_PASSED_MARKERS
-    )
+    return RECOMPILE_MESSAGE in error_text and any(m in error_text for m in _GUARDS_PASSED_MARKERS)
 
 
 def classify_thread(

@@ -1,30 +1,44 @@
 """The committed table of race cases known to fail, by version range (expectations/race.toml).
 
 A matching row turns a race case into `xfail(strict=...)`, so an upstream fix shows up as
-an XPASS that names the row to update. The production strategy may never be expected to fail.
+an XPASS that names the row to update; a case no row covers must pass. The production
+strategy may never be expected to fail. Matching is the shared rule of
+harness.judge.expectations; rows are checked key by key and type by type.
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-from harness.judge.probe_expectations import release
-from harness.vocab import CacheState, Outcome, Strategy, parse_choice
+from harness.judge.expectations import Scope, parse_device, parse_range, release
+from harness.judge.inputs import GateInputError, boolean, choices, integer, keys, table, text
+from harness.vocab import CacheState, Outcome, Strategy
 
 DEFAULT_TABLE = Path(__file__).resolve().parents[2] / "expectations" / "race.toml"
-DEVICE_KINDS = ("cpu", "cuda", "any")
+ROW_KEY = "expected_failure"
+REQUIRED = ("torch", "strategies", "outcomes", "reason", "source")
+DEFAULTS: dict[str, Any] = {  # the optional keys and their values when left out
+    "transformers": "*",
+    "device": "any",
+    "cache_states": [str(c) for c in CacheState],
+    "min_threads": 2,
+    "min_devices": 1,
+    "min_threads_per_device": 1,
+    "strict": True,
+}
+ALLOWED = frozenset(REQUIRED) | set(DEFAULTS)
+FAILING_OUTCOMES = tuple(o for o in Outcome if o is not Outcome.OK)
+
+__all__ = ["DEFAULT_TABLE", "ExpectedFailure", "load", "match", "parse", "release"]
 
 
 @dataclass(frozen=True)
 class ExpectedFailure:
     row: int  # 1-based position in the table, for messages
-    torch: SpecifierSet
-    transformers: SpecifierSet
-    device: str
+    scope: Scope
     strategies: frozenset[Strategy]
     cache_states: frozenset[CacheState]
     min_threads: int
@@ -34,66 +48,101 @@ class ExpectedFailure:
     strict: bool
     reason: str
     source: str
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)  # as written, for rewrites
 
     def describe(self) -> str:
         strategies = ",".join(sorted(self.strategies))
         return (
-            f"expectations/race.toml row {self.row} (torch{self.torch} "
-            f"transformers{self.transformers or '*'} {self.device} {strategies}: "
+            f"expectations/race.toml row {self.row} (torch {self.scope.torch} "
+            f"transformers {self.scope.transformers} {self.scope.device} {strategies}: "
             f"{'|'.join(self.outcomes)})"
         )
 
+    def covers(
+        self,
+        *,
+        torch_version: str,
+        transformers_version: str,
+        device: str,
+        strategy: Strategy,
+        cache_state: CacheState,
+        threads_per_device: int,
+        devices: int,
+    ) -> bool:
+        return (
+            self.scope.covers(
+                torch_version=torch_version,
+                transformers_version=transformers_version,
+                device=device,
+            )
+            and strategy in self.strategies
+            and cache_state in self.cache_states
+            and threads_per_device * devices >= self.min_threads
+            and devices >= self.min_devices
+            and threads_per_device >= self.min_threads_per_device
+        )
 
-def _spec(text: str, row: int, field: str) -> SpecifierSet:
+
+def parse_row(n: int, raw: object, where: str) -> ExpectedFailure:
+    at = f"{where} row {n}"
+    raw = table(raw, at)
+    keys(raw, at, required=REQUIRED, allowed=ALLOWED)
+    get = {**DEFAULTS, **raw}.__getitem__
+    return ExpectedFailure(
+        row=n,
+        scope=Scope(
+            torch=parse_range(get("torch"), at, "torch"),
+            transformers=parse_range(get("transformers"), at, "transformers", every_ok=True),
+            device=parse_device(get("device"), at),
+        ),
+        strategies=frozenset(choices(Strategy, get("strategies"), f"{at}: strategies")),
+        cache_states=frozenset(choices(CacheState, get("cache_states"), f"{at}: cache_states")),
+        min_threads=integer(get("min_threads"), f"{at}: min_threads", low=1),
+        min_devices=integer(get("min_devices"), f"{at}: min_devices", low=1),
+        min_threads_per_device=integer(
+            get("min_threads_per_device"), f"{at}: min_threads_per_device", low=1
+        ),
+        outcomes=choices(Outcome, get("outcomes"), f"{at}: outcomes", FAILING_OUTCOMES),
+        strict=boolean(get("strict"), f"{at}: strict"),
+        reason=text(get("reason"), f"{at}: reason").strip(),
+        source=text(get("source"), f"{at}: source").strip(),
+        raw=dict(raw),
+    )
+
+
+def parse(
+    data: dict[str, Any], where: str = "race.toml", production: Strategy | None = None
+) -> list[ExpectedFailure]:
+    """Validate a parsed table; a row expecting the production strategy to fail is an error."""
+    keys(data, where, required=(), allowed=(ROW_KEY,))
+    raw_rows = data.get(ROW_KEY, [])
+    if not isinstance(raw_rows, list):
+        raise GateInputError(
+            f"{where}: {ROW_KEY} is {raw_rows!r}; expected [[{ROW_KEY}]] rows (an array of tables)"
+        )
+    rows = [parse_row(n, raw, where) for n, raw in enumerate(raw_rows, 1)]
+    for row in rows:
+        if production is not None and production in row.strategies:
+            raise GateInputError(
+                f"{where} row {row.row} expects the production strategy {str(production)!r} to "
+                "fail; the production strategy may never be expected to fail: fix the trainer "
+                "or pick another production_strategy in [tool.racegate]"
+            )
+    return rows
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The table file as TOML data; an unreadable or malformed file is a GateInputError."""
     try:
-        return SpecifierSet("" if text in ("", "*") else text)
-    except InvalidSpecifier:
-        raise ValueError(
-            f"race.toml row {row}: bad {field} range {text!r}; e.g. '>=2.9,<2.14'"
-        ) from None
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise GateInputError(f"{path}: cannot read the race table: {exc}") from None
 
 
 def load(path: Path = DEFAULT_TABLE, production: Strategy | None = None) -> list[ExpectedFailure]:
     """Parse and validate the table; a row expecting the production strategy to fail is an error."""
-    with path.open("rb") as fh:
-        data = tomllib.load(fh)
-    rows = []
-    for n, raw in enumerate(data.get("expected_failure", []), 1):
-        missing = {"torch", "strategies", "outcomes", "reason", "source"} - set(raw)
-        if missing:
-            raise ValueError(f"{path.name} row {n}: missing {sorted(missing)}")
-        device = raw.get("device", "any")
-        if device not in DEVICE_KINDS:
-            raise ValueError(
-                f"{path.name} row {n}: unknown device {device!r}; "
-                f"choose from: {', '.join(DEVICE_KINDS)}"
-            )
-        row = ExpectedFailure(
-            row=n,
-            torch=_spec(raw["torch"], n, "torch"),
-            transformers=_spec(raw.get("transformers", "*"), n, "transformers"),
-            device=device,
-            strategies=frozenset(parse_choice(Strategy, s, "strategy") for s in raw["strategies"]),
-            cache_states=frozenset(
-                parse_choice(CacheState, c, "cache state")
-                for c in raw.get("cache_states", list(CacheState))
-            ),
-            min_threads=int(raw.get("min_threads", 2)),
-            min_devices=int(raw.get("min_devices", 1)),
-            min_threads_per_device=int(raw.get("min_threads_per_device", 1)),
-            outcomes=tuple(parse_choice(Outcome, o, "outcome") for o in raw["outcomes"]),
-            strict=bool(raw.get("strict", True)),
-            reason=raw["reason"],
-            source=raw["source"],
-        )
-        if production is not None and production in row.strategies:
-            raise ValueError(
-                f"{path.name} row {n} expects the production strategy {str(production)!r} to fail; "
-                "the production strategy may never be expected to fail: fix the trainer or pick "
-                "another production_strategy in [tool.racegate]"
-            )
-        rows.append(row)
-    return rows
+    return parse(read(path), path.name, production)
 
 
 def match(
@@ -108,18 +157,13 @@ def match(
     devices: int = 1,
 ) -> ExpectedFailure | None:
     """The first row that covers this case, or None (the case must pass)."""
-    tv, xv = release(torch_version), release(transformers_version)
-    kind = "cpu" if device == "cpu" else "cuda"
-    for row in rows:
-        if (
-            tv in row.torch
-            and xv in row.transformers
-            and row.device in (kind, "any")
-            and strategy in row.strategies
-            and cache_state in row.cache_states
-            and threads_per_device * devices >= row.min_threads
-            and devices >= row.min_devices
-            and threads_per_device >= row.min_threads_per_device
-        ):
-            return row
-    return None
+    case = dict(
+        torch_version=torch_version,
+        transformers_version=transformers_version,
+        device=device,
+        strategy=strategy,
+        cache_state=cache_state,
+        threads_per_device=threads_per_device,
+        devices=devices,
+    )
+    return next((row for row in rows if row.covers(**case)), None)

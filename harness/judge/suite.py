@@ -78,9 +78,7 @@ def run_case(
     """
     records = []
     for k in range(repeat):
-        record = run_scenario(
-            scenario, command=command, repeat_index=k, timing_valid=timing_valid
-        )
+        record = run_scenario(scenario, command=command, repeat_index=k, timing_valid=timing_valid)
         if results is not None:
             append_jsonl(results, record)
         records.append(record)

@@ -1,0 +1,202 @@
+"""expectations/race.toml: its loader's checks, version-range matching, the production rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.judge import race_expectations as rx
+from harness.judge.expectations import DeviceKind, Scope, parse_range
+from harness.judge.inputs import GateInputError
+from harness.vocab import CacheState, Outcome, Strategy
+
+ROW = """
+[[expected_failure]]
+torch = ">=2.9,<2.14"
+device = "{device}"
+strategies = [{strategies}]
+outcomes = ["nested_fx_error", "hang"]
+reason = "global flag"
+source = "eval_frame.py"
+"""
+
+
+def write(
+    tmp_path: Path, device: str = "cuda", strategies: str = '"per_device"', extra: str = ""
+) -> Path:
+    p = tmp_path / "race.toml"
+    p.write_text(ROW.format(device=device, strategies=strategies) + extra)
+    return p
+
+
+def find(rows, torch_version="2.11.0+cu130", device="cuda:0", tpd=2, strategy=Strategy.PER_DEVICE):
+    return rx.match(
+        rows,
+        torch_version=torch_version,
+        transformers_version="5.17.0",
+        device=device,
+        strategy=strategy,
+        cache_state=CacheState.COLD,
+        threads_per_device=tpd,
+        devices=2,
+    )
+
+
+def test_match_by_range_device_strategy_threads(tmp_path: Path) -> None:
+    rows = rx.load(write(tmp_path))
+    row = find(rows)
+    assert row is not None and row.strict
+    assert row.outcomes == (Outcome.NESTED_FX_ERROR, Outcome.HANG)
+    assert find(rows, torch_version="2.14.1") is None
+    assert find(rows, device="cpu") is None
+    assert find(rows, tpd=1) is not None  # 2 devices × 1 thread is still 2 threads
+    assert find(rows, strategy=Strategy.WARMUP) is None
+
+
+def test_production_strategy_may_not_be_expected_to_fail(tmp_path: Path) -> None:
+    path = write(tmp_path, strategies='"per_device", "warmup"')
+    with pytest.raises(GateInputError, match="production strategy 'warmup' to fail"):
+        rx.load(path, production=Strategy.WARMUP)
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        # issue 17 item 9: each was a traceback, a silent acceptance or a wrong reading
+        (
+            lambda t: "expected_failure = 5\n",
+            "race.toml: expected_failure is 5; expected [[expected_failure]] rows",
+        ),
+        (
+            lambda t: t + 'strict = "false"\n',
+            "race.toml row 1: strict is 'false'; expected true or false",
+        ),
+        (
+            lambda t: t + "stirct = false\n",
+            "race.toml row 1: unknown key 'stirct'; allowed: cache_states,",
+        ),
+        (
+            lambda t: t.replace('outcomes = ["nested_fx_error", "hang"]', "outcomes = []"),
+            "race.toml row 1: outcomes is []; expected a non-empty list of: nested_fx_error,",
+        ),
+        (
+            lambda t: t.replace('"hang"]', '"ok"]'),
+            "race.toml row 1: outcomes is 'ok'; choose from: nested_fx_error,",
+        ),
+        (
+            lambda t: t.replace('device = "cuda"', 'device = "tpu"'),
+            "race.toml row 1: device is 'tpu'; choose from: cpu, cuda, any",
+        ),
+        (
+            lambda t: t.replace('"per_device"', '"fast"'),
+            "race.toml row 1: strategies is 'fast'; choose from: per_device,",
+        ),
+        (
+            lambda t: t.replace('strategies = ["per_device"]', 'strategies = "per_device"'),
+            "race.toml row 1: strategies is 'per_device'; expected a non-empty list of: per_device",
+        ),
+        (
+            lambda t: t + "min_threads = 2.5\n",
+            "race.toml row 1: min_threads is 2.5; expected an integer ≥ 1",
+        ),
+        (
+            lambda t: t + "min_devices = true\n",
+            "race.toml row 1: min_devices is True; expected an integer ≥ 1",
+        ),
+        (
+            lambda t: t + 'cache_states = ["hot"]\n',
+            "race.toml row 1: cache_states is 'hot'; choose from: cold, warm, deleted",
+        ),
+        (
+            lambda t: t.replace('reason = "global flag"', "reason = 3"),
+            "race.toml row 1: reason is 3; expected a non-empty string",
+        ),
+        (lambda t: t.replace('source = "eval_frame.py"', ""), "race.toml row 1: missing source"),
+        (
+            lambda t: t.replace('">=2.9,<2.14"', '"==2.11"'),
+            "race.toml row 1: unsupported clause '==2.11' in torch",
+        ),
+        (
+            lambda t: t.replace('">=2.9,<2.14"', "2.11"),
+            "race.toml row 1: torch is 2.11; expected a string range",
+        ),
+        (lambda t: t + 'transformers = "five"\n', "race.toml row 1: bad transformers range 'five'"),
+        (
+            lambda t: "[expected_failures]\n",
+            "race.toml: unknown key 'expected_failures'; allowed: expected_failure",
+        ),
+    ],
+)
+def test_bad_tables_are_one_line_errors_naming_file_row_field_and_choices(
+    tmp_path: Path, edit, needle: str
+) -> None:
+    path = tmp_path / "race.toml"
+    path.write_text(edit(ROW.format(device="cuda", strategies='"per_device"')))
+    with pytest.raises(GateInputError) as info:
+        rx.load(path)
+    message = str(info.value)
+    assert needle in message and "\n" not in message
+
+
+def test_an_unreadable_or_malformed_table_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(GateInputError, match="cannot read the race table"):
+        rx.load(tmp_path)  # a directory
+    bad = tmp_path / "race.toml"
+    bad.write_text("[[expected_failure]\n")
+    with pytest.raises(GateInputError, match="cannot read the race table"):
+        rx.load(bad)
+
+
+def test_bad_version_is_an_input_error() -> None:
+    with pytest.raises(GateInputError, match="bad torch version 'two'"):
+        rx.release("two")
+
+
+def test_committed_table_loads_and_spares_production() -> None:
+    from harness import settings
+
+    rows = rx.load(production=settings.production_strategy())  # the committed [tool.racegate]
+    assert rows, "the committed table should hold the known-bad rows"
+    assert all(r.reason and r.source for r in rows)
+
+
+def test_topology_bounds(tmp_path: Path) -> None:
+    rows = rx.load(write(tmp_path, extra="min_devices = 2\nmin_threads_per_device = 2\n"))
+    assert find(rows, tpd=2) is not None
+    assert find(rows, tpd=1) is None
+    one_gpu = rx.match(
+        rows,
+        torch_version="2.11.0",
+        transformers_version="5.17.0",
+        device="cuda:0",
+        strategy=Strategy.PER_DEVICE,
+        cache_state=CacheState.COLD,
+        threads_per_device=4,
+        devices=1,
+    )
+    assert one_gpu is None
+
+
+def test_transformers_range(tmp_path: Path) -> None:
+    rows = rx.load(write(tmp_path, extra='transformers = ">=5.8,<5.20"\n'))
+    assert find(rows) is not None  # 5.17.0
+    assert rx.match(rows, torch_version="2.11.0", transformers_version="5.24.0", device="cuda:0",
+                    strategy=Strategy.PER_DEVICE, cache_state=CacheState.COLD,
+                    threads_per_device=2, devices=2) is None  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("scope", "device", "covered"),
+    [
+        (Scope(parse_range(">=2.10,<2.14", "t", "torch")), "cpu", True),
+        (Scope(parse_range(">=2.10,<2.14", "t", "torch")), "cuda:1", True),
+        (Scope(parse_range(">=2.10,<2.14", "t", "torch"), device=DeviceKind.CUDA), "cpu", False),
+        (Scope(parse_range(">=2.10,<2.14", "t", "torch"), device=DeviceKind.CUDA), "cuda:0", True),
+        (Scope(parse_range(">=2.10,<2.14", "t", "torch"), device=DeviceKind.CPU), "cuda", False),
+        (Scope(parse_range(">=2.14", "t", "torch")), "cpu", False),
+    ],
+)
+def test_one_matching_rule_for_devices_and_ranges(scope: Scope, device: str, covered: bool) -> None:
+    # the race and probe tables both match through Scope.covers (one rule, one place)
+    assert scope.covers(torch_version="2.13.0+cpu", device=device) is covered
