@@ -1,6 +1,6 @@
 #!/bin/bash
 # After the cold matrix: warm reruns, a from-scratch runner (no seeding), per_device rates.
-cd /work/main
+cd "$(dirname "$0")/../.."  # the repo root
 M=$PWD/results/2026-11-30-cpu-matrix
 NOX=".venv/bin/python -m nox"
 t() { # label, then the command: one line "label rc wall" in followups.log
@@ -17,7 +17,7 @@ for cell in "2.10.0 5.6.0" "2.15.0 5.24.0"; do
   RACEGATE_RESULTS_DIR=$M/warm-rerun t "warm-$1-$2" $NOX -s "cpu_matrix(torch='$1', transformers='$2')"
 done
 # 2. a runner with nothing seeded: its own envdir and torch folder; torch really installed.
-F=/tmp/nox-fresh; rm -rf $F
+F="$(mktemp -d)"  # the fresh runner's envdir and torch folder
 RACEGATE_TORCH_DIR=$F/_torch RACEGATE_RESULTS_DIR=$M/fresh-runner \
   t fresh-cold-2.13.0-5.24.0 $NOX --envdir $F -s "cpu_matrix(torch='2.13.0', transformers='5.24.0')"
 RACEGATE_TORCH_DIR=$F/_torch RACEGATE_RESULTS_DIR=$M/fresh-runner-rerun \

@@ -1,6 +1,6 @@
 """Seed noxfile.py's shared torch folder from an existing venv instead of downloading it again.
 
-    python seed_torch.py /tmp/v2100/lib/python3.11/site-packages .nox/_torch/2.10.0
+    python seed_torch.py <venv>/lib/python3.11/site-packages .nox/_torch/2.10.0
 
 Makes <dest> look like `pip install --target <dest> torch==<v>` would: for torch and every
 distribution it requires (recursively, for this platform), each top-level entry its RECORD

@@ -6,14 +6,21 @@
 # transformers cells, cuda:1 the other two. qwen3-8b-drafter's step is GPU-bound (device ~100%
 # busy, session 3's profile), so a job on the other GPU leaves its tokens/s alone; `small`'s is
 # host-bound and may move with the other lane's compiles (that is said beside its numbers).
-# Usage: OUT=... bash scripts/gpu_evidence10.sh   (carry .whl)
+# Recorded: call 3 ran this as scripts/gpu_evidence10.sh at commit 2214cb9, from the repo root,
+# into the device's $OUT (call3/, throughput.tar.gz unpacked here). Moved here unchanged but for
+# paths: the wheels it installs go to a private mktemp dir (a fixed name under the temp dir then),
+# and it finds the repo root itself; its work dir is a private mktemp dir too.
+# Rerun from anywhere (options may have changed since that commit; carry .whl, the wheelhouse):
+#   OUT=<empty dir> bash results/2026-11-30-h200x2-session4/command-3.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
-OUT="${OUT:?set OUT}"
-WORK=/tmp/tp-results
+OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
+cd "$(dirname "$0")/../.."  # the repo root: every path below is relative to it
+SITE="$(mktemp -d)"  # the carried wheels this call installs
+WORK="$(mktemp -d)"  # the cells' results, packed into $OUT at the end
 mkdir -p "$WORK"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/session.log"; }
-python3 -m pip install -q --no-index --no-deps --target /tmp/noxsite .whl/nox-*.whl \
+python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/nox-*.whl \
   .whl/argcomplete-*.whl .whl/colorlog-*.whl .whl/dependency_groups-*.whl \
   .whl/python_discovery-*.whl .whl/virtualenv-*.whl .whl/distlib-*.whl .whl/platformdirs-*.whl \
   >>"$OUT/session.log" 2>&1
@@ -22,7 +29,7 @@ cell() {  # cell <gpu> <transformers> <preset> <repeat>
   local gpu=$1 v=$2 preset=$3 repeat=$4
   [ -e "$WORK/stop" ] && return
   log "cuda:$gpu transformers $v $preset x$repeat: start"
-  env PYTHONPATH=/tmp/noxsite RACEGATE_WHEELHOUSE="$PWD/.whl" RACEGATE_RESULTS_DIR="$WORK/$preset" \
+  env PYTHONPATH="$SITE" RACEGATE_WHEELHOUSE="$PWD/.whl" RACEGATE_RESULTS_DIR="$WORK/$preset" \
     python3 -m nox -r -s "gpu_matrix(torch='system', transformers='$v')" \
     -- -m throughput -k "at_floor and warmup_locked and $preset" --devices "$gpu" \
     --repeat "$repeat" -rA >>"$WORK/lane$gpu.log" 2>&1

@@ -4,15 +4,23 @@
 # per GPU on both GPUs, 3 repeats, the incident topology and the probes, 16 cases at a time
 # (RACEGATE_RACE_WORKERS=16: the cell's split path, pytest-xdist --share-gpus; outcome counts
 # are valid, timings are not, so the throughput cases are deselected here and run one job per
-# GPU by scripts/gpu_evidence10.sh). Usage: OUT=... bash scripts/gpu_evidence9.sh 5.6.0
+# GPU by command-3.sh).
 # (session 3 passed `-n 16 --share-gpus` itself; session 4 goes through the split path).
 # PROFILE=1 also re-runs the step profiler for qwen3-8b-drafter on cuda:0 alongside.
+# Recorded: calls 1 (argument 5.17.0) and 2 (5.24.0) ran this as scripts/gpu_evidence9.sh at
+# commit 2214cb9, from the repo root, into the device's $OUT (call1/ and call2/ here). Moved here
+# unchanged but for paths: the wheels it installs go to a private mktemp dir (a fixed name under
+# the temp dir then), and it finds the repo root itself.
+# Rerun from anywhere (options may have changed since that commit; carry .whl, the wheelhouse):
+#   OUT=<empty dir> bash results/2026-11-30-h200x2-session4/command-1-2.sh 5.17.0
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
-OUT="${OUT:?set OUT}"
+OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
+cd "$(dirname "$0")/../.."  # the repo root: every path below is relative to it
+SITE="$(mktemp -d)"  # the carried wheels this call installs
 V="${1:?transformers version}"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/session.log"; }
-python3 -m pip install -q --no-index --no-deps --target /tmp/noxsite .whl/nox-*.whl \
+python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/nox-*.whl \
   .whl/argcomplete-*.whl .whl/colorlog-*.whl .whl/dependency_groups-*.whl \
   .whl/python_discovery-*.whl .whl/virtualenv-*.whl .whl/distlib-*.whl .whl/platformdirs-*.whl \
   >>"$OUT/session.log" 2>&1
@@ -22,7 +30,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
     --out "$OUT/profile-8b.json" >"$OUT/profile-8b.log" 2>&1 &
 fi
 log "gpu_matrix transformers $V"
-timeout -s INT -k 20 "${BUDGET:-540}" env PYTHONPATH=/tmp/noxsite RACEGATE_WHEELHOUSE="$PWD/.whl" \
+timeout -s INT -k 20 "${BUDGET:-540}" env PYTHONPATH="$SITE" RACEGATE_WHEELHOUSE="$PWD/.whl" \
   RACEGATE_RESULTS_DIR="$OUT/matrix" RACEGATE_RACE_WORKERS=16 \
   python3 -m nox -s "gpu_matrix(torch='system', transformers='$V')" \
   -- -m "not throughput and (multi_gpu or not gpu)" --repeat 3 \

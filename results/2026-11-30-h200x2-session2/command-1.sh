@@ -3,9 +3,15 @@
 # switch interval (per_device, 1 and 2 threads/GPU, every schedule × 10 runs), the safe
 # strategy ≥ 20 runs, and issue 3's processes (≥ 5) and deleted-cache runs.
 # Runs overlap (--jobs) to fit the device budget: outcome counts only, no timings.
+# Recorded: call 1 ran this as scripts/gpu_evidence3.sh at commit b436e79, from the repo root,
+# into the device's $OUT (call1/ here). Moved here unchanged but for paths: it finds the repo root
+# itself.
+# Rerun from anywhere (options may have changed since that commit):
+#   OUT=<empty dir> bash results/2026-11-30-h200x2-session2/command-1.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
-OUT="${OUT:?set OUT}"
+OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
+cd "$(dirname "$0")/../.."  # the repo root: every path below is relative to it
 mkdir -p "$OUT/logs"
 R="python3 -m harness run --preset small --devices 0,1 --steps 8 --switch-interval 1e-5"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/session.log"; }

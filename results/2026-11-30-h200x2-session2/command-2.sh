@@ -3,14 +3,22 @@
 # each GPU: small on GPU 0, qwen3-8b-drafter on GPU 1), the model's GPU tests, then the
 # nested_fx_off gate, the incident topology (issue 9, scaled down) and pytest-run-parallel's
 # take on the known-bad case (issue 11), 10 invocations.
+# Recorded: call 2 ran this as scripts/gpu_evidence4.sh at commit b436e79, from the repo root,
+# into the device's $OUT (call2/ here). Moved here unchanged but for paths: the wheels it installs
+# go to a private mktemp dir (a fixed name under the temp dir then), and it finds the repo root
+# itself.
+# Rerun from anywhere (options may have changed since that commit; carry .whl, the wheelhouse):
+#   OUT=<empty dir> bash results/2026-11-30-h200x2-session2/command-2.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-OUT="${OUT:?set OUT}"
+OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
+cd "$(dirname "$0")/../.."  # the repo root: every path below is relative to it
+SITE="$(mktemp -d)"  # the carried wheels this call installs
 mkdir -p "$OUT/logs"
 L="$OUT/logs"
 P="python3 -m pytest -p no:cacheprovider -rA"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/session.log"; }
-python3 -m pip install -q --no-index --no-deps --target /tmp/prpsite .whl/pytest_run_parallel-*.whl >>"$OUT/session.log" 2>&1
+python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/pytest_run_parallel-*.whl >>"$OUT/session.log" 2>&1
 log "$(python3 -c 'import torch, transformers, triton, sys; print(torch.__version__, transformers.__version__, triton.__version__, sys.version.split()[0])')"
 
 log "T throughput: GPU 0 small (per_device, warmup × 3 runs each) then model GPU tests; GPU 1 qwen3-8b per_device × 3, then warmup × 1"
@@ -38,7 +46,7 @@ log "R nested_fx_off gate + incident topology (both GPUs), pytest-run-parallel �
     for k in 1 2 3 4 5; do
       i=$(( (round - 1) * 5 + k ))
       ( c=$(mktemp -d)
-        RACEGATE_PRP_DEVICES=cuda:0,cuda:1 RACEGATE_PRP_PRESET=small TORCHINDUCTOR_CACHE_DIR=$c PYTHONPATH=/tmp/prpsite \
+        RACEGATE_PRP_DEVICES=cuda:0,cuda:1 RACEGATE_PRP_PRESET=small TORCHINDUCTOR_CACHE_DIR=$c PYTHONPATH="$SITE" \
           timeout 150 python3 -m pytest -p no:cacheprovider -q scripts/prp_case.py --parallel-threads=4 --iterations=2 \
           >"$L/prp-$i.log" 2>&1
         rc=$?

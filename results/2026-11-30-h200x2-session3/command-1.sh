@@ -6,9 +6,15 @@
 #   3. the floor the nested_fx_off gate's throughput leg needs (JUDGED_BY: warmup at the gate's
 #      own scenario: 2 GPUs × 1 thread, recompile, 10 µs), written by `harness baseline --update`;
 #   4. the nested_fx_off gate case, twice, against that floor.
+# Recorded: call 1 ran this as scripts/gpu_evidence8.sh at commit 4a4eacf, from the repo root,
+# into the device's $OUT (call1/, logs/ packed as logs.tar.gz here). Moved here unchanged but for
+# paths: it finds the repo root itself.
+# Rerun from anywhere (options may have changed since that commit):
+#   OUT=<empty dir> bash results/2026-11-30-h200x2-session3/command-1.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
-OUT="${OUT:?set OUT}"
+OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
+cd "$(dirname "$0")/../.."  # the repo root: every path below is relative to it
 mkdir -p "$OUT/logs"
 L="$OUT/logs"
 P="python3 -m pytest -p no:cacheprovider -rA"
