@@ -182,6 +182,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     cells = read_plan(args.plan, "--plan")
     if not cells:
         raise UsageError("--plan lists no cells: the plan job failed or selected nothing")
+    args.artifacts, args.out_dir = args.artifacts.resolve(), args.out_dir.resolve()
     args.artifacts.mkdir(parents=True, exist_ok=True)
     lost = mark_lost_cells(cells, args.artifacts)
     planned = {c.artifact for c in cells}
