@@ -10,6 +10,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -33,8 +34,18 @@ CPU_TRANSFORMERS = [*INCIDENT_TRANSFORMERS, LATEST_TRANSFORMERS]
 OLD_TOKENIZERS = "tokenizers>=0.22,<=0.23.0"
 
 nox.needs_version = ">=2024.10.9"
-# virtualenv, named: "uv|virtualenv" prints "uv binary not found" on every machine without uv.
+# virtualenv, named: "uv|virtualenv" would try uv first. nox (2026.10) still probes for uv
+# whenever it makes a venv, whatever the backend, and logs "uv binary not found." on every
+# machine without uv; nox has no option to stop the probe, so that one line is filtered out.
 nox.options.default_venv_backend = "virtualenv"
+
+
+class _NoUvProbeLine(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "uv binary not found."
+
+
+logging.getLogger("nox").addFilter(_NoUvProbeLine())
 nox.options.sessions = ["tests"]
 nox.options.reuse_venv = "yes"  # matrix cells re-run fast; every install below is pinned anyway
 

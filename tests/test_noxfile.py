@@ -474,10 +474,22 @@ def test_runs_write_under_the_state_folder_unless_told_otherwise(tmp_path: Path)
     assert tmp_path / "mine" == results_dir(RACEGATE_RESULTS_DIR=str(tmp_path / "mine"))
 
 
-def test_no_session_asks_for_uv(noxfile: ModuleType) -> None:
-    """ "uv|virtualenv" makes nox look for uv and log "uv binary not found" where it is absent."""
+def test_no_uv_noise_where_uv_is_absent(noxfile: ModuleType, tmp_path: Path) -> None:
+    """nox probes for uv whenever it makes a venv; without uv that logged "uv binary not found"."""
     assert noxfile.nox.options.default_venv_backend == "virtualenv"
     assert "uv" not in noxfile.SYSTEM_SITE["venv_backend"]
+    code = (
+        "import io, logging, runpy, sys; runpy.run_path(sys.argv[1]); "
+        "out = io.StringIO(); log = logging.getLogger('nox'); "
+        "log.addHandler(logging.StreamHandler(out)); log.setLevel(logging.DEBUG); "
+        "import nox.virtualenv as v; v._optional_venvs(); print(repr(out.getvalue()))"
+    )
+    env = {"PATH": str(Path(sys.executable).parent), "HOME": str(tmp_path)}  # no uv on it
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(NOXFILE)],
+        capture_output=True, text=True, check=True, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert out.stdout.strip() == "''", out.stdout
 
 
 def test_report_path_imports_no_torch(tmp_path: Path) -> None:
