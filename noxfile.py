@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 
 import nox
 
-# ---- The version matrix: the only place versions are named (DESIGN §6). ----
+# ---- The version matrix: the only place versions are named (docs/torch-releases.md). ----
 SYSTEM = "system"  # the runner image's own torch, reused through --system-site-packages
 TORCH_RELEASES = ["2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
 INCIDENT_TRANSFORMERS = ["5.6.0", "5.8.1"]  # the incident's downgrade 5.8.1 → 5.6.0
