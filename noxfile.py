@@ -10,6 +10,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ from xml.etree import ElementTree
 
 import nox
 
-# ---- The version matrix: the only place versions are named (DESIGN §6). ----
+# ---- The version matrix: the only place versions are named (docs/torch-releases.md). ----
 SYSTEM = "system"  # the runner image's own torch, reused through --system-site-packages
 TORCH_RELEASES = ["2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
 INCIDENT_TRANSFORMERS = ["5.6.0", "5.8.1"]  # the incident's downgrade 5.8.1 → 5.6.0
@@ -33,16 +34,35 @@ CPU_TRANSFORMERS = [*INCIDENT_TRANSFORMERS, LATEST_TRANSFORMERS]
 OLD_TOKENIZERS = "tokenizers>=0.22,<=0.23.0"
 
 nox.needs_version = ">=2024.10.9"
-nox.options.default_venv_backend = "uv|virtualenv"
+# virtualenv, named: "uv|virtualenv" would try uv first. nox (2026.10) still probes for uv
+# whenever it makes a venv, whatever the backend, and logs "uv binary not found." on every
+# machine without uv; nox has no option to stop the probe, so that one line is filtered out.
+nox.options.default_venv_backend = "virtualenv"
+
+
+class _NoUvProbeLine(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "uv binary not found."
+
+
+logging.getLogger("nox").addFilter(_NoUvProbeLine())
 nox.options.sessions = ["tests"]
 nox.options.reuse_venv = "yes"  # matrix cells re-run fast; every install below is pinned anyway
 
 ROOT = Path(__file__).parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+# Runs write under the git-ignored state folder .racegate/; results/ only receives what someone
+# commits on purpose (point RACEGATE_RESULTS_DIR there to do so).
+STATE_DIR = ROOT / ".racegate"
 RESULTS_DIR = Path(
     os.environ.get("RACEGATE_RESULTS_DIR")
-    or ROOT / "results" / f"{datetime.date.today():%Y-%m-%d}-{socket.gethostname().split('.')[0]}"
+    or STATE_DIR
+    / "results"
+    / f"{datetime.date.today():%Y-%m-%d}-{socket.gethostname().split('.')[0]}"
 )
+# GPUs a gpu_matrix cell needs: the both-GPU topologies (multi_gpu cases) skip on fewer. Listed
+# as the tag gpus_<n>, which the nightly's plan turns into the runner label gpus-<n>.
+CELL_GPUS = 2
 # Sessions that reuse the image's packages through --system-site-packages run on pip
 # (virtualenv): uv does not count system site packages as installed (astral-sh/uv#2101) and
 # would fetch them again, which an offline runner cannot do.
@@ -241,7 +261,7 @@ def install_cpu_cell(session: nox.Session, torch: str, transformers: str) -> Non
 
 
 def results_dir(session: nox.Session) -> Path:
-    """results/<date>-<host>/<cell id>/ (the root from RACEGATE_RESULTS_DIR when set)."""
+    """.racegate/results/<date>-<host>/<cell id>/ (the root from RACEGATE_RESULTS_DIR when set)."""
     cell = re.sub(r"[^A-Za-z0-9._-]+", "-", session.name).strip("-")
     path = RESULTS_DIR / cell
     path.mkdir(parents=True, exist_ok=True)
@@ -274,12 +294,37 @@ def split_marker(posargs: list[str]) -> tuple[str | None, list[str]]:
     return known.marker, rest
 
 
-def race_workers(session: nox.Session) -> int | None:
-    """RACEGATE_RACE_WORKERS: how many race cases a GPU cell runs at once (unset: one by one)."""
+# GPU memory one race case may hold on each GPU it uses: the worst `small` race run on 2xH200
+# peaked at 10.4 GiB on one device (results/2026-11-30-h200x2-session*, median 4.4 GiB), plus
+# its CUDA context.
+RACE_CASE_GPU_BYTES = 12 * 2**30
+
+
+def host_race_workers(cores: int, gpus: int, gpu_bytes: int) -> int:
+    """Race cases a cell runs at once on this host: min(cores // 2, GPU memory // 12 GiB × GPUs).
+
+    Half the cores: each case's child steps two threads and compiles (inductor's workers) at
+    once, so more cases than cores/2 slow every run down to the run timeout. GPU memory: the
+    smallest GPU's memory over RACE_CASE_GPU_BYTES, times the GPUs (--share-gpus spreads the
+    cases over them). 2xH200 (~140 GiB each, 32 cores): min(16, 22) = 16, what the cells timed in
+    results/2026-11-30-h200x2-session4 ran at; one H200 with 16 cores: min(8, 11) = 8. Unknown
+    GPU memory (0) leaves the cores' bound. Never below 1.
+    """
+    by_cores = cores // 2
+    by_memory = (gpu_bytes // RACE_CASE_GPU_BYTES) * gpus if gpu_bytes else by_cores
+    return max(1, min(by_cores, by_memory))
+
+
+def race_workers(session: nox.Session, gpus: int, gpu_bytes: int) -> int:
+    """RACEGATE_RACE_WORKERS when set, else host_race_workers for this host's cores and GPUs."""
     text = os.environ.get("RACEGATE_RACE_WORKERS", "").strip()
-    if text and (not text.isdigit() or int(text) < 1):
+    if not text:
+        workers = host_race_workers(len(os.sched_getaffinity(0)), gpus, gpu_bytes)
+        session.log(f"race workers: {workers} (from this host; RACEGATE_RACE_WORKERS overrides)")
+        return workers
+    if not text.isdigit() or int(text) < 1:
         session.error(f"RACEGATE_RACE_WORKERS={text!r}: expected a positive integer such as 16")
-    return int(text) if text else None
+    return int(text)
 
 
 def junit_failures(path: Path) -> int | None:
@@ -341,7 +386,14 @@ def race(session: nox.Session) -> None:
     run_suite(session, "-k", "race")
 
 
-@nox.session(**SYSTEM_SITE)
+# The session's torch: how many GPUs it sees, and the smallest one's memory in bytes.
+GPU_PROBE = (
+    "import torch; n = torch.cuda.device_count(); "
+    "print(n, min((torch.cuda.get_device_properties(i).total_memory for i in range(n)), default=0))"
+)
+
+
+@nox.session(**SYSTEM_SITE, tags=[f"gpus_{CELL_GPUS}"])
 @nox.parametrize("transformers", cell_params("transformers", GPU_TRANSFORMERS))
 @nox.parametrize("torch", cell_params("torch", GPU_TORCH))
 def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
@@ -349,13 +401,12 @@ def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     if shutil.which("nvidia-smi") is None:
         session.skip("no NVIDIA GPU here (nvidia-smi not found); run cpu_matrix or race instead")
     install_cell(session, torch, transformers)
-    gpus = session.run(
-        "python", "-c", "import torch; print(torch.cuda.device_count())", silent=True
-    )
-    if gpus is not None and gpus.split()[-1] == "0":
+    probe = session.run("python", "-c", GPU_PROBE, silent=True)
+    gpus, gpu_bytes = map(int, probe.split()[-2:]) if probe else (0, 0)
+    if probe is not None and gpus == 0:
         session.skip(f"torch {torch} in this session sees no GPU (driver or CUDA build mismatch)")
-    if (workers := race_workers(session)) is None:
-        run_suite(session, "cases")
+    if (workers := race_workers(session, gpus, gpu_bytes)) == 1:
+        run_suite(session, "cases")  # one case at a time, no pytest-xdist: every timing counts
     else:
         run_gpu_cell(session, workers)
 
@@ -375,6 +426,8 @@ def report(session: nox.Session) -> None:
     args = session.posargs or [str(RESULTS_DIR), "--out-dir", str(RESULTS_DIR / "report")]
     if not session.posargs and not RESULTS_DIR.is_dir():
         session.skip(f"no results in {RESULTS_DIR}; run a matrix first or pass paths after --")
-    reporting = ("matplotlib", "rich", "torch")  # the CLI imports torch through harness.settings
+    # The report path imports no torch (tests/test_noxfile.py checks): a torch install here
+    # would cost minutes and gigabytes for nothing.
+    reporting = ("matplotlib", "rich")
     install(session, *(r for r in requirements() if _name(r) in reporting))
     session.run("python", "-m", "harness", "report", *args)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,8 +121,11 @@ class FakeSession:
         posargs: list[str] | None = None,
         gpus: int = 2,
         purelib: Path | None = None,
+        gpu_bytes: int = 150_000_000_000,  # what torch reports for an H200
     ) -> None:
         self.name, self.posargs, self.gpus, self.purelib = name, posargs or [], gpus, purelib
+        self.gpu_bytes = gpu_bytes
+        self.logs: list[str] = []
         self.installs: list[tuple[str, ...]] = []
         self.runs: list[tuple[tuple[str, ...], dict[str, Any]]] = []
         self.torch = "2.11.0+cu130"
@@ -162,13 +166,13 @@ class FakeSession:
             tf = next(a for i in self.installs for a in i if a.startswith("transformers=="))
             return f"{self.torch} {tf.removeprefix('transformers==')}\n"
         if "device_count" in code:
-            return f"{self.gpus}\n"
+            return f"{self.gpus} {self.gpu_bytes if self.gpus else 0}\n"
         if "purelib" in code and self.purelib is not None:
             return f"{self.purelib}\n"
         return None
 
     def log(self, message: str) -> None:
-        pass
+        self.logs.append(message)
 
     def skip(self, reason: str) -> None:
         raise Skip(reason)
@@ -187,6 +191,7 @@ def test_gpu_cell_system_torch_old_transformers(
     monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
     monkeypatch.setenv("RACEGATE_WORKLOAD", "examples.llama_workload:make_workload")
+    monkeypatch.setenv("RACEGATE_RACE_WORKERS", "1")  # one case at a time: no pytest-xdist
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
     s = FakeSession("gpu_matrix(torch='system', transformers='5.6.0')", ["--repeat", "3"])
     noxfile.gpu_matrix(s, torch="system", transformers="5.6.0")
@@ -197,7 +202,7 @@ def test_gpu_cell_system_torch_old_transformers(
     cell = tmp_path / "gpu_matrix-torch-system-transformers-5.6.0"
     assert f"--results={cell / 'records.jsonl'}" in args
     assert f"--junitxml={cell / 'junit.xml'}" in args
-    assert args[-2:] == ("--repeat", "3") and cell.is_dir()
+    assert args[-2:] == ("--repeat", "3") and cell.is_dir() and "-n" not in args
     assert kwargs["env"] == {"RACEGATE_WORKLOAD": "examples.llama_workload:make_workload"}
 
 
@@ -369,7 +374,7 @@ class JUnitWritingSession(FakeSession):
         return super().run(*args, **kwargs)
 
 
-def test_gpu_cell_with_race_workers_runs_throughput_alone_then_races_side_by_side(
+def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path)
@@ -422,3 +427,93 @@ def test_cells_are_picked_by_their_tags() -> None:
     )  # fmt: skip
     picked = [s["session"] for s in json.loads(out.stdout)]
     assert picked == ["gpu_matrix(torch='system', transformers='5.8.1')"]
+
+
+def test_xdist_workers_default_to_the_host_and_the_env_var_overrides(
+    noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gib = 2**30
+    rule = noxfile.host_race_workers
+    assert rule(32, 2, 150_000_000_000) == 16  # 2xH200, 32 cores: the cores bound
+    assert rule(16, 1, 150_000_000_000) == 8  # one H200, 16 cores
+    assert rule(64, 1, 24 * gib) == 2  # a 24 GiB GPU holds two cases
+    assert rule(64, 2, 0) == 32  # memory unknown: the cores bound alone
+    assert rule(1, 1, 8 * gib) == 1  # never below one
+    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
+    monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
+    monkeypatch.delenv("RACEGATE_RACE_WORKERS", raising=False)
+
+    def xdist_args(cores: int, **session: Any) -> list[tuple[str, ...]]:
+        monkeypatch.setattr(noxfile.os, "sched_getaffinity", lambda _: set(range(cores)))
+        s = JUnitWritingSession("gpu", ["--repeat", "1"], **session)
+        noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
+        runs = [r[0] for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
+        return [r[r.index("-n") : r.index("-n") + 2] for r in runs if "-n" in r]
+
+    assert xdist_args(32, gpus=2) == [("-n", "16")]
+    assert xdist_args(64, gpus=1, gpu_bytes=24 * gib) == [("-n", "2")]
+    assert xdist_args(4, gpus=1, gpu_bytes=8 * gib) == []  # one worker: cases one by one
+    monkeypatch.setenv("RACEGATE_RACE_WORKERS", "3")
+    assert xdist_args(32, gpus=2) == [("-n", "3")]
+
+
+def test_runs_write_under_the_state_folder_unless_told_otherwise(tmp_path: Path) -> None:
+    def results_dir(**env: str) -> Path:
+        code = f"import runpy; print(runpy.run_path({str(NOXFILE)!r})['RESULTS_DIR'])"
+        environ = {k: v for k, v in os.environ.items() if k != "RACEGATE_RESULTS_DIR"}
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+            cwd=tmp_path, env={**environ, **env},
+        )  # fmt: skip
+        return Path(out.stdout.strip())
+
+    default = results_dir()
+    assert default.parent == ROOT / ".racegate" / "results"
+    assert not default.is_relative_to(ROOT / "results")  # results/ gets only what is committed
+    assert tmp_path / "mine" == results_dir(RACEGATE_RESULTS_DIR=str(tmp_path / "mine"))
+
+
+def test_no_uv_noise_where_uv_is_absent(noxfile: ModuleType, tmp_path: Path) -> None:
+    """nox probes for uv whenever it makes a venv; without uv that logged "uv binary not found"."""
+    assert noxfile.nox.options.default_venv_backend == "virtualenv"
+    assert "uv" not in noxfile.SYSTEM_SITE["venv_backend"]
+    code = (
+        "import io, logging, runpy, sys; runpy.run_path(sys.argv[1]); "
+        "out = io.StringIO(); log = logging.getLogger('nox'); "
+        "log.addHandler(logging.StreamHandler(out)); log.setLevel(logging.DEBUG); "
+        "import nox.virtualenv as v; v._optional_venvs(); print(repr(out.getvalue()))"
+    )
+    env = {"PATH": str(Path(sys.executable).parent), "HOME": str(tmp_path)}  # no uv on it
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(NOXFILE)],
+        capture_output=True, text=True, check=True, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert out.stdout.strip() == "''", out.stdout
+
+
+def test_report_path_imports_no_torch(tmp_path: Path) -> None:
+    """`nox -s report` installs no torch, so `python -m harness report` must not import it."""
+    from harness.record import RunRecord, append_jsonl
+    from harness.scenario import Scenario
+
+    scenario = Scenario(preset="tiny", threads_per_device=2)
+    append_jsonl(
+        tmp_path / "records.jsonl",
+        RunRecord(
+            scenario=scenario.to_json(), outcome="ok", outcome_counts={"ok": 2}, threads=[],
+            threads_asked=2, threads_concurrent=2,
+            versions={"torch": "2.13.0", "transformers": "5.17.0"}, hardware={},
+        ),
+    )  # fmt: skip
+    code = (
+        "import sys; from harness.cli import main; "
+        f"rc = main(['report', {str(tmp_path)!r}, '--out-dir', {str(tmp_path / 'out')!r}]); "
+        "print(rc, sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    rc, imported = out.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert (tmp_path / "out" / "gate.json").is_file() and rc in ("0", "1")
+    assert imported == "[]", f"the report path imported {imported}"
