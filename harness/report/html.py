@@ -106,10 +106,9 @@ def run_links(m: Matrix, runs: list[RunRecord]) -> str:
 
 
 def _first_error(r: RunRecord) -> str:
-    for t in r.threads:
-        if t.error and t.outcome != Outcome.OK:
-            return t.error
-    return r.detail or ""
+    """The failed thread's first error line, else the run's detail, else any thread's error."""
+    errors = [t.error for t in r.threads if t.error and t.outcome != Outcome.OK]
+    return (errors or [r.detail or ""])[0] or next((t.error for t in r.threads if t.error), "")
 
 
 def _errors_html(m: Matrix, cells: list[Cell]) -> str:
@@ -137,22 +136,27 @@ def _cell_details(m: Matrix, g: Group, strategy: str) -> str:
     cells = sorted(g.strategy_cells(strategy), key=lambda c: c.column)
     sv = g.status(strategy)
     cls = STATUS_CLASS[sv.status]
-    rows = []
-    for c in cells:
-        col = c.column
-        tps = throughput_text(c)
-        bad = c.throughput is not None and c.throughput.failed
-        rows.append(
-            f"<tr><td>{escape(col.preset)}</td><td>{escape(col.cache_state)}</td>"
-            f"<td>{escape(col.schedule)}</td><td>{escape(col.topology)}</td>"
-            f"<td>{escape('; '.join(outcome_text(c)))}</td>"
-            f"<td{' class=flag' if bad else ''}>{escape(tps) or '-'}</td>"
-            f"<td>{run_links(m, c.runs)}</td></tr>"
-        )
+    head = ["preset", "cache state", "schedule", "topology", "outcomes", "tok/s against the floor"]
+    rows = [
+        [
+            escape(c.column.preset), escape(c.column.cache_state), escape(c.column.schedule),
+            escape(c.column.topology), escape("; ".join(outcome_text(c))),
+            (f"<span class=flag>{escape(throughput_text(c))}</span>"
+             if c.throughput is not None and c.throughput.failed else escape(throughput_text(c))),
+        ]
+        for c in cells
+    ]  # fmt: skip
+    keep = [j for j in range(len(head)) if any(r[j] for r in rows)]  # no all-empty column
     table = (
-        "<table><tr><th>preset</th><th>cache state</th><th>schedule</th><th>topology</th>"
-        "<th>outcomes</th><th>tok/s against the floor</th><th>runs</th></tr>"
-        + "".join(rows)
+        "<table><tr>"
+        + "".join(f"<th>{head[j]}</th>" for j in keep)
+        + "<th>runs</th></tr>"
+        + "".join(
+            "<tr>"
+            + "".join(f"<td>{r[j]}</td>" for j in keep)
+            + f"<td>{run_links(m, c.runs)}</td></tr>"
+            for r, c in zip(rows, cells, strict=True)
+        )
         + "</table>"
     )
     prod = " <span class='n'>(production)</span>" if strategy == m.production_strategy else ""

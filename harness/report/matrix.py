@@ -293,13 +293,8 @@ def gate_row(hardware: str, row: Row, cells: list[Cell], production: str) -> Row
         reasons.extend(f"{c.column.key}: {p}" for p in c.problems())
     if void := [c for c in mine if c.timings_void]:
         notes.append(f"{THROUGHPUT_SKIPPED}: runs overlapped others: {len(void)} of {len(mine)}")
-    if floorless := [
-        c for c in mine if not c.timings_void and (c.throughput is None or c.throughput.skipped)
-    ]:
-        notes.append(
-            f"{THROUGHPUT_SKIPPED}: no floor in baselines/{hardware}.json: "
-            f"{len(floorless)} of {len(mine)}"
-        )
+    floorless = [c.throughput for c in mine if c.throughput and c.throughput.skipped]
+    notes += sorted({t.detail for t in floorless})  # e.g. no baselines/<hardware>.json
     status = GateStatus.FAIL if reasons else GateStatus.PASS
     return RowGate(hardware, row, status, reasons, notes)
 

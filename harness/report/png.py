@@ -53,13 +53,16 @@ def plot_preset(m: Matrix, preset: str, cells: list[Cell], path: Path, title: st
     y_of = {s: i for i, s in enumerate(scenarios)}
     spread = 0.6 / max(1, len(versions))
     xs = [1.0]
+    banded: set[int] = set()
     for c in cells:
         t = c.throughput
         assert t and t.floor and c.tokens_per_s  # _floored kept only these
         y = y_of[_scenario(c.column)]
         tol = t.tolerance or 0.0
-        ax.fill_betweenx([y - 0.42, y + 0.42], 1 - tol, 1 + tol, color="#2da44e", alpha=0.12,
-                         linewidth=0)  # fmt: skip
+        if y not in banded:  # one floor key per scenario row, so one band
+            banded.add(y)
+            ax.fill_betweenx([y - 0.42, y + 0.42], 1 - tol, 1 + tol, color="#2da44e",
+                             alpha=0.15, linewidth=0)  # fmt: skip
         xs += [1 - tol, 1 + tol]
         ratio = c.tokens_per_s / t.floor
         xs.append(ratio)
@@ -78,15 +81,15 @@ def plot_preset(m: Matrix, preset: str, cells: list[Cell], path: Path, title: st
     ax.set_ylim(len(scenarios) - 0.5, -0.5)
     ax.set_xlabel("tokens/s ÷ floor (1.0 = the floor in baselines/<hardware>.json)", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(f"{title}: preset {preset}, tokens/s as a ratio to the floor", fontsize=12)
     ax.set_title(
-        f"{title}: preset {preset}. Green band: the floor's tolerance. "
-        "Hollow marker: the cell failed (an outcome, tok/s or memory).",
-        fontsize=10,
-        loc="left",
+        "green band: the floor's tolerance · hollow marker: the cell failed (outcome, tok/s or"
+        " memory)\nnot drawn: cells without a floor, or whose runs overlapped others",
+        fontsize=9,
     )
     handles = [
         Line2D([], [], linestyle="none", marker=mk, color=col, markersize=8,
-               label=f"{hw} · torch {row[0]} · transformers {row[1]}")
+               label=f"{hw} · torch {row[0]} · transformers {row[1]}"[-60:])
         for (hw, row), (col, mk) in style.items()
     ]  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=9, frameon=False)
