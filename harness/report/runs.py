@@ -11,8 +11,8 @@ from harness.report.html import CSS, badge
 from harness.report.matrix import Matrix, column_of
 from harness.vocab import Outcome
 
-MAX_ERROR_CHARS = 4_000  # per distinct error text; the record holds the rest
-MAX_STACK_CHARS = 8_000
+MAX_ERROR_CHARS = 1_500  # per distinct error text; the record holds the rest
+MAX_STACK_CHARS = 4_000
 
 
 def _cut(text: str, limit: int) -> str:
