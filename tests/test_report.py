@@ -1,11 +1,13 @@
-"""The report: matrix cells from records, DESIGN §5's gate per row, and the files written."""
+"""The report: cells and verdicts per hardware × torch × transformers, the gate, its files."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,10 +41,10 @@ def clean_row(**versions: str) -> list[RunRecord]:
 def test_cell_counts_nested_fx_runs_and_threads(floors: Path) -> None:
     runs = [make_record(strategy="per_device", tpd=2, nested=n, tps=None) for n in (2, 3, 0)]
     m = build_matrix(runs, floors, PROD)
-    cell = m.cells[m.rows[0], column_of(runs[0])]
+    cell = m.cells[m.rows["h200x2"][0], column_of(runs[0])]
     assert (cell.n, cell.nested_runs, cell.nested_threads, cell.threads) == (3, 2, 5, 12)
     assert not cell.passed
-    assert report.outcome_text(cell)[0] == "❌ FX 2/3 runs · 5/12 thr"
+    assert report.outcome_text(cell)[0] == "nested-FX 2/3 runs (5/12 thr)"
     assert cell.rates["nested_fx_error"][0] == pytest.approx(2 / 3)
 
 
@@ -96,6 +98,7 @@ def test_gate_fails_when_memory_grows(floors: Path) -> None:
 
 
 def test_gate_fails_without_production_runs(floors: Path) -> None:
+    """Nothing gated anywhere is a failure (fail closed), not a pass."""
     passed, reasons = report.gate([make_record(strategy="per_device")], floors, PROD)
     assert not passed and any("no runs of the production strategy 'warmup'" in r for r in reasons)
     assert report.gate([], floors, PROD)[0] is False
@@ -105,9 +108,9 @@ def test_gate_is_per_row(floors: Path) -> None:
     good = clean_row(transformers="5.8.1")
     bad = [*clean_row(transformers="5.6.0"), make_record(transformers="5.6.0", nested=1)]
     m = build_matrix(good + bad, floors, PROD)
-    assert [r[1] for r in m.rows] == ["5.6.0", "5.8.1"]
-    assert m.gates["2.11.0+cu130", "5.8.1"].passed
-    assert not m.gates["2.11.0+cu130", "5.6.0"].passed
+    assert [r[1] for r in m.rows["h200x2"]] == ["5.6.0", "5.8.1"]
+    assert m.gates["h200x2", ("2.11.0+cu130", "5.8.1")].passed
+    assert not m.gates["h200x2", ("2.11.0+cu130", "5.6.0")].passed
     assert not m.passed
 
 
@@ -128,30 +131,35 @@ def test_write_reports(tmp_path: Path, floors: Path) -> None:
     paths = report.write_reports(
         [tmp_path / "results"], out, baselines_dir=floors, title="nightly", production_strategy=PROD
     )
-    assert [p.name for p in paths] == list(report.FILES)
+    names = [p.name for p in paths]
+    assert names[:3] == list(report.FILES[:3]) and names[-2:] == list(report.FILES[3:])
+    assert "throughput-small.png" in names
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
 
     md = (out / "matrix.md").read_text()
-    assert md.startswith("# nightly") and "**Gate: ❌ failed**" in md
-    assert "| 2.11.0+cu130 | 5.8.1 | ✅ pass |" in md
-    assert "| 2.11.0+cu130 | 5.6.0 | ❌ fail |" in md
-    assert "## small · warmup (production)" in md and "### Legend" in md
-    assert "❌ FX 2/2 runs · 2/4 thr" in md  # per_device, two runs, one thread each
-    assert "40.0K tok/s at floor 40.0K (+0.0%)" in md
+    assert md.startswith("# nightly") and "**Gate FAILED: 1 of 2 gated groups passed.**" in md
+    assert "| 2.11.0+cu130 | 5.8.1 | PASS | SAFE 3 runs | UNSAFE 2/2 runs |" in md
+    assert "| 2.11.0+cu130 | 5.6.0 | FAIL | UNSAFE 1/4 runs | UNSAFE 2/2 runs |" in md
+    assert "## h200x2" in md and "### Legend" in md
+    assert "FAIL torch 2.11.0+cu130 / transformers 5.6.0" in md
+    assert "nested_fx_error in 1/2 runs (1/4 threads)" in md  # the failed cell, named
     assert len(md.encode()) < report.MAX_MARKDOWN_BYTES
 
     html = (out / "matrix.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and "<style>" in html
     for external in ("<script", "<link", "src=", "http://", "https://", "url("):
         assert external not in html
-    assert 'class="fail"' in html and 'class="pass"' in html
+    assert 'class="b fail"' in html and 'class="b pass"' in html
+    assert "40.0K tok/s = 1.00x floor 40.0K ±10%: at floor" in html
+    assert "nested-FX 2/2 runs (2/4 thr)" in html  # per_device, two runs, two threads each
 
-    width, height = _png_size(out / "throughput.png")
-    assert width > 400 and height > 100
+    width, height = _png_size(out / "throughput-small.png")
+    assert 400 < width <= 1400 and 100 < height < 1200
 
     gate = json.loads((out / "gate.json").read_text())
     assert gate["passed"] is False and gate["production_strategy"] == PROD
     by_row = {r["transformers"]: r for r in gate["rows"]}
+    assert {r["hardware"] for r in gate["rows"]} == {"h200x2"}
     assert by_row["5.8.1"]["passed"] and not by_row["5.6.0"]["passed"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["gate"] == gate
@@ -168,7 +176,7 @@ def test_markdown_drops_details_when_too_big(
         [records], tmp_path / "out", baselines_dir=floors, title="t", production_strategy=PROD
     )
     md = paths[0].read_text()
-    assert "see matrix.html" in md and "## small" not in md and "| 5.8.1 | ✅ pass |" in md
+    assert "cut to fit a step summary" in md and "| 2.11.0+cu130 | 5.8.1 | PASS |" in md
 
 
 def test_cli_report_writes_files(
@@ -190,9 +198,9 @@ def test_overlapped_runs_count_for_outcomes_not_timings(floors: Path, tmp_path: 
     passed, reasons = report.gate([overlapped], floors, PROD)
     assert passed, reasons
     m = build_matrix([overlapped], floors, PROD)
-    assert m.cells[m.rows[0], column_of(overlapped)].tokens_per_s is None
-    notes = m.gates[m.rows[0]].notes
-    assert any("1 of 1 cells not gated: their runs overlapped" in n for n in notes)
+    assert m.cells[m.rows["h200x2"][0], column_of(overlapped)].tokens_per_s is None
+    notes = m.gates["h200x2", m.rows["h200x2"][0]].notes
+    assert any("runs overlapped others: 1 of 1" in n for n in notes)
     # Records written before timing_valid existed: the report is told instead.
     report.write_reports(
         [], tmp_path / "out", baselines_dir=floors, title="t",
@@ -229,7 +237,7 @@ def test_the_incident_topology_has_a_column_of_its_own(floors: Path) -> None:
     plain = make_record()
     incident = dataclasses.replace(plain, scenario={**plain.scenario, "target_devices": ["cuda:0"]})
     m = build_matrix([plain, incident], floors, PROD)
-    labels = sorted(c.topology for c in m.columns)
+    labels = sorted(c.topology for c in m.columns)  # (the chart's rows, the details' lines)
     assert labels == ["h200x2 2×1", "h200x2 2×1 +target on 1"]
 
 
@@ -245,3 +253,146 @@ def test_a_run_that_never_reported_joins_its_rows_machine(floors: Path) -> None:
     per_device = [c for c in m.columns if c.strategy == "per_device" and c.devices == 2]
     assert {c.hardware for c in per_device} == {"h200x2"}  # a GPU run never lands under cpu
     assert not any(c.hardware.startswith("unknown") for c in m.columns)
+
+
+CPU = {"device_name": "cpu"}
+EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\u2b50\u2b55\ufe0f]")
+
+
+def cpu_record(**kw: Any) -> RunRecord:
+    return make_record(devices="cpu", hardware=CPU, tps=None, **kw)
+
+
+def test_cpu_and_gpu_records_of_one_version_pair_are_never_merged(floors: Path) -> None:
+    """Same torch × transformers on a CPU and an H200: two groups, two verdicts, two gates."""
+    gpu = clean_row()
+    cpu = [cpu_record(strategy="per_device", nested=1), cpu_record(nested=1)]  # prod fails
+    m = build_matrix(gpu + cpu, floors, PROD)
+    assert m.hardware == ["h200x2", "cpu"]  # the GPU (production hardware) first
+    row = ("2.11.0+cu130", "5.8.1")
+    assert m.gates["h200x2", row].passed and m.gates["cpu", row].status == "fail"
+    assert m.groups["h200x2", row].status(PROD).runs == 3  # only its own runs
+    assert m.groups["cpu", row].status(PROD).runs == 1
+    assert not m.passed
+    passed, reasons = report.gate(gpu + cpu, floors, PROD)
+    assert not passed and any(r.startswith("cpu torch 2.11.0+cu130") for r in reasons), reasons
+
+
+def test_old_records_without_the_production_strategy_are_not_gated(
+    floors: Path, tmp_path: Path
+) -> None:
+    """Older CPU records that never ran the production strategy neither fail nor pass."""
+    old = [cpu_record(strategy="per_device", torch="2.10.0", transformers="5.6.0", nested=1)]
+    m = build_matrix(clean_row() + old, floors, PROD)
+    g = m.gates["cpu", ("2.10.0", "5.6.0")]
+    assert g.status == "not gated" and not g.gated and not g.reasons
+    assert m.passed  # the gated H200 row passed; the old row is no failure
+    paths = report.write_reports(
+        [write(tmp_path / "r.jsonl", clean_row() + old)], tmp_path / "out",
+        baselines_dir=floors, title="t", production_strategy=PROD,
+    )  # fmt: skip
+    gate = json.loads(paths[-1].read_text())
+    assert gate["passed"] is True
+    cpu_rows = [r for r in gate["rows"] if r["hardware"] == "cpu"]
+    assert cpu_rows == [{**cpu_rows[0], "status": "not gated", "gated": False, "passed": None}]
+    html = (tmp_path / "out" / "matrix.html").read_text()
+    cpu_section = html[html.index("<h2>cpu</h2>") : html.index("<h2>Details")]
+    assert "not gated" in cpu_section and "b fail" not in cpu_section
+    assert "<th>gate</th>" not in cpu_section  # no gate column where no row was gated
+    # Nothing gated at all: that is a failure, not a pass.
+    assert report.gate(old, floors, PROD)[0] is False
+
+
+def test_masked_when_clean_but_a_probe_shows_the_hazard_on_this_torch(floors: Path) -> None:
+    """per_device clean on CPU torch 2.13 (expectations/probes.toml: the make_fx hazard)."""
+    runs = [cpu_record(strategy="per_device", torch=t) for t in ("2.13.0+cpu", "2.14.1")]
+    m = build_matrix(runs, floors, PROD)
+    assert m.groups["cpu", ("2.13.0+cpu", "5.8.1")].status("per_device").status == "MASKED"
+    assert m.groups["cpu", ("2.14.1", "5.8.1")].status("per_device").status == "SAFE"
+    assert m.groups["cpu", ("2.14.1", "5.8.1")].status(PROD).status == "NOT RUN"
+
+
+def _tables(html: str) -> list[list[list[str]]]:
+    """Every <table> as rows of cell texts (tags stripped)."""
+    out = []
+    for table in re.findall(r"<table.*?</table>", html, flags=re.S):
+        rows = re.findall(r"<tr>(.*?)</tr>", table, flags=re.S)
+        cell = r"<t[dh][^>]*>(.*?)</t[dh]>"
+        out.append(
+            [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(cell, r, re.S)] for r in rows]
+        )
+    return out
+
+
+def test_no_empty_tables_rows_or_columns_and_no_emoji(floors: Path, tmp_path: Path) -> None:
+    gpu = [*clean_row(), make_record(strategy="singleton", nested=1, tps=None)]
+    cpu = [cpu_record(strategy="per_device", torch="2.10.0"), cpu_record(strategy="processes")]
+    paths = report.write_reports(
+        [write(tmp_path / "r.jsonl", gpu + cpu)], tmp_path / "out",
+        baselines_dir=floors, title="t", production_strategy=PROD,
+    )  # fmt: skip
+    html = (tmp_path / "out" / "matrix.html").read_text()
+    tables = _tables(html)
+    assert tables
+    for table in tables:
+        header, *body = table
+        assert body, f"a table with no rows: {header}"
+        for row in body:
+            assert any(c not in ("", "-", "no data") for c in row[2:]), f"an empty row: {row}"
+        for j in range(len(header)):  # no column that is empty in every row
+            assert any(row[j] not in ("", "-", "no data") for row in body), f"empty {header[j]}"
+    cpu_section = html[html.index("<h2>cpu</h2>") : html.index("<h2>Details")]
+    assert "singleton" not in cpu_section  # a strategy only where it ran
+    for p in paths:
+        if p.suffix in (".html", ".md", ".json"):
+            text = p.read_text()
+            assert not EMOJI.search(text), f"{p.name}: {EMOJI.search(text)}"
+    runs = (tmp_path / "out" / "runs.html").read_text()
+    assert not EMOJI.search(runs)
+    # Every link to a run lands on that run's anchor.
+    links = set(re.findall(r'href="runs\.html#(run-\d+)"', html))
+    anchors = set(re.findall(r'id="(run-\d+)"', runs))
+    assert links and links <= anchors and len(anchors) == len(gpu + cpu)
+    # Every badge in a verdict table leads to a cell fold.
+    folds = set(re.findall(r'<details class="cell" id="([^"]+)"', html))
+    assert set(re.findall(r'href="#(c-[^"]+)"', html)) == folds
+
+
+def test_run_page_shows_error_text_and_stacks(floors: Path, tmp_path: Path) -> None:
+    hung = make_record(strategy="per_device", other="hang", tps=None)
+    hung = dataclasses.replace(hung, stacks="Thread 0x1 (most recent call first):\n  File x.py")
+    hung.threads[0].error = "Hang: no step in 60 s"  # thread 0 is the one that hung
+    hung.threads[0].error_text = "Hang: no step in 60 s\nfull chain"
+    report.write_reports(
+        [write(tmp_path / "r.jsonl", [*clean_row(), hung])], tmp_path / "out",
+        baselines_dir=floors, title="t", production_strategy=PROD,
+    )  # fmt: skip
+    html = (tmp_path / "out" / "matrix.html").read_text()
+    assert "<b>hang</b> in 1 run: Hang: no step in 60 s" in html
+    runs = (tmp_path / "out" / "runs.html").read_text()
+    assert "Thread 0x1 (most recent call first)" in runs and "full chain" in runs
+    assert "r.jsonl#6" in runs  # where the record lies: file and position
+
+
+def test_one_readable_chart_per_preset(tmp_path: Path) -> None:
+    """Each preset with a floor gets its own chart, 1,200 px wide, ratios to the floor."""
+    floors_dir = tmp_path / "baselines"
+    sources = [make_record(tps=40_000.0), make_record(preset="tiny", tps=9_000.0)]
+    baselines.update_from_records([write(tmp_path / "f.jsonl", sources)], floors_dir)
+    many = [
+        make_record(preset=p, transformers=f"5.{i}.0", tps=t * (0.8 + 0.04 * i))
+        for p, t in (("small", 40_000.0), ("tiny", 9_000.0))
+        for i in range(12)
+    ]  # 12 version pairs: more than a 10-colour cycle
+    paths = report.write_reports(
+        [write(tmp_path / "r.jsonl", many)], tmp_path / "out",
+        baselines_dir=floors_dir, title="t", production_strategy=PROD,
+    )  # fmt: skip
+    charts = sorted(p.name for p in paths if p.suffix == ".png")
+    assert charts == ["throughput-small.png", "throughput-tiny.png"]
+    for name in charts:
+        width, height = _png_size(tmp_path / "out" / name)
+        assert width == 1200 and height < 1000, (name, width, height)
+    from harness.report.png import MARKERS
+
+    assert len(MARKERS) * 10 >= 12  # colour × marker pairs never repeat within 12 rows

@@ -1,5 +1,6 @@
-"""`python -m harness report`: merge run records into matrix.md, matrix.html, throughput.png,
-summary.json and gate.json (the DESIGN §5 verdict per torch × transformers row).
+"""`python -m harness report`: records into matrix.md, matrix.html, runs.html, one throughput
+chart per preset, summary.json and gate.json; the verdict per hardware × torch × transformers
+first (docs/gate.md).
 """
 
 from __future__ import annotations
@@ -11,53 +12,59 @@ from pathlib import Path
 from typing import Any
 
 from harness import settings
-from harness.judge.baselines import Verdict, memory_flat, read_records
+from harness.judge.baselines import Verdict, memory_flat, read_records, record_files
 from harness.judge.metrics import wilson_interval
-from harness.record import RunRecord
-from harness.report.matrix import Cell, Column, Matrix, Row, build_matrix, gate
+from harness.judge.verdict import Status, StrategyVerdict
+from harness.record import RunRecord, read_jsonl
+from harness.report.matrix import Cell, GateStatus, Group, Matrix, build_matrix, gate
 from harness.vocab import SEVERITY, Outcome
 
 __all__ = ["gate", "memory_flat", "render_markdown", "write_reports"]
 
 MAX_MARKDOWN_BYTES = 400_000  # a GitHub step summary holds 1 MiB; leave room for other steps
 MAX_REASONS_SHOWN = 3
-FILES = ("matrix.md", "matrix.html", "throughput.png", "summary.json", "gate.json")
+NO_DATA = "NO DATA"  # a strategy with no run in this group (the verdict's NOT RUN)
+FILES = ("matrix.md", "matrix.html", "runs.html", "summary.json", "gate.json")  # + charts
 
 LEGEND = [
-    "✅ every run ok, tokens/s within the floor's tolerance (where a floor exists), memory flat;"
-    " ❌ otherwise; — not run.",
-    "`FX 2/3 runs · 5/12 thr`: runs, and threads over all runs, that hit the nested-FX error.",
-    "`detected 8/10 [49–94%]`: runs with any failure, and the 95% Wilson interval of that rate.",
-    "`fallback …`: silent fallback (compiled attention ran eager, the incident's 'fix');"
-    " other outcomes as `hang 1/3`.",
-    "tok/s: median of passing runs (of all runs if none passed), and how far it lies from the"
-    " floor. `at floor` within the floor's tolerance; `▼ floor` below it (regression);"
-    " `▲ floor` above it (stale floor: refresh with"
-    " `python -m harness baseline --update <records.jsonl>`); `no floor`: not gated;"
-    " `not gated (runs overlapped)`: the runs ran beside others (`--jobs`, pytest-xdist),"
-    " so their timings count for nothing.",
-    "Gate (DESIGN §5): per row, the production strategy shows no nested-FX error, silent"
-    " fallback or other failure in any cache state and topology, tokens/s ≥ floor × (1 − tol),"
-    " memory flat.",
+    "SAFE: every run of the strategy in this group ended ok. UNSAFE: some run failed (counts:"
+    " failed/runs; the details say which outcome). MASKED: every run ended ok here, but a probe"
+    " in expectations/probes.toml shows the cross-thread tracing hazard on this torch, so the"
+    " strategy was lucky, not safe (docs/torch-releases.md). NO DATA: not run here.",
+    "Gate: per hardware × torch × transformers, the production strategy shows no nested-FX"
+    " error, silent fallback, hang or other failure in any cache state and topology, tokens/s"
+    " within floor × (1 ± tolerance) where a floor exists, memory flat (docs/gate.md). `not"
+    " gated`: no run of the production strategy in that group (older records): neither a pass"
+    " nor a failure. The report passes only when some group was gated and all gated passed.",
+    "tok/s: median of the cell's passing runs (of all runs if none passed) as a ratio to its"
+    " floor in baselines/<hardware>.json; `no floor`: not gated; `not gated (runs overlapped)`:"
+    " the runs ran beside others (`--jobs`, pytest-xdist), so their timings count for nothing."
+    " A stale floor (above tolerance) is refreshed with"
+    " `python -m harness baseline --update <records.jsonl>`.",
+    "`detected 8/10 [49-94%]`: runs with any failure, and the 95% Wilson interval of that rate.",
 ]
 
 
 def kilo(x: float | None) -> str:
     if x is None:
-        return "—"
+        return "-"
     return f"{x / 1000:,.1f}K" if x >= 1000 else f"{x:,.0f}"
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def outcome_text(cell: Cell) -> list[str]:
-    """Short phrases for one cell's outcomes, worst first."""
-    if cell.outcome_runs == {str(Outcome.OK): cell.n}:  # failed on throughput or memory only
-        return [f"{'✅' if cell.passed else '❌'} {cell.n}/{cell.n} ok"] + (
-            [] if cell.memory_ok else [f"mem +{(cell.mem_growth or 0):.1%}"]
-        )
-    out = ["❌"]
+    """Short phrases for one cell's outcomes, worst first (plain text, no emoji)."""
+    ok = cell.outcome_runs.get(str(Outcome.OK), 0)
+    if ok == cell.n:
+        out = [f"ok {cell.n}/{cell.n}"]
+        return out + ([] if cell.memory_ok else [f"mem +{(cell.mem_growth or 0):.1%}"])
+    out = []
     if cell.nested_runs:
         out.append(
-            f"FX {cell.nested_runs}/{cell.n} runs · {cell.nested_threads}/{cell.threads} thr"
+            f"nested-FX {cell.nested_runs}/{cell.n} runs ({cell.nested_threads}/{cell.threads} thr)"
         )
     if cell.fallback_runs:
         out.append(f"fallback {cell.fallback_runs}/{cell.n} runs")
@@ -67,11 +74,16 @@ def outcome_text(cell: Cell) -> list[str]:
             out.append(f"{outcome} {k}/{cell.n}")
     if not cell.memory_ok:
         out.append(f"mem +{(cell.mem_growth or 0):.1%}")
-    failed = cell.n - cell.outcome_runs.get(str(Outcome.OK), 0)
+    failed = cell.n - ok
     if cell.n > 1 and failed:
-        lo, hi = wilson_interval(failed, cell.n)  # the detection rate, with its 95% interval
-        out.append(f"detected {failed}/{cell.n} [{lo:.0%}–{hi:.0%}]")
-    return [" ".join(out[:2]), *out[2:]]
+        lo, hi = wilson_interval_text(failed, cell.n)
+        out.append(f"detected {failed}/{cell.n} [{lo}-{hi}]")
+    return out
+
+
+def wilson_interval_text(hits: int, n: int) -> tuple[str, str]:
+    lo, hi = wilson_interval(hits, n)
+    return f"{lo:.0%}", f"{hi:.0%}"
 
 
 def throughput_text(cell: Cell) -> str:
@@ -79,80 +91,147 @@ def throughput_text(cell: Cell) -> str:
     if cell.timings_void:
         return "tok/s not gated (runs overlapped)"
     if t is None:
-        return ""
-    marks = {
-        Verdict.PASS: "at floor",
-        Verdict.BELOW_FLOOR: "▼ floor",
-        Verdict.ABOVE_FLOOR: "▲ floor",
-        Verdict.NO_THROUGHPUT: "▼ floor",
-    }
+        return f"{kilo(cell.tokens_per_s)} tok/s (no floor)" if cell.tokens_per_s else ""
     if t.verdict is Verdict.NO_BASELINE:
         return f"{kilo(cell.tokens_per_s)} tok/s (no floor)"
-    text = f"{kilo(cell.tokens_per_s)} tok/s {marks[t.verdict]} {kilo(t.floor)}"
-    if cell.tokens_per_s is not None and t.floor:  # e.g. 42.9K sits 0.3% below a 43.0K floor
-        text += f" ({cell.tokens_per_s / t.floor - 1:+.1%})"
-    return text
-
-
-def sections(m: Matrix) -> list[tuple[str, str, list[Column]]]:
-    """(preset, strategy, columns) per table: the production strategy first."""
-    keys = sorted(
-        {(c.preset, c.strategy) for c in m.columns},
-        key=lambda k: (k[1] != m.production_strategy, k),
+    if t.verdict is Verdict.NO_THROUGHPUT or cell.tokens_per_s is None or not t.floor:
+        return f"no tok/s measured (floor {kilo(t.floor)}): below floor"
+    ratio = cell.tokens_per_s / t.floor
+    where = {
+        Verdict.PASS: "at floor",
+        Verdict.BELOW_FLOOR: "BELOW floor",
+        Verdict.ABOVE_FLOOR: "ABOVE floor (stale)",
+    }[t.verdict]
+    return (
+        f"{kilo(cell.tokens_per_s)} tok/s = {ratio:.2f}x floor {kilo(t.floor)}"
+        f" ±{(t.tolerance or 0):.0%}: {where}"
     )
-    return [(p, s, [c for c in m.columns if (c.preset, c.strategy) == (p, s)]) for p, s in keys]
+
+
+def status_word(sv: StrategyVerdict) -> str:
+    return NO_DATA if sv.status is Status.NOT_RUN else str(sv.status)
+
+
+def status_counts(sv: StrategyVerdict) -> str:
+    if sv.status is Status.NOT_RUN:
+        return ""
+    if sv.status is Status.UNSAFE:
+        return f"{sv.failed}/{plural(sv.runs, 'run')}"
+    return plural(sv.runs, "run")
+
+
+def cell_flags(cells: list[Cell]) -> list[str]:
+    """What else is wrong with a strategy's cells besides its race verdict: throughput, memory."""
+    flags = []
+    verdict_set = {c.throughput.verdict for c in cells if c.throughput}
+    if verdict_set & {Verdict.BELOW_FLOOR, Verdict.NO_THROUGHPUT}:
+        flags.append("tok/s below floor")
+    if Verdict.ABOVE_FLOOR in verdict_set:
+        flags.append("tok/s above floor")
+    if not all(c.memory_ok for c in cells):
+        flags.append("memory grew")
+    return flags
+
+
+def gate_word(g: Group) -> str:
+    return {GateStatus.PASS: "PASS", GateStatus.FAIL: "FAIL"}.get(g.gate.status, "not gated")
+
+
+def headline(m: Matrix) -> str:
+    """One sentence: the decision and what it rests on."""
+    gated = m.gated
+    failed = [g for g in gated if not g.passed]
+    not_gated = len(m.groups) - len(gated)
+    skip = f"; {not_gated} not gated (no {m.production_strategy} runs)" if not_gated else ""
+    if not gated:
+        return (
+            f"Gate FAILED: no group ran the production strategy {m.production_strategy}, "
+            f"so nothing was gated ({plural(len(m.groups), 'group')})."
+        )
+    word = "FAILED" if failed else "PASSED"
+    return (
+        f"Gate {word}: {len(gated) - len(failed)} of {plural(len(gated), 'gated group')} passed"
+        f"{skip}."
+    )
+
+
+def throughput_notes(m: Matrix, hw: str) -> list[str]:
+    """The tok/s checks skipped in this hardware's gated groups, summed: one line each."""
+    mine = [
+        c
+        for row in m.rows[hw]
+        if (g := m.groups[hw, row]).gate.gated
+        for c in g.strategy_cells(m.production_strategy)
+    ]
+    void = sum(c.timings_void for c in mine)
+    floorless = sum(
+        not c.timings_void and (c.throughput is None or c.throughput.skipped) for c in mine
+    )
+    out = []
+    if floorless:
+        out.append(
+            f"tok/s not gated in {floorless} of {plural(len(mine), 'production cell')}: no floor"
+            f" in baselines/{hw}.json for their scenario"
+        )
+    if void:
+        out.append(
+            f"tok/s not gated in {void} of {plural(len(mine), 'production cell')}: their runs"
+            " overlapped other runs"
+        )
+    return out
 
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _row_name(row: Row) -> str:
-    return f"{row[0]} · {row[1]}"
-
-
-def _gate_why(reasons: list[str]) -> str:
-    shown = reasons[:MAX_REASONS_SHOWN]
+def _reasons(reasons: list[str], limit: int | None) -> list[str]:
+    shown = reasons if limit is None else reasons[:limit]
     more = len(reasons) - len(shown)
-    return "; ".join(shown) + (f"; +{more} more (gate.json)" if more else "")
+    return shown + ([f"+{more} more (gate.json)"] if more else [])
 
 
 def render_markdown(m: Matrix, title: str, inputs: str, with_details: bool = True) -> str:
-    verdict = "✅ passed" if m.passed else "❌ failed"
     n_runs = sum(c.n for c in m.cells.values())
     lines = [
         f"# {title}",
         "",
-        f"**Gate: {verdict}** · production strategy `{m.production_strategy}` · {n_runs} runs "
+        f"**{headline(m)}** Production strategy `{m.production_strategy}` · {n_runs} runs "
         f"from {inputs} · {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        "",
-        "| torch | transformers | gate | why |",
-        "|---|---|---|---|",
     ]
-    for row in m.rows:
-        g = m.gates[row]
-        why = _gate_why(g.reasons) if g.reasons else _gate_why(g.notes)
-        lines.append(
-            f"| {_md(row[0])} | {_md(row[1])} | {'✅ pass' if g.passed else '❌ fail'} "
-            f"| {_md(why)} |"
-        )
-    if with_details:
-        for preset, strategy, cols in sections(m):
-            prod = " (production)" if strategy == m.production_strategy else ""
-            lines += ["", f"## {preset} · {strategy}{prod}", ""]
+    for hw in m.hardware:
+        names = m.strategies[hw]
+        head = [f"{s} (production)" if s == m.production_strategy else s for s in names]
+        lines += ["", f"## {hw}", ""]
+        lines.append("| torch | transformers | gate | " + " | ".join(head) + " |")
+        lines.append("|---" * (len(names) + 3) + "|")
+        failures = []
+        for row in m.rows[hw]:
+            g = m.groups[hw, row]
+            texts = []
+            for s in names:
+                sv = g.status(s)
+                text = f"{status_word(sv)} {status_counts(sv)}".strip()
+                flags = cell_flags(g.strategy_cells(s))
+                texts.append(_md("; ".join([text, *flags])))
             lines.append(
-                "| torch · transformers | " + " | ".join(_md(c.label) for c in cols) + " |"
+                f"| {_md(row[0])} | {_md(row[1])} | {gate_word(g)} | " + " | ".join(texts) + " |"
             )
-            lines.append("|---" * (len(cols) + 1) + "|")
-            for row in m.rows:
-                texts = []
-                for c in cols:
-                    cell = m.cells.get((row, c))
-                    parts = [*outcome_text(cell), throughput_text(cell)] if cell else ["—"]
-                    texts.append("<br>".join(_md(p) for p in parts if p))
-                lines.append(f"| {_md(_row_name(row))} | " + " | ".join(texts) + " |")
-    else:
-        lines += ["", "_Per-scenario tables left out to fit a step summary: see matrix.html._"]
+            if g.gate.status is GateStatus.FAIL:
+                limit = None if with_details else MAX_REASONS_SHOWN
+                failures.append((row, g, _reasons(g.gate.reasons, limit)))
+        for row, g, reasons in failures:
+            lines += ["", f"**FAIL torch {row[0]} / transformers {row[1]}**: "
+                      f"{_md(g.verdict.advice)}", ""]  # fmt: skip
+            lines += [f"- {_md(r)}" for r in reasons]
+        if notes := throughput_notes(m, hw):
+            lines += ["", *(f"_Note: {_md(n)}_" for n in notes)]
+    if not with_details:
+        lines += ["", "_Gate reasons cut to fit a step summary: see gate.json and matrix.html._"]
+    lines += [
+        "",
+        "Per-cell details (cache states, topologies, tok/s, errors, stacks): matrix.html.",
+    ]
     lines += ["", "### Legend", "", *(f"- {item}" for item in LEGEND), ""]
     return "\n".join(lines)
 
@@ -164,18 +243,58 @@ def summary_json(m: Matrix, title: str, inputs: list[str]) -> dict[str, Any]:
         "inputs": inputs,
         "production_strategy": m.production_strategy,
         "gate": gate_json(m),
-        "rows": [{"torch": r[0], "transformers": r[1]} for r in m.rows],
+        "groups": [
+            {
+                "hardware": g.hardware,
+                "torch": g.row[0],
+                "transformers": g.row[1],
+                "gate": str(g.gate.status),
+                "advice": g.verdict.advice,
+                "strategies": {
+                    s.strategy: {
+                        "status": str(s.status),
+                        "runs": s.runs,
+                        "failed": s.failed,
+                        "failures": s.failures,
+                        "why": s.why,
+                    }
+                    for s in g.verdict.strategies
+                },
+            }
+            for g in m.groups.values()
+        ],
         "columns": [c.key for c in m.columns],
-        "cells": [m.cells[rc].to_json() for rc in sorted(m.cells)],
+        "cells": [
+            {**m.cells[rc].to_json(), "run_ids": [m.run_id(r) for r in m.cells[rc].runs]}
+            for rc in sorted(m.cells)
+        ],
     }
 
 
 def gate_json(m: Matrix) -> dict[str, Any]:
     return {
         "passed": m.passed,
+        "headline": headline(m),
         "production_strategy": m.production_strategy,
-        "rows": [m.gates[r].to_json() for r in m.rows],
+        "rows": [g.to_json() for g in m.gates.values()],
     }
+
+
+def read_sourced(
+    paths: list[Path], *, without: list[Path] = ()
+) -> tuple[list[RunRecord], list[str]]:
+    """Records as harness.judge.baselines.read_records reads them, each with `file#k` (its
+    k-th record), so the report can link a cell to its runs."""
+    skip = {f.resolve() for f in record_files(list(without))}
+    files = [f for f in record_files(list(paths)) if f.resolve() not in skip]
+    records, sources = [], []
+    for f in files:
+        for k, r in enumerate(read_jsonl(f), 1):
+            records.append(r)
+            sources.append(f"{f}#{k}")
+    if not records:
+        read_records(list(paths), without=list(without))  # raises its one-line reason if empty
+    return records, sources
 
 
 def write_reports(
@@ -187,21 +306,23 @@ def write_reports(
     production_strategy: str | None = None,
     overlapped_paths: list[Path] | None = None,
 ) -> list[Path]:
-    """Write the five report files into `out_dir`; return their paths (gate.json last).
+    """Write the report files into `out_dir`; return their paths (gate.json last).
 
     `overlapped_paths`: records of runs that overlapped other runs but were written before
     `timing_valid` existed; their tokens/s are neither shown nor gated. They may lie under
     `record_paths` too: each file is read once."""
     from harness.report.html import render_html
     from harness.report.png import plot_throughput
+    from harness.report.runs import render_runs
 
     overlapped_paths = list(overlapped_paths or [])
-    records: list[RunRecord] = (
-        read_records(record_paths, without=overlapped_paths) if record_paths else []
+    records, sources = (
+        read_sourced(record_paths, without=overlapped_paths) if record_paths else ([], [])
     )
     if overlapped_paths:
-        overlapped = read_records(overlapped_paths)
-        records += [dataclasses.replace(r, timing_valid=False) for r in overlapped]
+        old, old_sources = read_sourced(overlapped_paths)
+        records += [dataclasses.replace(r, timing_valid=False) for r in old]
+        sources += old_sources
     record_paths = [*record_paths, *overlapped_paths]
     production = str(settings.production_strategy(production_strategy))
     m = build_matrix(records, baselines_dir, production)
@@ -212,10 +333,11 @@ def write_reports(
     md = render_markdown(m, title, shown)
     if len(md.encode()) > MAX_MARKDOWN_BYTES:
         md = render_markdown(m, title, shown, with_details=False)
-    paths = [out_dir / f for f in FILES]
-    paths[0].write_text(md)
-    paths[1].write_text(render_html(m, title, shown, LEGEND))
-    plot_throughput(m, paths[2], title)
-    paths[3].write_text(json.dumps(summary_json(m, title, inputs), indent=2) + "\n")
-    paths[4].write_text(json.dumps(gate_json(m), indent=2) + "\n")
-    return paths
+    md_path, html_path, runs_path, summary_path, gate_path = (out_dir / f for f in FILES)
+    charts = plot_throughput(m, out_dir, title)
+    md_path.write_text(md)
+    html_path.write_text(render_html(m, title, shown, LEGEND, charts))
+    runs_path.write_text(render_runs(m, records, sources, title))
+    summary_path.write_text(json.dumps(summary_json(m, title, inputs), indent=2) + "\n")
+    gate_path.write_text(json.dumps(gate_json(m), indent=2) + "\n")
+    return [md_path, html_path, runs_path, *charts, summary_path, gate_path]

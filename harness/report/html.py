@@ -1,79 +1,287 @@
-"""The report as one self-contained HTML page: inline CSS, no scripts, no external assets."""
+"""matrix.html: the verdict per hardware first, per-cell details folded below it; one
+self-contained page (inline CSS, no scripts, no external assets, no emoji)."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from datetime import UTC, datetime
 from html import escape
+from pathlib import Path
 
-from harness.report.build import outcome_text, sections, throughput_text
-from harness.report.matrix import Cell, Matrix
+from harness.judge.verdict import Status
+from harness.record import RunRecord
+from harness.report.build import (
+    cell_flags,
+    gate_word,
+    headline,
+    outcome_text,
+    plural,
+    status_counts,
+    status_word,
+    throughput_notes,
+    throughput_text,
+)
+from harness.report.matrix import Cell, GateStatus, Group, Matrix
+from harness.vocab import Outcome
+
+MAX_RUN_LINKS = 24  # per cell line; runs.html lists them all
+MAX_REASONS = 6  # per failed group; gate.json lists them all
 
 CSS = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1f2328; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
-table { border-collapse: collapse; margin: .5em 0; }
-th, td { border: 1px solid #d0d7de; padding: 4px 8px; vertical-align: top; }
-th { background: #f6f8fa; text-align: left; font-weight: 600; }
-td.pass { background: #dafbe1; } td.fail { background: #ffebe9; } td.none { color: #8c959f; }
-td small { color: #57606a; }
-.verdict { font-size: 1.1em; font-weight: 600; }
-.verdict.pass { color: #1a7f37; } .verdict.fail { color: #cf222e; }
-ul.why { margin: 0; padding-left: 1.2em; }
+body { font: 14px/1.45 "DejaVu Sans", "Liberation Sans", Arial, sans-serif; margin: 1.2em 1.5em;
+       color: #1f2328; max-width: 1400px; }
+h1 { font-size: 1.45em; margin: 0 0 .3em; } h2 { font-size: 1.2em; margin: 1.4em 0 .3em; }
+h3 { font-size: 1em; margin: 1em 0 .3em; }
+table { border-collapse: collapse; margin: .4em 0; }
+th, td { border: 1px solid #d0d7de; padding: 3px 7px; vertical-align: top; text-align: left; }
+th { background: #f6f8fa; font-weight: 600; }
+table.v td { white-space: nowrap; }
+td.safe { background: #eefbf1; } td.unsafe { background: #fff0ee; }
+td.masked { background: #fff8e1; } td.nodata { color: #8c959f; }
+.b { display: inline-block; padding: 0 6px; border-radius: 3px; font-weight: 700;
+     font-size: 12px; line-height: 18px; letter-spacing: .02em; }
+.b.safe, .b.pass, .b.ok { background: #1a7f37; color: #fff; }
+.b.unsafe, .b.fail { background: #cf222e; color: #fff; }
+.b.masked { background: #9a6700; color: #fff; }
+.b.muted { background: none; color: #57606a; border: 1px solid #afb8c1; font-weight: 400; }
+.n { color: #57606a; font-size: 12px; } .flag { color: #cf222e; font-size: 12px; }
+.headline { font-size: 1.15em; font-weight: 700; margin: .3em 0; }
+.headline.pass { color: #1a7f37; } .headline.fail { color: #cf222e; }
+a { color: #0969da; text-decoration: none; } a:hover { text-decoration: underline; }
+td a { color: inherit; }
+ul.why { margin: .2em 0; padding-left: 1.3em; } .why { color: #57606a; }
+details { margin: 2px 0; } summary { cursor: pointer; }
+details.cell > div { margin: .2em 0 .6em 1em; }
+div.cells { display: grid; grid-template-columns: repeat(auto-fill, minmax(250px, 1fr));
+            gap: 2px 12px; margin: 0 0 .4em 1.2em; }
+div.cells details[open] { grid-column: 1 / -1; }
+h4 { font-size: 14px; font-weight: 600; margin: .7em 0 .1em; }
+pre { white-space: pre-wrap; font-size: 12px; background: #f6f8fa; padding: 6px;
+      max-height: 30em; overflow: auto; }
+section.run { border-top: 1px solid #d0d7de; padding: 2px 0; } section.run p { margin: 2px 0; }
+:target { outline: 2px solid #0969da; }
 """
 
-
-def _cell_html(cell: Cell | None) -> str:
-    if cell is None:
-        return '<td class="none">—</td>'
-    tip = [f"{cell.n} runs"]
-    tip += [
-        f"{o}: {p:.0%} [{lo:.0%}–{hi:.0%}] (95% Wilson)" for o, (p, lo, hi) in cell.rates.items()
-    ]
-    tip += cell.problems()
-    lines = [escape(t) for t in outcome_text(cell)]
-    tps = throughput_text(cell)
-    if tps:
-        lines.append(f"<small>{escape(tps)}</small>")
-    cls = "pass" if cell.passed else "fail"
-    return f'<td class="{cls}" title="{escape(chr(10).join(tip))}">' + "<br>".join(lines) + "</td>"
+STATUS_CLASS = {
+    Status.SAFE: "safe",
+    Status.UNSAFE: "unsafe",
+    Status.MASKED: "masked",
+    Status.NOT_RUN: "nodata",
+}
+GATE_CLASS = {GateStatus.PASS: "pass", GateStatus.FAIL: "fail", GateStatus.NOT_GATED: "muted"}
 
 
-def render_html(m: Matrix, title: str, inputs: str, legend: list[str]) -> str:
+def badge(text: str, cls: str) -> str:
+    return f'<span class="b {cls}">{escape(text)}</span>'
+
+
+def slug(*parts: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(parts)).strip("-")
+
+
+def cell_anchor(g: Group, strategy: str) -> str:
+    return slug("c", g.hardware, g.row[0], g.row[1], strategy)
+
+
+def hardware_label(m: Matrix, hw: str) -> str:
+    """'h200x2 (NVIDIA H200, 2 visible)' from the records that say what they ran on."""
+    names = Counter(
+        str(r.hardware.get("device_name"))
+        for g in m.groups.values()
+        if g.hardware == hw
+        for r in g.records
+        if r.hardware.get("device_name") and "did not report" not in str(r.hardware["device_name"])
+    )
+    if hw == "cpu" or not names:
+        return hw
+    return f"{hw} ({names.most_common(1)[0][0]})"
+
+
+def run_links(m: Matrix, runs: list[RunRecord]) -> str:
+    ids = [m.run_id(r) for r in runs]
+    shown = "".join(f' <a href="runs.html#run-{i}">#{i}</a>' for i in ids[:MAX_RUN_LINKS])
+    more = len(ids) - MAX_RUN_LINKS
+    return shown + (f" +{more} more" if more > 0 else "")
+
+
+def _first_error(r: RunRecord) -> str:
+    """The failed thread's first error line, else the run's detail, else any thread's error."""
+    errors = [t.error for t in r.threads if t.error and t.outcome != Outcome.OK]
+    return (errors or [r.detail or ""])[0] or next((t.error for t in r.threads if t.error), "")
+
+
+def _errors_html(m: Matrix, cells: list[Cell]) -> str:
+    """Distinct failure messages of the cells' runs, with the runs that hit each."""
+    by: dict[tuple[str, str], list[RunRecord]] = {}
+    for c in cells:
+        for r in c.runs:
+            if r.outcome != Outcome.OK:
+                by.setdefault((str(r.outcome), _first_error(r)[:300]), []).append(r)
+    if not by:
+        return ""
+    items = sorted(by.items(), key=lambda kv: -len(kv[1]))
+    return (
+        '<ul class="why">'
+        + "".join(
+            f"<li><b>{escape(o)}</b> in {plural(len(rs), 'run')}: {escape(e) or '(no message)'}"
+            f"{run_links(m, rs[:6])}</li>"
+            for (o, e), rs in items
+        )
+        + "</ul>"
+    )
+
+
+def _cell_details(m: Matrix, g: Group, strategy: str) -> str:
+    cells = sorted(g.strategy_cells(strategy), key=lambda c: c.column)
+    sv = g.status(strategy)
+    cls = STATUS_CLASS[sv.status]
+    head = ["preset", "cache state", "schedule", "topology", "outcomes", "tok/s against the floor"]
+    rows = [
+        [
+            escape(c.column.preset), escape(c.column.cache_state), escape(c.column.schedule),
+            escape(c.column.topology), escape("; ".join(outcome_text(c))),
+            (f"<span class=flag>{escape(throughput_text(c))}</span>"
+             if c.throughput is not None and c.throughput.failed else escape(throughput_text(c))),
+        ]
+        for c in cells
+    ]  # fmt: skip
+    keep = [j for j in range(len(head)) if any(r[j] for r in rows)]  # no all-empty column
+    table = (
+        "<table><tr>"
+        + "".join(f"<th>{head[j]}</th>" for j in keep)
+        + "<th>runs</th></tr>"
+        + "".join(
+            "<tr>"
+            + "".join(f"<td>{r[j]}</td>" for j in keep)
+            + f"<td>{run_links(m, c.runs)}</td></tr>"
+            for r, c in zip(rows, cells, strict=True)
+        )
+        + "</table>"
+    )
+    prod = " <span class='n'>(production)</span>" if strategy == m.production_strategy else ""
+    return (
+        f'<details class="cell" id="{cell_anchor(g, strategy)}"><summary>'
+        f"<b>{escape(strategy)}</b>{prod} {badge(status_word(sv), cls)} "
+        f"<span class='n'>{escape(status_counts(sv))}</span></summary>"
+        f'<div><p class="why">torch {escape(g.row[0])} · transformers {escape(g.row[1])} · '
+        f"{escape(g.hardware)}: {escape(sv.why)}</p>{table}{_errors_html(m, cells)}</div>"
+        "</details>"
+    )
+
+
+def _verdict_cell(g: Group, strategy: str) -> str:
+    sv = g.status(strategy)
+    if sv.status is Status.NOT_RUN:
+        return '<td class="nodata">no data</td>'
+    cls = STATUS_CLASS[sv.status]
+    flags = cell_flags(g.strategy_cells(strategy))
+    extra = "".join(f'<br><span class="flag">{escape(f)}</span>' for f in flags)
+    return (
+        f'<td class="{cls}"><a href="#{cell_anchor(g, strategy)}" title="{escape(sv.why)}">'
+        f"{badge(status_word(sv), cls)} "
+        f'<span class="n">{escape(status_counts(sv))}</span></a>{extra}</td>'
+    )
+
+
+def _hardware_section(m: Matrix, hw: str) -> list[str]:
+    names = m.strategies[hw]
+    groups = [m.groups[hw, row] for row in m.rows[hw]]
+    gated = [g for g in groups if g.gate.gated]
+    failed = [g for g in gated if not g.gate.passed]
+    summary = (
+        f"{plural(len(groups), 'torch × transformers row')}, "
+        f"{sum(len(g.records) for g in groups)} runs; gate: "
+        + (
+            f"{len(gated) - len(failed)} of {len(gated)} gated rows passed"
+            if gated
+            else f"not gated (no {m.production_strategy} runs)"
+        )
+    )
+    out = [f"<h2>{escape(hardware_label(m, hw))}</h2>", f'<p class="n">{escape(summary)}</p>']
+    prod = "<br><span class=n>production</span>"
+    head = "".join(
+        f"<th>{escape(s)}{prod if s == m.production_strategy else ''}</th>" for s in names
+    )
+    show_gate = bool(gated)  # a gate column only where some row was gated
+    out.append(
+        "<table class='v'><tr><th>torch</th><th>transformers</th>"
+        + ("<th>gate</th>" if show_gate else "")
+        + head
+        + "</tr>"
+    )
+    for g in groups:
+        gate = f"<td>{badge(gate_word(g), GATE_CLASS[g.gate.status])}</td>" if show_gate else ""
+        out.append(
+            f"<tr><td>{escape(g.row[0])}</td><td>{escape(g.row[1])}</td>{gate}"
+            + "".join(_verdict_cell(g, s) for s in names)
+            + "</tr>"
+        )
+    out.append("</table>")
+    for g in failed:
+        reasons = g.gate.reasons[:MAX_REASONS]
+        more = len(g.gate.reasons) - len(reasons)
+        out.append(
+            f"<p>{badge('FAIL', 'fail')} torch {escape(g.row[0])} / transformers "
+            f"{escape(g.row[1])}: {escape(g.verdict.advice)}</p><ul class='why'>"
+            + "".join(f"<li>{escape(r)}</li>" for r in reasons)
+            + (f"<li>+{more} more in gate.json</li>" if more > 0 else "")
+            + "</ul>"
+        )
+    if latest := [g for g in gated if g.gate.passed][-1:]:
+        g = latest[0]
+        out.append(
+            f"<p>Newest gated row (torch {escape(g.row[0])} / transformers {escape(g.row[1])}):"
+            f" <b>{escape(g.verdict.advice)}</b></p>"
+        )
+    if notes := throughput_notes(m, hw):
+        out.append('<ul class="why">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
+    return out
+
+
+def _details_section(m: Matrix, hw: str) -> list[str]:
+    """Per row a heading and one fold per cell (strategy), laid out side by side; an opened
+    fold spans the row. The verdict table's badges link to the folds (ids on the folds
+    themselves: browsers do not reveal an anchor inside a closed fold)."""
+    out = [f"<h3>{escape(hardware_label(m, hw))}</h3>"]
+    for row in m.rows[hw]:
+        g = m.groups[hw, row]
+        out.append(
+            f"<h4>torch {escape(row[0])} · transformers {escape(row[1])} · gate "
+            f"{badge(gate_word(g), GATE_CLASS[g.gate.status])}</h4><div class='cells'>"
+        )
+        out += [_cell_details(m, g, s) for s in m.strategies[hw] if g.strategy_cells(s)]
+        out.append("</div>")
+    return out
+
+
+def render_html(
+    m: Matrix, title: str, inputs: str, legend: list[str], charts: list[Path] = ()
+) -> str:
     ok = m.passed
+    n_runs = sum(c.n for c in m.cells.values())
+    chart_links = " · ".join(f'<a href="{escape(p.name)}">{escape(p.name)}</a>' for p in charts)
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        f'<p class="verdict {"pass" if ok else "fail"}">Gate: {"passed" if ok else "failed"}</p>',
-        f"<p>Production strategy <code>{escape(m.production_strategy)}</code> · "
-        f"{sum(c.n for c in m.cells.values())} runs from {escape(inputs)} · generated "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>",
-        "<table><tr><th>torch</th><th>transformers</th><th>gate</th><th>why</th></tr>",
+        f'<p class="headline {"pass" if ok else "fail"}">{escape(headline(m))}</p>',
+        f"<p class='n'>Production strategy <code>{escape(m.production_strategy)}</code> · "
+        f"{n_runs} runs from {escape(inputs)} · generated "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC · <a href='runs.html'>every run</a>"
+        + (f" · tokens/s charts: {chart_links}" if charts else "")
+        + "</p>",
     ]
-    for row in m.rows:
-        g = m.gates[row]
-        items = "".join(f"<li>{escape(r)}</li>" for r in g.reasons + g.notes)
-        out.append(
-            f"<tr><td>{escape(row[0])}</td><td>{escape(row[1])}</td>"
-            f'<td class="{"pass" if g.passed else "fail"}">{"pass" if g.passed else "fail"}</td>'
-            f'<td><ul class="why">{items}</ul></td></tr>'
-        )
-    out.append("</table>")
-    for preset, strategy, cols in sections(m):
-        prod = " (production)" if strategy == m.production_strategy else ""
-        out.append(f"<h2>{escape(preset)} · {escape(strategy)}{prod}</h2><table><tr>")
-        out.append("<th>torch · transformers</th><th>gate</th>")
-        out += [f"<th>{escape(c.label)}</th>" for c in cols]
-        out.append("</tr>")
-        for row in m.rows:
-            g = m.gates[row]
-            out.append(
-                f"<tr><th>{escape(row[0])} · {escape(row[1])}</th>"
-                f'<td class="{"pass" if g.passed else "fail"}">{"pass" if g.passed else "fail"}'
-                "</td>" + "".join(_cell_html(m.cells.get((row, c))) for c in cols) + "</tr>"
-            )
-        out.append("</table>")
+    for hw in m.hardware:
+        out += _hardware_section(m, hw)
+    out.append(
+        "<h2>Details per cell</h2><p class='n'>Unfold a row, then a strategy: cache state"
+        " × topology, tokens/s against the floor, errors, and links to each run's record"
+        " and stacks in runs.html. A badge in the tables above opens its cell here.</p>"
+    )
+    for hw in m.hardware:
+        out += _details_section(m, hw)
     out.append("<h2>Legend</h2><ul>" + "".join(f"<li>{escape(i)}</li>" for i in legend) + "</ul>")
     out.append("</body></html>\n")
     return "\n".join(out)

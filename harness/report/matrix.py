@@ -1,5 +1,6 @@
-"""The report's data: records merged into a matrix (rows torch × transformers, columns scenario
-groups) and DESIGN §5's gate per row. Pure over RunRecords and the baseline files.
+"""The report's data: records grouped per hardware × torch × transformers, with each group's
+verdict (harness.judge.verdict) and gate, and its cells (scenario groups). Pure over RunRecords,
+the baseline files and the probe expectations table.
 """
 
 from __future__ import annotations
@@ -7,15 +8,19 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from harness.judge import baselines
+from harness.judge import baselines, probe_expectations
+from harness.judge import verdict as verdicts
 from harness.judge.metrics import wilson_interval
+from harness.probes.runner import PROBES
 from harness.record import UNREPORTED_DEVICE, RunRecord
-from harness.vocab import SEVERITY, Outcome
+from harness.vocab import SEVERITY, STRATEGIES, Outcome
 
 Row = tuple[str, str]  # (torch, transformers)
+GroupKey = tuple[str, Row]  # (hardware key, row): never merged across hardware
 
 
 @dataclass(frozen=True, order=True)
@@ -120,34 +125,94 @@ class Cell:
         }
 
 
+THROUGHPUT_SKIPPED = "production cells whose tok/s was not gated"
+
+
+class GateStatus(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_GATED = "not gated"  # no run of the production strategy here (e.g. older records)
+
+
 @dataclass
 class RowGate:
+    """DESIGN's gate for one hardware × torch × transformers group (docs/gate.md)."""
+
+    hardware: str
     row: Row
-    passed: bool
+    status: GateStatus
     reasons: list[str]  # why it failed
-    notes: list[str]  # gates skipped, with the reason
+    notes: list[str]  # checks skipped, with the reason
+
+    @property
+    def gated(self) -> bool:
+        return self.status is not GateStatus.NOT_GATED
+
+    @property
+    def passed(self) -> bool:
+        return self.status is GateStatus.PASS
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "hardware": self.hardware,
             "torch": self.row[0],
             "transformers": self.row[1],
-            "passed": self.passed,
+            "status": str(self.status),
+            "gated": self.gated,
+            "passed": self.passed if self.gated else None,
             "reasons": self.reasons,
             "notes": self.notes,
         }
 
 
 @dataclass
+class Group:
+    """One hardware × torch × transformers: its cells, verdict and gate."""
+
+    hardware: str
+    row: Row
+    cells: list[Cell]
+    verdict: verdicts.Verdict
+    gate: RowGate
+    probes: dict[str, str]  # probe name -> expected verdict on this torch and device kind
+
+    @property
+    def records(self) -> list[RunRecord]:
+        return [r for c in self.cells for r in c.runs]
+
+    def strategy_cells(self, strategy: str) -> list[Cell]:
+        return [c for c in self.cells if c.column.strategy == strategy]
+
+    def status(self, strategy: str) -> verdicts.StrategyVerdict:
+        return next(s for s in self.verdict.strategies if s.strategy == strategy)
+
+
+@dataclass
 class Matrix:
-    rows: list[Row]
+    hardware: list[str]  # sections, in order: CPU first, then GPUs by key
+    rows: dict[str, list[Row]]  # per hardware, by version
+    strategies: dict[str, list[str]]  # per hardware: the production strategy, then registry order
     columns: list[Column]
     cells: dict[tuple[Row, Column], Cell]
     production_strategy: str
-    gates: dict[Row, RowGate]
+    groups: dict[GroupKey, Group]
+    run_ids: dict[int, int] = field(default_factory=dict)  # id(record) -> its 1-based run number
+
+    @property
+    def gates(self) -> dict[GroupKey, RowGate]:
+        return {k: g.gate for k, g in self.groups.items()}
+
+    @property
+    def gated(self) -> list[RowGate]:
+        return [g.gate for g in self.groups.values() if g.gate.gated]
 
     @property
     def passed(self) -> bool:
-        return bool(self.gates) and all(g.passed for g in self.gates.values())
+        """Fail closed: at least one group ran the production strategy, and every such passed."""
+        return bool(self.gated) and all(g.passed for g in self.gated)
+
+    def run_id(self, record: RunRecord) -> int:
+        return self.run_ids[id(record)]
 
 
 def row_of(record: RunRecord) -> Row:
@@ -211,40 +276,68 @@ def make_cell(
     return cell
 
 
-def gate_row(row: Row, cells: list[Cell], production: str) -> RowGate:
-    """DESIGN §5 for one (torch, transformers) row, over the production strategy's cells.
+def gate_row(hardware: str, row: Row, cells: list[Cell], production: str) -> RowGate:
+    """The gate for one group, over the production strategy's cells.
 
     Besides nested-FX errors and silent fallbacks, any other non-ok outcome (hang, crash,
     OOM, a blocked recompile, a run that was in effect serial) fails too: such a run proves
-    nothing about the race, so it cannot count as a pass.
+    nothing about the race, so it cannot count as a pass. A group with no run of the
+    production strategy is not gated (records from before it was production), not passed.
     """
     mine = [c for c in cells if c.column.strategy == production]
     if not mine:
-        return RowGate(row, False, [f"no runs of the production strategy {production!r}"], [])
+        why = f"no runs of the production strategy {production!r}"
+        return RowGate(hardware, row, GateStatus.NOT_GATED, [], [why])
     reasons, notes = [], []
     for c in mine:
         reasons.extend(f"{c.column.key}: {p}" for p in c.problems())
-        if c.throughput and c.throughput.skipped:
-            notes.append(c.throughput.message)
-    notes = sorted(set(notes))
-    if void := [c for c in mine if c.timings_void]:  # one note; the cells themselves say which
-        notes.append(
-            f"tok/s of {len(void)} of {len(mine)} cells not gated: their runs overlapped other runs"
-        )
-    return RowGate(row, not reasons, reasons, notes)
+    if void := [c for c in mine if c.timings_void]:
+        notes.append(f"{THROUGHPUT_SKIPPED}: runs overlapped others: {len(void)} of {len(mine)}")
+    floorless = [c.throughput for c in mine if c.throughput and c.throughput.skipped]
+    notes += sorted({t.detail for t in floorless})  # e.g. no baselines/<hardware>.json
+    status = GateStatus.FAIL if reasons else GateStatus.PASS
+    return RowGate(hardware, row, status, reasons, notes)
 
 
 def _unreported(record: RunRecord) -> bool:
     return (record.hardware or {}).get("device_name") == UNREPORTED_DEVICE
 
 
+def expected_probes(torch_version: str, hardware: str) -> dict[str, str]:
+    """Probe name -> the verdict expectations/probes.toml expects on this torch and device."""
+    try:
+        entries = _probe_table()
+        device = "cpu" if hardware == "cpu" else "cuda"
+        found = {n: probe_expectations.lookup(entries, n, torch_version, device) for n in PROBES}
+    except ValueError:  # a version that is no release ('?'): no probe is known to apply
+        return {}
+    return {n: str(e.verdict) for n, e in found.items() if e is not None}
+
+
+_TABLE: list[probe_expectations.Expectation] = []
+
+
+def _probe_table() -> list[probe_expectations.Expectation]:
+    if not _TABLE:
+        _TABLE.extend(probe_expectations.load())
+    return _TABLE
+
+
+def _strategy_order(names: set[str], production: str) -> list[str]:
+    registry = [str(s) for s in STRATEGIES]
+    rank = {s: i for i, s in enumerate(registry)}
+    return sorted(names, key=lambda s: (s != production, rank.get(s, len(rank)), s))
+
+
+def _hardware_order(hw: str) -> tuple[bool, str]:
+    return hw == "cpu", hw  # GPUs first: the production hardware; then the CPU
+
+
 def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str) -> Matrix:
-    groups: dict[tuple[Row, Column], list[RunRecord]] = defaultdict(list)
+    cells_by: dict[tuple[Row, Column], list[RunRecord]] = defaultdict(list)
     # A run whose child never reported (a hang, in records older than the `built` event's
     # hardware) is filed under the machine its row's other runs name, not a column of its own.
-    known = Counter(
-        (row_of(r), baselines.hardware_key(r)) for r in records if not _unreported(r)
-    )
+    known = Counter((row_of(r), baselines.hardware_key(r)) for r in records if not _unreported(r))
     for r in records:
         col = column_of(r)
         if _unreported(r):
@@ -256,38 +349,71 @@ def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str)
             ]
             if same_row:
                 col = replace(col, hardware=max(same_row)[1])
-        groups[row_of(r), col].append(r)
+        cells_by[row_of(r), col].append(r)
     loaded: dict[str, baselines.Baseline | None] = {}
     cells = {}
-    for (row, col), runs in groups.items():
+    for (row, col), runs in cells_by.items():
         if col.hardware not in loaded:
             loaded[col.hardware] = baselines.load(baselines_dir, col.hardware)
         cells[row, col] = make_cell(row, col, runs, loaded[col.hardware])
-    rows = sorted({r for r, _ in groups}, key=_version_sort)
-    columns = sorted({c for _, c in groups})
-    gates = {
-        row: gate_row(row, [cells[k] for c in columns if (k := (row, c)) in cells], production)
-        for row in rows
-    }
-    return Matrix(rows, columns, cells, production, gates)
+    columns = sorted({c for _, c in cells_by})
+    by_group: dict[GroupKey, list[Cell]] = defaultdict(list)
+    for col in columns:
+        for (row, c), cell in cells.items():
+            if c == col:
+                by_group[col.hardware, row].append(cell)
+    hardware = sorted({hw for hw, _ in by_group}, key=_hardware_order)
+    rows = {hw: sorted({r for h, r in by_group if h == hw}, key=_version_sort) for hw in hardware}
+    strategies = {
+        hw: _strategy_order({c.column.strategy for (h, _), cs in by_group.items() if h == hw
+                             for c in cs}, production)
+        for hw in hardware
+    }  # fmt: skip
+    groups = {}
+    for (hw, row), group_cells in by_group.items():
+        probes = expected_probes(row[0], hw)
+        decided = verdicts.decide(
+            [r for c in group_cells for r in c.runs],
+            production=production,
+            probes=probes,
+            strategies=strategies[hw],
+        )
+        gate = gate_row(hw, row, group_cells, production)
+        groups[hw, row] = Group(hw, row, group_cells, decided, gate, probes)
+    groups = dict(sorted(groups.items(), key=lambda kv: (_hardware_order(kv[0][0]),
+                                                          _version_sort(kv[0][1]))))  # fmt: skip
+    run_ids = {id(r): i for i, r in enumerate(records, 1)}
+    return Matrix(hardware, rows, strategies, columns, cells, production, groups, run_ids)
+
+
+def group_name(hardware: str, row: Row) -> str:
+    return f"{hardware} torch {row[0]} / transformers {row[1]}"
 
 
 def gate(
     records: list[RunRecord], baselines_dir: Path, production_strategy: str
 ) -> tuple[bool, list[str]]:
-    """(passed, reasons): every (torch, transformers) row must pass DESIGN §5's gate.
+    """(passed, reasons): every hardware × torch × transformers group that ran the production
+    strategy must pass its gate, and at least one must have run it.
 
-    Reasons name the row; when the gate passes they hold the skipped checks (no baseline).
+    Reasons name the group; when the gate passes they hold the skipped checks and the groups
+    not gated.
     """
     if not records:
         return False, ["no run records: nothing was gated"]
     m = build_matrix(records, baselines_dir, str(production_strategy))
     out = []
-    for row, g in m.gates.items():
-        name = f"torch {row[0]} / transformers {row[1]}"
+    for (hw, row), g in m.gates.items():
+        name = group_name(hw, row)
         out.extend(f"{name}: {r}" for r in g.reasons)
         out.extend(f"{name}: {n}" for n in g.notes)
-    failures = [f"torch {r[0]} / transformers {r[1]}" for r, g in m.gates.items() if not g.passed]
+    if not m.gated:
+        return False, [
+            f"no runs of the production strategy {m.production_strategy!r} in any group: "
+            "nothing was gated",
+            *out,
+        ]
+    failures = [group_name(hw, row) for (hw, row), g in m.gates.items() if g.gated and not g.passed]
     if m.passed:
         return True, out
     return False, [f"gate failed for: {', '.join(failures)}", *out]
