@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.judge.suite import RacegateConfig
 from harness.judge.verdict import (
     Calibration,
     Status,
@@ -23,6 +24,7 @@ from harness.judge.verdict import (
 )
 from harness.record import RunRecord, ThreadRecord, read_jsonl
 from harness.scenario import make_scenario
+from harness.vocab import Schedule, Strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = {"torch": "2.13.0+cpu", "transformers": "5.17.0", "python": "3.12.3"}
@@ -210,3 +212,30 @@ def test_end_to_end_a_control_that_never_fires_masks(tmp_path: Path) -> None:
     fixed = r"SAFE +warmup_locked \(production\).*fixed upstream"
     assert re.search(f"({masked}|{fixed})", block), block
     assert "UNDECIDED: " in block or "PASS: " in block
+
+
+def _rc(**kw: object) -> RacegateConfig:
+    fields = dict(
+        gpus=2, devices=("cuda:0", "cuda:1"), threads_per_device=(1, 2), cache_states=(),
+        strategies=(Strategy.WARMUP_LOCKED, Strategy.WARMUP), schedule=Schedule.RECOMPILE,
+        switch_interval=1e-5, preset="small", repeat=3, run_timeout=None, results=None,
+        workload="w:f", production=Strategy.WARMUP_LOCKED, expectations=[], versions={},
+    )  # fmt: skip
+    return RacegateConfig(**(fields | kw))
+
+
+def test_cases_skip_one_thread_and_put_the_control_first() -> None:
+    from cases.test_race import case_repeats, case_strategies, topologies
+
+    rc = _rc()
+    assert topologies(rc) == [(("cuda:0", "cuda:1"), 1), (("cuda:0",), 2), (rc.devices, 2)]
+    assert case_strategies(rc, Calibration()) == ["per_device", "warmup_locked", "warmup"]
+    control = runs("per_device", 8, 4)
+    assert case_repeats(Strategy.WARMUP_LOCKED, "cold 1×2", rc, Calibration(), control)[:2] == (
+        20, True,
+    )  # fmt: skip
+    assert case_repeats(Strategy.PER_DEVICE, "cold 1×2", rc, Calibration(), [])[:2] == (4, False)
+    assert case_repeats(Strategy.WARMUP, "cold 1×2", rc, Calibration(), control)[0] == 3
+    xdist = _rc(overlapping=True)
+    n, _, why = case_repeats(Strategy.WARMUP_LOCKED, "cold 1×2", xdist, Calibration(), [])
+    assert n == 30 and "conservative" in why
