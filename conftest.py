@@ -27,6 +27,7 @@ MARKERS = {
     "throughput": "throughput(): gates tokens/s against baselines/<hardware>.json",
     "slow": "slow(): takes minutes; deselect with -m 'not slow'",
 }
+pytest_plugins = ["harness.report.terminal"]  # the verdict block and its calibration options
 CPU_PRESET, GPU_PRESET = "tiny", "small"
 # The suite's strategies per device kind, from the registry (flex has no CPU backward).
 CPU_STRATEGIES = strategies_where(in_suite=True, trains_on_cpu=True)

@@ -1,45 +1,96 @@
 """The race suite: every strategy × cache state × topology on the devices present.
 
 Known-bad combinations come from expectations/race.toml and are `xfail(strict=True)`;
-the production strategy ([tool.racegate]) must always pass.
+the production strategy ([tool.racegate]) must always pass. The positive control (the known-bad
+`--control-strategy`) is collected first and runs all its repeats, so its detection rate per
+cache state × topology, read back from this session's records, sets how many runs the
+production strategy's case makes there (harness.judge.verdict.repeats_for).
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
+import warnings
 
 import pytest
 
 from harness.judge import race_expectations
-from harness.judge.suite import OUTCOME_ERRORS, judge, racegate_key, run_case
+from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, judge, racegate_key, run_case
+from harness.judge.verdict import Calibration, cell_label, control_rates, repeats_for
+from harness.report.terminal import calibration_key, session_records
 from harness.scenario import make_scenario
-from harness.vocab import CacheState
+from harness.vocab import CacheState, Strategy
 
 # Per-case time limit (pytest-timeout, thread method: all stacks dumped on a hang).
 CASE_TIMEOUT_S = 900
 
 
-def _topologies(rc) -> list[tuple[tuple[str, ...], int]]:
+class RepeatNote(UserWarning):
+    """How a production case chose its runs when the control's rate was not at hand."""
+
+
+def topologies(rc: RacegateConfig) -> list[tuple[tuple[str, ...], int]]:
+    """(devices, threads per device) the race cases cover; one thread in all cannot race."""
     if rc.devices == ("cpu",):
-        return [(("cpu",), t) for t in rc.threads_per_device]
-    out = []
-    for t in rc.threads_per_device:
-        out.append((rc.devices[:1], t))
-        if len(rc.devices) > 1:
-            out.append((rc.devices, t))
-    return out
+        out = [(("cpu",), t) for t in rc.threads_per_device]
+    else:
+        out = []
+        for t in rc.threads_per_device:
+            out.append((rc.devices[:1], t))
+            if len(rc.devices) > 1:
+                out.append((rc.devices, t))
+    return [(devices, t) for devices, t in out if len(devices) * t > 1]
+
+
+def case_strategies(rc: RacegateConfig, cal: Calibration) -> list[Strategy]:
+    """The strategies in collection order: the control first (added when the production
+    strategy is selected without it), so its rate is known when the production case runs."""
+    control = Strategy(cal.control)
+    chosen = list(rc.strategies)
+    if rc.production in chosen and control not in chosen:
+        chosen.append(control)
+    return sorted(chosen, key=lambda s: s != control)  # stable: the rest keep their order
+
+
+def case_repeats(
+    strategy: Strategy, cell: str, rc: RacegateConfig, cal: Calibration, records: list
+) -> tuple[int, bool, str]:
+    """(runs, stop at the first failure, why) for one case in cache state × topology `cell`."""
+    if strategy == cal.control:
+        n = max(rc.repeat, cal.control_repeat)
+        return n, False, f"positive control: all {n} runs, for its detection rate"
+    if strategy != rc.production:
+        return rc.repeat, True, f"--repeat {rc.repeat}"
+    rate = control_rates(records, cal.control).get(cell)
+    if rate is None and rc.overlapping:
+        # Under pytest-xdist another worker may run the control's case after this one.
+        return (
+            cal.cap,
+            True,
+            (
+                f"no {cal.control} runs in {cell} yet (pytest-xdist does not keep collection "
+                f"order): a fixed conservative {cal.cap} runs (--power-cap)"
+            ),
+        )
+    n, why = repeats_for(rate, default=rc.repeat, cal=cal)
+    return n, True, why
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "race_case" not in metafunc.fixturenames:
         return
     rc = metafunc.config.stash[racegate_key]
+    cal = metafunc.config.stash[calibration_key]
     params = []
-    for strategy in rc.strategies:
+    for strategy in case_strategies(rc, cal):
+        # The control runs all its repeats and the production case as many as power asks:
+        # the case's time limit grows with its most runs (each run keeps the same budget).
+        most = {cal.control: max(rc.repeat, cal.control_repeat), rc.production: cal.cap}
+        timeout = CASE_TIMEOUT_S * max(1.0, most.get(strategy, rc.repeat) / rc.repeat)
         for cache_state in rc.cache_states:
-            for devices, tpd in _topologies(rc):
-                marks = [pytest.mark.race]
+            for devices, tpd in topologies(rc):
+                marks = [pytest.mark.race, pytest.mark.timeout(timeout)]
                 if devices != ("cpu",):
                     marks.append(pytest.mark.gpu)
                 if len(devices) > 1:
@@ -74,10 +125,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("race_case", params)
 
 
-@pytest.mark.timeout(CASE_TIMEOUT_S)
-def test_race(race_case, racegate_config) -> None:
+def test_race(race_case, racegate_config, pytestconfig) -> None:
     strategy, cache_state, devices, tpd = race_case
     rc = racegate_config
+    cal = pytestconfig.stash[calibration_key]
+    cell = cell_label(cache_state, len(devices), tpd)
+    repeat, stop, why = case_repeats(strategy, cell, rc, cal, session_records(pytestconfig))
+    if strategy == rc.production and "conservative" in why:
+        warnings.warn(RepeatNote(f"{strategy} {cell}: {why}"), stacklevel=1)
     scenario = make_scenario(
         preset=rc.preset,
         strategy=strategy,
@@ -89,6 +144,7 @@ def test_race(race_case, racegate_config) -> None:
         steps=4 if devices == ("cpu",) else 8,
         warmup_steps=1,
         # Warm and deleted runs first prime the cache in a run of their own: halve each budget.
+        # A run's budget is the same whatever the case's repeats (its time limit scales).
         timeout_s=rc.run_timeout_within(
             CASE_TIMEOUT_S * 0.8 / rc.repeat / (1 if cache_state is CacheState.COLD else 2)
         ),
@@ -96,12 +152,12 @@ def test_race(race_case, racegate_config) -> None:
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     records = run_case(
-        scenario, rc.repeat, rc.results, command,
-        stop_on_failure=True, timing_valid=not rc.overlapping,
+        scenario, repeat, rc.results, command,
+        stop_on_failure=stop, timing_valid=not rc.overlapping,
     )  # fmt: skip
     assert all(r.threads_asked == tpd * len(devices) for r in records)
-    judge(records)  # raises on the first failed run, which ended the case
-    assert len(records) == rc.repeat
+    judge(records)  # raises on a failed run (which ended the case unless it is the control)
+    assert len(records) == repeat, why
 
 
 def incident_topology(gpus: int) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -1,23 +1,28 @@
-"""The verdict a user reads: per strategy SAFE / UNSAFE / MASKED / NOT RUN, and what to do.
+"""The verdict a user reads: per strategy SAFE / UNSAFE / MASKED / INCONCLUSIVE / NOT RUN.
 
-One pure function (`decide`) over judged run records and this torch's probe verdicts; pytest's
+One pure function (`decide`) over run records and this torch's probe verdicts, calibrated by a
+positive control (the known-bad strategy, `per_device` by default): a clean run only counts
+where the control failed on this machine, in the same cache state and topology, often enough
+that a strategy as race-prone as the control would have been caught (docs/gate.md). pytest's
 terminal summary, the CLI and the report all render its result with `render`.
 """
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from harness.judge.metrics import wilson_interval
 from harness.record import RunRecord
 from harness.vocab import STRATEGIES, Outcome, Strategy
 
 # The probes that show the nested-FX hazard itself (a compiled call in one thread broken by a
-# trace in another): when one says "hazard" on this torch, a lazily compiling strategy that
-# ran clean here was lucky, not safe (docs/torch-releases.md).
+# trace in another): when one says "hazard" on this torch and the control never failed here,
+# the race is masked on this machine, not gone (docs/torch-releases.md).
 RACE_PROBES = (
     "compiled_call_during_make_fx",
     "compiled_call_during_compile",
@@ -27,10 +32,102 @@ WIDTH = 100  # the block never wraps in a 100-column CI log
 
 
 class Status(StrEnum):
-    SAFE = "SAFE"
-    UNSAFE = "UNSAFE"
-    MASKED = "MASKED"  # clean here, but a probe shows the hazard on this torch
+    SAFE = "SAFE"  # clean, and the control showed this machine would have caught a race
+    UNSAFE = "UNSAFE"  # at least one run failed
+    MASKED = "MASKED"  # clean, the control never failed here, but a probe shows the hazard
+    INCONCLUSIVE = "INCONCLUSIVE"  # clean, but fewer runs than the control's power asks for
     NOT_RUN = "NOT RUN"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How the positive control turns into a number of runs (issue 22)."""
+
+    control: str = str(Strategy.PER_DEVICE)  # the known-bad strategy: the incident's code
+    target: float = 0.99  # catch a strategy as race-prone as the control with this probability
+    cap: int = 30  # at most this many production runs per cache state × topology
+    # Below this power (where the cap binds) a clean strategy is not called SAFE.
+    min_power: float = 0.9
+    control_repeat: int = 4  # the control's runs per case, all run (a rate, not a first failure)
+
+
+def runs_for_power(p_low: float, target: float = 0.99) -> int | None:
+    """n = ⌈ln(1 − target) / ln(1 − p)⌉ clean runs catch a per-run rate ≥ p with `target`
+    probability; None when p is 0 (no number of runs will do)."""
+    if p_low <= 0.0:
+        return None
+    if p_low >= 1.0:
+        return 1
+    return max(1, math.ceil(math.log(1.0 - target) / math.log(1.0 - p_low)))
+
+
+def power(p_low: float, runs: int) -> float:
+    """Probability that `runs` runs see at least one failure of a per-run rate `p_low`."""
+    return 1.0 - (1.0 - p_low) ** runs
+
+
+def cell_label(
+    cache_state: str, devices: int, threads_per_device: int, target: bool = False
+) -> str:
+    """A cache state × topology, e.g. 'cold 1×2' (one device, two threads on it)."""
+    return f"{cache_state} {devices}×{threads_per_device}{'+target' if target else ''}"
+
+
+def cell_of(record: RunRecord) -> str:
+    """The cache state × topology a run belongs to."""
+    s = record.scenario
+    return cell_label(
+        str(s["cache_state"]), len(s["devices"]), int(s["threads_per_device"]),
+        bool(s.get("target_devices")),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ControlRate:
+    """The positive control's per-run detection rate in one cell, with its 95% interval."""
+
+    cell: str
+    hits: int
+    runs: int
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(self.hits, self.runs)
+
+    def needed(self, cal: Calibration) -> int | None:
+        """Production runs power asks for in this cell, capped; None if the control never hit."""
+        n = runs_for_power(self.interval[0], cal.target)
+        return None if n is None else min(n, cal.cap)
+
+    def describe(self) -> str:
+        lo, hi = self.interval
+        return f"{self.cell} {self.hits}/{self.runs} (95%: {lo:.0%}–{hi:.0%})"
+
+
+def control_rates(records: Iterable[RunRecord], control: str) -> dict[str, ControlRate]:
+    """Per cell, how many of the control's runs failed (any failing outcome is a detection)."""
+    hits: Counter[str] = Counter()
+    runs: Counter[str] = Counter()
+    for r in records:
+        if r.scenario["strategy"] == control:
+            runs[cell_of(r)] += 1
+            hits[cell_of(r)] += r.outcome != Outcome.OK
+    return {c: ControlRate(c, hits[c], runs[c]) for c in sorted(runs)}
+
+
+def repeats_for(rate: ControlRate | None, *, default: int, cal: Calibration) -> tuple[int, str]:
+    """(runs, why) for a strategy's case in one cell, from the control's rate measured there."""
+    if rate is None:
+        return default, f"no {cal.control} runs in this cell yet: the default {default}"
+    needed = rate.needed(cal)
+    if needed is None:
+        return default, (
+            f"{cal.control} never failed here ({rate.describe()}): power cannot be reached, "
+            f"the default {default}"
+        )
+    n = max(default, needed)
+    capped = " (the cap binds)" if needed == cal.cap else ""
+    return n, f"{n} runs for ≥ {cal.target:.0%} power from {cal.control} {rate.describe()}{capped}"
 
 
 @dataclass(frozen=True)
@@ -40,8 +137,10 @@ class StrategyVerdict:
     runs: int
     failed: int
     failures: dict[str, int] = field(default_factory=dict)  # failed runs by outcome
-    covered: tuple[str, ...] = ()  # "cold 1×2" cache state × topology, as run
+    covered: tuple[str, ...] = ()  # "cold 1×2: 7 runs", per cache state × topology as run
     why: str = ""
+    more_runs: int = 0  # INCONCLUSIVE: how many more clean runs power asks for
+    power: float | None = None  # lowest over its cells: P(catching a control-like strategy)
 
 
 @dataclass(frozen=True)
@@ -51,6 +150,8 @@ class Verdict:
     production: str
     strategies: tuple[StrategyVerdict, ...]  # the production strategy first
     advice: str
+    control: str = str(Strategy.PER_DEVICE)
+    rates: tuple[ControlRate, ...] = ()  # the control's, per cell
 
     @property
     def production_verdict(self) -> StrategyVerdict:
@@ -62,51 +163,174 @@ class Verdict:
         return self.production_verdict.status is Status.SAFE
 
 
-def _topology(record: RunRecord) -> str:
-    s = record.scenario
-    return f"{s['cache_state']} {len(s['devices'])}×{s['threads_per_device']}"
-
-
 def _hazards(probes: Mapping[str, str]) -> list[str]:
     return [name for name in RACE_PROBES if probes.get(name) == "hazard"]
 
 
-def judge_strategy(
-    strategy: str, records: list[RunRecord], probes: Mapping[str, str]
+def _gone(probes: Mapping[str, str]) -> list[str]:
+    """Race probes that say safe, when none says hazard: the hazard is fixed upstream."""
+    if _hazards(probes):
+        return []
+    return [name for name in RACE_PROBES if probes.get(name) == "safe"]
+
+
+def _pct_floor(x: float) -> str:
+    return f"{math.floor(x * 100)}%"
+
+
+def _by_cache_state(rates: Iterable[ControlRate]) -> str:
+    """'4 of 8 warm and 8 of 8 cold runs' (cells summed per cache state)."""
+    hits: Counter[str] = Counter()
+    runs: Counter[str] = Counter()
+    for r in rates:
+        state = r.cell.split()[0]
+        hits[state] += r.hits
+        runs[state] += r.runs
+    parts = [f"{hits[s]} of {runs[s]} {s}" for s in runs]
+    return (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + " runs"
+
+
+def _clean(
+    strategy: str,
+    records: list[RunRecord],
+    probes: Mapping[str, str],
+    rates: Mapping[str, ControlRate],
+    cal: Calibration,
+    torch_version: str,
 ) -> StrategyVerdict:
-    """One strategy's status from its runs here and this torch's probe verdicts."""
+    """A strategy none of whose runs failed: SAFE only on the control's evidence (or upstream's)."""
+    n = len(records)
+    per_cell = Counter(cell_of(r) for r in records)
+    covered = tuple(f"{c}: {k} run{'s' * (k != 1)}" for c, k in sorted(per_cell.items()))
+    base = f"0 of {n} runs failed"
+    c = cal.control
+    uncalibrated = [cell for cell in per_cell if cell not in rates or rates[cell].hits == 0]
+    if uncalibrated:
+        hazards, gone = _hazards(probes), _gone(probes)
+        fired_nowhere = all(r.hits == 0 for r in rates.values())
+        missing = [cell for cell in uncalibrated if cell not in rates]
+        if hazards:
+            where = ", ".join(
+                rates[x].describe() if x in rates else f"{x} not run" for x in uncalibrated
+            )
+            return StrategyVerdict(
+                strategy, Status.MASKED, n, 0, {}, covered,
+                f"{base}, but {c} never failed here ({where}) while probe {hazards[0]} shows the "
+                f"hazard on torch {torch_version}: the race is masked on this machine, so these "
+                "runs prove nothing (inconclusive)",
+            )  # fmt: skip
+        if gone and fired_nowhere and not missing:
+            return StrategyVerdict(
+                strategy, Status.SAFE, n, 0, {}, covered,
+                f"{base}; {c} never failed here either, and probe {gone[0]} says the hazard is "
+                f"gone on torch {torch_version} (fixed upstream)",
+            )  # fmt: skip
+        if missing:
+            why = f"{c}, the positive control, did not run in {', '.join(missing)}"
+        else:
+            why = f"{c} never failed in {', '.join(uncalibrated)} and no probe verdict decides"
+        return StrategyVerdict(
+            strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
+            f"{base}, but {why}: nothing shows this machine would have seen the race",
+        )  # fmt: skip
+    short, reached, capped = {}, [], []
+    for cell, k in per_cell.items():
+        rate = rates[cell]
+        needed = rate.needed(cal) or cal.cap
+        if k < needed:
+            short[cell] = needed - k
+        reached.append(power(rate.interval[0], k))
+        if (runs_for_power(rate.interval[0], cal.target) or 0) > cal.cap:
+            capped.append(cell)
+    low = min(reached)
+    seen = f"{c} failed {_by_cache_state(rates[x] for x in per_cell)} here"
+    if short:
+        more = sum(short.values())
+        where = ", ".join(f"{v} in {k}" for k, v in sorted(short.items()))
+        return StrategyVerdict(
+            strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
+            f"{base}; {seen}, so power asks for {more} more clean runs ({where}); so far a "
+            f"strategy as bad as {c} would have been caught with only ≥ {_pct_floor(low)}",
+            more_runs=more, power=low,
+        )  # fmt: skip
+    bound = wilson_interval(0, n)[1]
+    tail = f"per-run failure rate < {math.ceil(bound * 100)}% (95%)"
+    cap_note = f" (the {cal.cap}-run cap binds in {', '.join(sorted(capped))})" if capped else ""
+    claim = f"a strategy as bad as {c} would have been caught with ≥ {_pct_floor(low)}{cap_note}"
+    if low < cal.min_power:
+        return StrategyVerdict(
+            strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
+            f"{base}; {seen}, so {claim}: below the {cal.min_power:.0%} a SAFE needs; raise the "
+            f"control's detection or the cap",
+            power=low,
+        )  # fmt: skip
+    return StrategyVerdict(
+        strategy, Status.SAFE, n, 0, {}, covered, f"{base}; {seen}, so {claim}; {tail}", power=low
+    )
+
+
+def judge_strategy(
+    strategy: str,
+    records: list[RunRecord],
+    probes: Mapping[str, str],
+    rates: Mapping[str, ControlRate] | None = None,
+    cal: Calibration = Calibration(),
+    torch_version: str = "?",
+) -> StrategyVerdict:
+    """One strategy's status from its runs here, the control's rates and the probe verdicts."""
     if not records:
         return StrategyVerdict(strategy, Status.NOT_RUN, 0, 0, why="no run of it here")
     failed = [r for r in records if r.outcome != Outcome.OK]
-    failures = dict(Counter(r.outcome for r in failed).most_common())
-    covered = tuple(sorted({_topology(r) for r in records}))
     n = len(records)
     if failed:
+        failures = dict(Counter(r.outcome for r in failed).most_common())
         what = ", ".join(f"{k} {v}" for k, v in failures.items())
+        cells = Counter(cell_of(r) for r in failed)
+        covered = tuple(f"{c}: {k} failed" for c, k in sorted(cells.items()))
         return StrategyVerdict(
             strategy, Status.UNSAFE, n, len(failed), failures, covered,
             f"failed {len(failed)} of {n} runs ({what})",
         )  # fmt: skip
-    spec = STRATEGIES.get(Strategy(strategy)) if strategy in set(Strategy) else None
-    hazards = _hazards(probes)
-    if spec is not None and spec.races_lazily and hazards:
-        return StrategyVerdict(
-            strategy, Status.MASKED, n, 0, {}, covered,
-            f"0 of {n} runs failed here, but probe {hazards[0]} shows the hazard on this torch",
-        )  # fmt: skip
-    return StrategyVerdict(strategy, Status.SAFE, n, 0, {}, covered, f"0 of {n} runs failed")
+    return _clean(strategy, records, probes, rates or {}, cal, torch_version)
 
 
-def _advice(production: StrategyVerdict, others: list[StrategyVerdict]) -> str:
-    bad = [s.strategy for s in others if s.status in (Status.UNSAFE, Status.MASKED)]
-    tail = f"; {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} unsafe here" if bad else ""
+def _lazy(strategy: str) -> bool:
+    return strategy in set(Strategy) and STRATEGIES[Strategy(strategy)].races_lazily
+
+
+def _advice(production: StrategyVerdict, others: list[StrategyVerdict], control: str) -> str:
+    unsafe = [s.strategy for s in others if s.status is Status.UNSAFE]
+    masked = [s.strategy for s in others if s.status is Status.MASKED and _lazy(s.strategy)]
+    tail = ""
+    if unsafe:
+        tail += f"; {', '.join(unsafe)} {'is' if len(unsafe) == 1 else 'are'} unsafe here"
+    if masked:
+        tail += f"; {', '.join(masked)} only masked here (the hazard is in this torch)"
+    p = production.strategy
     if production.status is Status.SAFE:
-        return f"keep {production.strategy}{tail}."
+        return f"keep {p}{tail}."
     if production.status is Status.NOT_RUN:
-        return f"run {production.strategy} (the production strategy): nothing decided yet{tail}."
+        return f"run {p} (the production strategy): nothing is decided yet{tail}."
+    if production.status is Status.INCONCLUSIVE:
+        more = f" {production.more_runs} more times" if production.more_runs else ""
+        return f"undecided: run {p}{more} (and {control} beside it) before upgrading{tail}."
+    if production.status is Status.MASKED:
+        return (
+            f"undecided here: {control} cannot produce the race on this machine; decide on one "
+            f"where it fails (a GPU){tail}."
+        )
     safe = [s.strategy for s in others if s.status is Status.SAFE]
     switch = f"; {', '.join(safe)} held here" if safe else ""
-    return f"do not upgrade with {production.strategy}: {production.why}{switch}{tail}."
+    return f"do not upgrade with {p}: {production.why}{switch}{tail}."
+
+
+def _hardware(record: RunRecord) -> str:
+    hw = record.hardware
+    name = str(hw.get("device_name", "?"))
+    if name == "cpu":
+        return f"cpu ({hw.get('cpu_count', '?')} cores)"
+    names = hw.get("device_names") or [name]
+    return f"{name} ×{len(names)} of {hw.get('cuda_device_count', '?')}"
 
 
 def decide(
@@ -115,46 +339,69 @@ def decide(
     production: str,
     probes: Mapping[str, str] | None = None,
     strategies: Iterable[str] = (),
+    calibration: Calibration = Calibration(),
+    versions: Mapping[str, str] | None = None,
+    hardware: str | None = None,
 ) -> Verdict:
     """The verdict for one hardware × torch × transformers set of records.
 
     probes: probe name -> verdict ("hazard"/"safe"/...) on this torch; strategies: those asked
-    for, so an asked strategy with no run shows as NOT RUN.
+    for, so an asked strategy with no run shows as NOT RUN; calibration: the positive control
+    and the power asked of clean runs; versions/hardware: when the records say none.
     """
     records = list(records)
     probes = probes or {}
-    names = [production, *dict.fromkeys([*strategies, *(r.scenario["strategy"] for r in records)])]
-    names = list(dict.fromkeys(names))
+    control = calibration.control
+    names = [production, *strategies, *(r.scenario["strategy"] for r in records)]
+    names = list(dict.fromkeys(str(n) for n in names))
     by = {n: [r for r in records if r.scenario["strategy"] == n] for n in names}
-    verdicts = tuple(judge_strategy(n, by[n], probes) for n in names)
+    rates = control_rates(records, control)
     first = records[0] if records else None
+    found = dict(first.versions) if first else {}
+    found = found or dict(versions or {})
+    torch_version = found.get("torch", "?")
+    verdicts = tuple(
+        judge_strategy(n, by[n], probes, rates, calibration, torch_version) for n in names
+    )
     return Verdict(
-        versions=dict(first.versions) if first else {},
-        hardware=str(first.hardware.get("device_name", "?")) if first else "?",
+        versions=found,
+        hardware=_hardware(first) if first else (hardware or "?"),
         production=production,
         strategies=verdicts,
-        advice=_advice(verdicts[0], list(verdicts[1:])),
+        advice=_advice(verdicts[0], list(verdicts[1:]), control),
+        control=control,
+        rates=tuple(rates.values()),
     )
 
 
-def _wrap(text: str, indent: int) -> list[str]:
+def wrap(text: str, indent: int) -> list[str]:
     """Wrap at word boundaries (never mid-value), continuation lines indented."""
     return textwrap.wrap(text, WIDTH, subsequent_indent=" " * indent, break_long_words=False)
+
+
+_DECISION = {Status.SAFE: "PASS", Status.UNSAFE: "FAIL"}
 
 
 def render(verdict: Verdict) -> list[str]:
     """The verdict block: at most WIDTH columns a line, no emoji (plain terminals, CI logs)."""
     v = verdict.versions
-    lines = [
-        "racegate verdict".center(WIDTH, "="),
-        f"torch {v.get('torch', '?')} · transformers {v.get('transformers', '?')} · "
-        f"{verdict.hardware}",
-    ]
+    lines = [" racegate verdict ".center(WIDTH, "=")]
+    lines += wrap(
+        f"torch {v.get('torch', '?')} · transformers {v.get('transformers', '?')} · python "
+        f"{v.get('python', '?')} · {verdict.hardware}"
+        + (f" · cuda {v['cuda']}" if v.get("cuda") not in (None, "None") else ""),
+        2,
+    )
+    if verdict.rates:
+        rates = "; ".join(r.describe() for r in verdict.rates)
+        lines += wrap(f"positive control {verdict.control} failed: {rates}", 4)
+    else:
+        lines += wrap(f"positive control {verdict.control}: no run of it here", 4)
     for s in verdict.strategies:
-        mark = " (production)" if s.strategy == verdict.production else ""
-        lines += _wrap(f"  {s.status:<8} {s.strategy}{mark}: {s.why}", 11)
+        role = {verdict.production: " (production)", verdict.control: " (positive control)"}
+        lines += wrap(f"  {s.status:<12} {s.strategy}{role.get(s.strategy, '')}: {s.why}", 15)
         if s.covered and s.strategy == verdict.production:
-            lines += _wrap(f"           ran: {', '.join(s.covered)}", 16)
-    decision = "PASS" if verdict.passed else "FAIL"
-    lines += _wrap(f"{decision}: {verdict.advice}", 6)
+            lines += wrap(f"{'':15}ran: {'; '.join(s.covered)}", 20)
+    decision = _DECISION.get(verdict.production_verdict.status, "UNDECIDED")
+    lines += wrap(f"{decision}: {verdict.advice}", len(decision) + 2)
     return lines

@@ -1,0 +1,241 @@
+"""The verdict: decide() on run records for every path, render() width, and the calibration
+end to end on CPU with a workload whose race probability is a knob (tests/race_knob_workload.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.judge.suite import RacegateConfig
+from harness.judge.verdict import (
+    Calibration,
+    Status,
+    control_rates,
+    decide,
+    render,
+    repeats_for,
+    runs_for_power,
+)
+from harness.record import RunRecord, ThreadRecord, read_jsonl
+from harness.scenario import make_scenario
+from harness.vocab import Schedule, Strategy
+
+ROOT = Path(__file__).resolve().parent.parent
+VERSIONS = {"torch": "2.13.0+cpu", "transformers": "5.17.0", "python": "3.12.3"}
+HAZARD = {"compiled_call_during_make_fx": "hazard"}
+GONE = {"compiled_call_during_make_fx": "safe", "flag_stuck_after_overlap": "safe"}
+
+
+def record(
+    strategy: str, outcome: str = "ok", cache_state: str = "cold", tpd: int = 2
+) -> RunRecord:
+    scenario = make_scenario(strategy=strategy, cache_state=cache_state, threads_per_device=tpd)
+    threads = [ThreadRecord(i, "cpu", outcome if i == 0 else "ok") for i in range(tpd)]
+    return RunRecord(
+        scenario=scenario.to_json(), outcome=outcome, outcome_counts={outcome: 1},
+        threads=threads, threads_asked=tpd, threads_concurrent=tpd, versions=dict(VERSIONS),
+        hardware={"device_name": "cpu", "cpu_count": 2, "cuda_device_count": 0},
+    )  # fmt: skip
+
+
+def runs(strategy: str, n: int, failed: int = 0, **kw: object) -> list[RunRecord]:
+    return [record(strategy, "nested_fx_error" if k < failed else "ok", **kw) for k in range(n)]
+
+
+def status(v, strategy: str) -> Status:
+    return next(s.status for s in v.strategies if s.strategy == strategy)
+
+
+def test_power_formula_matches_the_issue() -> None:
+    assert runs_for_power(0.5) == 7 and runs_for_power(0.25) == 17
+    assert runs_for_power(0.0) is None and runs_for_power(1.0) == 1
+
+
+def test_safe_needs_the_controls_power_and_states_it() -> None:
+    # per_device 4 of 8 warm, 8 of 8 cold: Wilson lows 0.22 and 0.68 -> 20 and 5 runs.
+    control = runs("per_device", 8, 4, cache_state="warm") + runs("per_device", 8, 8)
+    rates = control_rates(control, "per_device")
+    assert [rates[c].needed(Calibration()) for c in ("warm 1×2", "cold 1×2")] == [20, 5]
+    prod = runs("warmup_locked", 20, cache_state="warm") + runs("warmup_locked", 5)
+    v = decide(control + prod, production="warmup_locked", probes=HAZARD)
+    assert v.strategies[0].strategy == "warmup_locked" and v.passed
+    why = v.production_verdict.why
+    assert "0 of 25 runs failed; per_device failed 4 of 8 warm and 8 of 8 cold runs" in why
+    assert "caught with ≥ 99%" in why and "per-run failure rate < 14% (95%)" in why
+    assert status(v, "per_device") is Status.UNSAFE
+    assert v.advice == "keep warmup_locked; per_device is unsafe here."
+
+
+def test_too_few_clean_runs_is_inconclusive_with_how_many_more() -> None:
+    control = runs("per_device", 8, 4, cache_state="warm")
+    v = decide(control + runs("warmup_locked", 3, cache_state="warm"), production="warmup_locked")
+    p = v.production_verdict
+    assert p.status is Status.INCONCLUSIVE and p.more_runs == 17 and not v.passed
+    assert "17 more clean runs (17 in warm 1×2)" in p.why
+    assert "run warmup_locked 17 more times" in v.advice
+
+
+def test_the_cap_binds_and_the_power_reached_is_said() -> None:
+    control = runs("per_device", 8, 2)  # low 0.07: 63 runs asked, cap 10 -> 50% power
+    cal = Calibration(cap=10)
+    v = decide(control + runs("warmup_locked", 10), production="warmup_locked", calibration=cal)
+    p = v.production_verdict
+    assert p.status is Status.INCONCLUSIVE and "the 10-run cap binds in cold 1×2" in p.why
+    assert p.power is not None and 0.4 < p.power < 0.6
+    v = decide(control + runs("warmup_locked", 10), production="warmup_locked",
+               calibration=Calibration(cap=10, min_power=0.4))  # fmt: skip
+    assert v.passed and "≥ 52% (the 10-run cap binds" in v.production_verdict.why
+
+
+def test_unsafe_names_the_outcome_and_what_held() -> None:
+    control = runs("per_device", 4, 4)
+    v = decide(
+        control + runs("warmup_locked", 2, 1) + runs("warmup", 7),
+        production="warmup_locked", probes=HAZARD,
+    )  # fmt: skip
+    assert v.production_verdict.status is Status.UNSAFE
+    assert v.production_verdict.why == "failed 1 of 2 runs (nested_fx_error 1)"
+    assert status(v, "warmup") is Status.SAFE
+    assert v.advice.startswith("do not upgrade with warmup_locked: failed 1 of 2 runs")
+    assert "warmup held here" in v.advice
+
+
+def test_control_never_fired_with_a_hazard_probe_is_masked() -> None:
+    v = decide(
+        runs("per_device", 4) + runs("warmup_locked", 30),
+        production="warmup_locked", probes=HAZARD,
+    )  # fmt: skip
+    assert v.production_verdict.status is Status.MASKED and not v.passed  # never on count alone
+    assert "probe compiled_call_during_make_fx shows the hazard on torch 2.13.0" in (
+        v.production_verdict.why
+    )
+    assert status(v, "per_device") is Status.MASKED
+    assert "per_device only masked here" in v.advice
+
+
+def test_control_never_fired_with_the_hazard_gone_is_safe_fixed_upstream() -> None:
+    v = decide(runs("per_device", 4) + runs("warmup_locked", 3), production="warmup_locked",
+               probes=GONE)  # fmt: skip
+    assert v.passed
+    why = v.production_verdict.why
+    assert "probe compiled_call_during_make_fx says the hazard is gone on torch 2.13.0" in why
+    assert "fixed upstream" in why
+
+
+def test_no_control_or_no_probe_verdict_is_inconclusive() -> None:
+    v = decide(runs("warmup_locked", 30), production="warmup_locked", probes=GONE)
+    assert v.production_verdict.status is Status.INCONCLUSIVE
+    assert "per_device, the positive control, did not run in cold 1×2" in v.production_verdict.why
+    v = decide(runs("per_device", 4) + runs("warmup_locked", 30), production="warmup_locked")
+    assert v.production_verdict.status is Status.INCONCLUSIVE
+
+
+def test_not_run_strategies_and_an_empty_session() -> None:
+    v = decide([], production="warmup_locked", strategies=["per_device"], versions=VERSIONS,
+               hardware="cpu")  # fmt: skip
+    assert [s.status for s in v.strategies] == [Status.NOT_RUN, Status.NOT_RUN]
+    assert v.advice.startswith("run warmup_locked (the production strategy)")
+    assert render(v)[1].startswith("torch 2.13.0+cpu · transformers 5.17.0")
+
+
+def test_render_fits_100_columns_and_ends_with_the_decision() -> None:
+    control = runs("per_device", 8, 4, cache_state="warm") + runs("per_device", 8, 8)
+    records = control + runs("warmup_locked", 20, cache_state="warm") + runs("warmup_locked", 5)
+    for v in (
+        decide(records, production="warmup_locked", probes=HAZARD,
+               strategies=["singleton", "nested_fx_off"]),
+        decide(runs("per_device", 4) + runs("warmup_locked", 3), production="warmup_locked",
+               probes=HAZARD),
+    ):  # fmt: skip
+        lines = render(v)
+        assert all(len(line) <= 100 for line in lines), max(lines, key=len)
+        last = [i for i, line in enumerate(lines) if line.startswith(("PASS: ", "UNDECIDED: "))]
+        assert len(last) == 1 and all(line.startswith(" ") for line in lines[last[0] + 1 :])
+    text = "\n".join(render(v))
+    assert "MASKED       warmup_locked (production)" in text
+    assert "ran: cold 1×2: 3 runs" in text
+
+
+def test_repeats_come_from_the_controls_rate() -> None:
+    cal = Calibration(cap=30)
+    rate = control_rates(runs("per_device", 8, 4), "per_device")["cold 1×2"]
+    assert repeats_for(rate, default=3, cal=cal)[0] == 20
+    assert repeats_for(None, default=3, cal=cal)[0] == 3
+    never = control_rates(runs("per_device", 4), "per_device")["cold 1×2"]
+    assert repeats_for(never, default=3, cal=cal)[0] == 3
+    assert repeats_for(rate, default=3, cal=Calibration(cap=5))[0] == 5
+
+
+def _suite(tmp_path: Path, knob: str, *extra: str) -> tuple[subprocess.CompletedProcess, list]:
+    results = tmp_path / "runs.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RACEGATE_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "cases/test_race.py::test_race", "-p", "no:cacheprovider",
+         "--workload", "tests.race_knob_workload:make_workload",
+         "--preset", knob, "--strategies", "warmup_locked", "--devices", "cpu",
+         "--threads-per-device", "2", "--results", str(results), "-W", "ignore", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, env=env,
+    )  # fmt: skip
+    return proc, read_jsonl(results) if results.exists() else []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
+def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) -> None:
+    """p=1: the control fails 3 of 3 runs (Wilson low 0.44: 8 runs asked, capped at 5, power
+    94%), so warmup_locked runs 5 times and is SAFE; the block ends the session."""
+    proc, records = _suite(tmp_path, "p=1", "--control-repeat", "3", "--power-cap", "5")
+    out = proc.stdout
+    assert [r.scenario["strategy"] for r in records] == ["per_device"] * 3 + ["warmup_locked"] * 5
+    assert [r.outcome for r in records[:3]] == ["nested_fx_error"] * 3, out[-3000:]
+    assert all(r.outcome == "ok" for r in records[3:]), out[-3000:]
+    block = " ".join(out[out.index(" racegate verdict ") :].split())  # unwrapped
+    assert re.search(r"SAFE +warmup_locked \(production\): 0 of 5 runs failed; per_device failed "
+                     r"3 of 3 cold runs here", block), block  # fmt: skip
+    assert "the 5-run cap binds in cold 1×2" in block
+    assert "PASS: keep warmup_locked; per_device is unsafe here." in block
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
+def test_end_to_end_a_control_that_never_fires_masks(tmp_path: Path) -> None:
+    """p=0: the window never opens, per_device stays clean, and on a torch whose probes show the
+    hazard the verdict is MASKED (on one where they say it is gone: SAFE, fixed upstream)."""
+    proc, records = _suite(tmp_path, "p=0", "--control-repeat", "1")
+    assert [r.outcome for r in records] == ["ok", "ok"], proc.stdout[-3000:]
+    block = " ".join(proc.stdout[proc.stdout.index(" racegate verdict ") :].split())
+    masked = r"MASKED +warmup_locked \(production\).*probe compiled_call_during_make_fx"
+    fixed = r"SAFE +warmup_locked \(production\).*fixed upstream"
+    assert re.search(f"({masked}|{fixed})", block), block
+    assert "UNDECIDED: " in block or "PASS: " in block
+
+
+def _rc(**kw: object) -> RacegateConfig:
+    fields = dict(
+        gpus=2, devices=("cuda:0", "cuda:1"), threads_per_device=(1, 2), cache_states=(),
+        strategies=(Strategy.WARMUP_LOCKED, Strategy.WARMUP), schedule=Schedule.RECOMPILE,
+        switch_interval=1e-5, preset="small", repeat=3, run_timeout=None, results=None,
+        workload="w:f", production=Strategy.WARMUP_LOCKED, expectations=[], versions={},
+    )  # fmt: skip
+    return RacegateConfig(**(fields | kw))
+
+
+def test_cases_skip_one_thread_and_put_the_control_first() -> None:
+    from cases.test_race import case_repeats, case_strategies, topologies
+
+    rc = _rc()
+    assert topologies(rc) == [(("cuda:0", "cuda:1"), 1), (("cuda:0",), 2), (rc.devices, 2)]
+    assert case_strategies(rc, Calibration()) == ["per_device", "warmup_locked", "warmup"]
+    control = runs("per_device", 8, 4)
+    assert case_repeats(Strategy.WARMUP_LOCKED, "cold 1×2", rc, Calibration(), control)[:2] == (
+        20, True,
+    )  # fmt: skip
+    assert case_repeats(Strategy.PER_DEVICE, "cold 1×2", rc, Calibration(), [])[:2] == (4, False)
+    assert case_repeats(Strategy.WARMUP, "cold 1×2", rc, Calibration(), control)[0] == 3
+    xdist = _rc(overlapping=True)
+    n, _, why = case_repeats(Strategy.WARMUP_LOCKED, "cold 1×2", xdist, Calibration(), [])
+    assert n == 30 and "conservative" in why
