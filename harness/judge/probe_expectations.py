@@ -126,9 +126,6 @@ class Status(StrEnum):
     MISMATCH = "mismatch"
     MISSING = "missing"  # no entry for this release: a failure that says to add one
     BROKEN = "broken"  # hang or error: no verdict at all, whatever the table says
-    # Never returned. Kept only while cases/test_race_probes.py still tests for it (its skip
-    # branch); delete once that branch is gone.
-    NO_ENTRY = "no_entry"
 
 
 def compare(result: ProbeResult, entries: list[Expectation]) -> tuple[Status, str]:
