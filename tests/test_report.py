@@ -31,10 +31,28 @@ def floors(tmp_path: Path) -> Path:
     return out
 
 
+def powered(record: RunRecord, runs: int = 5) -> list[RunRecord]:
+    """`record` as `runs` runs, beside the control racing 8 of 8 runs in its cache state and
+    topology: enough evidence for the verdict to call a clean production strategy SAFE."""
+    s = record.scenario
+    control = make_record(
+        strategy="per_device", cache_state=s["cache_state"], tpd=s["threads_per_device"],
+        torch=record.versions["torch"], transformers=record.versions["transformers"],
+        devices=",".join(d.removeprefix("cuda:") for d in s["devices"]), nested=1, tps=None,
+    )  # fmt: skip
+    return [record] * runs + [control] * 8
+
+
 def clean_row(**versions: str) -> list[RunRecord]:
-    """The production strategy clean in every cache state, plus a racing per_device."""
-    runs = [make_record(cache_state=c, **versions) for c in ("cold", "warm", "deleted")]
-    runs += [make_record(strategy="per_device", nested=1, tps=None, **versions) for _ in range(2)]
+    """The production strategy clean in every cache state, 5 runs each: as many as the control
+    (per_device, racing in 8 of 8 runs per state: ≥ 68% at 95%) asks for 99% power."""
+    states = ("cold", "warm", "deleted")
+    runs = [make_record(cache_state=c, **versions) for c in states for _ in range(5)]
+    runs += [
+        make_record(strategy="per_device", cache_state=c, nested=1, tps=None, **versions)
+        for c in states
+        for _ in range(8)
+    ]
     return runs
 
 
@@ -87,7 +105,7 @@ def test_gate_fails_above_floor_with_refresh_command(floors: Path) -> None:
 
 
 def test_gate_without_baseline_skips_throughput_with_reason(tmp_path: Path) -> None:
-    passed, reasons = report.gate([make_record(tps=1.0)], tmp_path / "none", PROD)
+    passed, reasons = report.gate(powered(make_record(tps=1.0)), tmp_path / "none", PROD)
     assert passed
     assert any("gate skipped, no baseline for hardware 'h200x2'" in r for r in reasons)
 
@@ -138,11 +156,11 @@ def test_write_reports(tmp_path: Path, floors: Path) -> None:
 
     md = (out / "matrix.md").read_text()
     assert md.startswith("# nightly") and "**Gate FAILED: 1 of 2 gated groups passed.**" in md
-    assert "| 2.11.0+cu130 | 5.8.1 | PASS | SAFE 3 runs | UNSAFE 2/2 runs |" in md
-    assert "| 2.11.0+cu130 | 5.6.0 | FAIL | UNSAFE 1/4 runs | UNSAFE 2/2 runs |" in md
+    assert "| 2.11.0+cu130 | 5.8.1 | PASS | SAFE 15 runs | UNSAFE 24/24 runs |" in md
+    assert "| 2.11.0+cu130 | 5.6.0 | FAIL | UNSAFE 1/16 runs | UNSAFE 24/24 runs |" in md
     assert "## h200x2" in md and "### Legend" in md
     assert "FAIL torch 2.11.0+cu130 / transformers 5.6.0" in md
-    assert "nested_fx_error in 1/2 runs (1/4 threads)" in md  # the failed cell, named
+    assert "nested_fx_error in 1/6 runs (1/12 threads)" in md  # the failed cell, named
     assert len(md.encode()) < report.MAX_MARKDOWN_BYTES
 
     html = (out / "matrix.html").read_text()
@@ -151,7 +169,7 @@ def test_write_reports(tmp_path: Path, floors: Path) -> None:
         assert external not in html
     assert 'class="b fail"' in html and 'class="b pass"' in html
     assert "40.0K tok/s = 1.00x floor 40.0K ±10%: at floor" in html
-    assert "nested-FX 2/2 runs (2/4 thr)" in html  # per_device, two runs, two threads each
+    assert "nested-FX 8/8 runs (8/16 thr)" in html  # per_device: 8 runs a state, 1 of 2 threads hit
 
     width, height = _png_size(out / "throughput-small.png")
     assert 400 < width <= 1400 and 100 < height < 1200
@@ -195,7 +213,7 @@ def test_overlapped_runs_count_for_outcomes_not_timings(floors: Path, tmp_path: 
     slow = make_record(tps=30_000.0)  # 25% below the 40,000 floor
     assert not report.gate([slow], floors, PROD)[0]
     overlapped = dataclasses.replace(slow, timing_valid=False)
-    passed, reasons = report.gate([overlapped], floors, PROD)
+    passed, reasons = report.gate(powered(overlapped), floors, PROD)
     assert passed, reasons
     m = build_matrix([overlapped], floors, PROD)
     assert m.cells[m.rows["h200x2"][0], column_of(overlapped)].tokens_per_s is None
@@ -204,7 +222,7 @@ def test_overlapped_runs_count_for_outcomes_not_timings(floors: Path, tmp_path: 
     # Records written before timing_valid existed: the report is told instead.
     report.write_reports(
         [], tmp_path / "out", baselines_dir=floors, title="t",
-        overlapped_paths=[write(tmp_path / "old.jsonl", [slow])], production_strategy=PROD,
+        overlapped_paths=[write(tmp_path / "old.jsonl", powered(slow))], production_strategy=PROD,
     )  # fmt: skip
     assert json.loads((tmp_path / "out" / "gate.json").read_text())["passed"]
 
@@ -217,7 +235,8 @@ def test_overlapped_paths_void_only_their_own_records(
     monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
     recs = tmp_path / "records"
     recs.mkdir()
-    old = write(recs / "old.jsonl", [make_record(tps=30_000.0)])  # below the 40,000 floor
+    # Below the 40,000 floor, and more of them than the 5 cold runs timed alone.
+    old = write(recs / "old.jsonl", [make_record(tps=30_000.0)] * 6)
     alone = write(recs / "alone.jsonl", clean_row())
     out = tmp_path / "out"
     common = ["--out-dir", str(out), "--baselines", str(floors)]
@@ -229,7 +248,7 @@ def test_overlapped_paths_void_only_their_own_records(
     # The overlapped file also under a folder given positionally: read once, as overlapped.
     assert cli.main(["report", str(recs), "--overlapped", str(old), *common]) == 0
     runs = sum(c["runs"] for c in json.loads((out / "summary.json").read_text())["cells"])
-    assert runs == len(clean_row()) + 1
+    assert runs == len(clean_row()) + 6
     assert cli.main(["report", str(alone), str(old), "--outcomes-only", *common]) == 0
 
 
@@ -271,7 +290,7 @@ def test_cpu_and_gpu_records_of_one_version_pair_are_never_merged(floors: Path) 
     assert m.hardware == ["h200x2", "cpu"]  # the GPU (production hardware) first
     row = ("2.11.0+cu130", "5.8.1")
     assert m.gates["h200x2", row].passed and m.gates["cpu", row].status == "fail"
-    assert m.groups["h200x2", row].status(PROD).runs == 3  # only its own runs
+    assert m.groups["h200x2", row].status(PROD).runs == 15  # only its own runs
     assert m.groups["cpu", row].status(PROD).runs == 1
     assert not m.passed
     passed, reasons = report.gate(gpu + cpu, floors, PROD)

@@ -67,6 +67,7 @@ STATUS_CLASS = {
     Status.SAFE: "safe",
     Status.UNSAFE: "unsafe",
     Status.MASKED: "masked",
+    Status.INCONCLUSIVE: "masked",  # clean, but not enough evidence: the same amber
     Status.NOT_RUN: "nodata",
 }
 GATE_CLASS = {GateStatus.PASS: "pass", GateStatus.FAIL: "fail", GateStatus.NOT_GATED: "muted"}

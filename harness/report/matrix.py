@@ -276,8 +276,14 @@ def make_cell(
     return cell
 
 
-def gate_row(hardware: str, row: Row, cells: list[Cell], production: str) -> RowGate:
-    """The gate for one group, over the production strategy's cells.
+def gate_row(
+    hardware: str,
+    row: Row,
+    cells: list[Cell],
+    production: str,
+    decided: verdicts.StrategyVerdict | None = None,
+) -> RowGate:
+    """The gate for one group, over the production strategy's cells and its verdict.
 
     Besides nested-FX errors and silent fallbacks, any other non-ok outcome (hang, crash,
     OOM, a blocked recompile, a run that was in effect serial) fails too: such a run proves
@@ -291,6 +297,10 @@ def gate_row(hardware: str, row: Row, cells: list[Cell], production: str) -> Row
     reasons, notes = [], []
     for c in mine:
         reasons.extend(f"{c.column.key}: {p}" for p in c.problems())
+    if decided is not None and decided.status is not verdicts.Status.SAFE and not reasons:
+        # Clean runs are not a pass on their own: the verdict also needs the control to have
+        # fired here and enough runs for its power (docs/gate.md).
+        reasons.append(f"{production} {decided.status}: {decided.why}")
     if void := [c for c in mine if c.timings_void]:
         notes.append(f"{THROUGHPUT_SKIPPED}: runs overlapped others: {len(void)} of {len(mine)}")
     floorless = [c.throughput for c in mine if c.throughput and c.throughput.skipped]
@@ -378,7 +388,7 @@ def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str)
             probes=probes,
             strategies=strategies[hw],
         )
-        gate = gate_row(hw, row, group_cells, production)
+        gate = gate_row(hw, row, group_cells, production, decided.production_verdict)
         groups[hw, row] = Group(hw, row, group_cells, decided, gate, probes)
     groups = dict(sorted(groups.items(), key=lambda kv: (_hardware_order(kv[0][0]),
                                                           _version_sort(kv[0][1]))))  # fmt: skip
