@@ -47,19 +47,24 @@ def test_parse_devices() -> None:
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["run", "--strategy", "magic"], "unknown strategy 'magic'; choose from:"),
+        (["run", "--strategy", "magic"], "--strategies: unknown strategy 'magic'; choose from:"),
         (["run", "--cache-state", "hot"], "unknown cache state 'hot'"),
-        (["run", "--preset", "huge"], "unknown preset 'huge'; choose from: tiny, small"),
-        (["run", "--devices", "7"], "device 'cuda:7' does not exist"),
-        (["run", "--threads-per-device", "x"], "threads per device must be a positive integer"),
-        (["run", "--repeat", "0"], "repeat must be ≥ 1"),
+        (["run", "--preset", "huge"], "--preset 'huge': unknown preset 'huge'; choose from: tiny"),
+        (["run", "--devices", "7"], "names GPUs but this machine has none"),
+        (["run", "--threads-per-device", "x"], "--threads-per-device 'x': expected positive"),
+        (["run", "--repeat", "0"], "--repeat must be ≥ 1"),
+        (["run", "--timeout", "0"], "--run-timeout must be > 0"),
+        (["run", "--switch-interval", "-1"], "--switch-interval must be > 0"),
+        (["run", "--schedule", "barrier,recompile"], "--schedule takes one value"),
         (["run", "--workload", "nowhere.at_all:make"], "cannot import 'nowhere.at_all'"),
         (["run", "--workload", "tests.fault_workloads:make_incomplete"], "missing method"),
-        (["run", "--workload", "no_colon"], "expected 'package.module:factory'"),
+        (["run", "--workload", "no_colon"], "expected a string 'package.module:factory'"),
         (["bogus"], "invalid choice: 'bogus'"),
-        (["run", "--strategy", ","], "--strategy is empty"),
+        (["run", "--strategy", ","], "--strategies is empty"),
         (["run", "--out", "/"], "is a folder"),
+        (["run", "--results", "/proc/no/such.jsonl"], "cannot be written"),
         (["probe", "--only", "nonexistent_probe"], "unknown probe 'nonexistent_probe'"),
+        (["probe", "--timeout", "0"], "--timeout must be > 0 seconds"),
     ],
 )
 def test_cli_usage_errors_exit_2(
@@ -79,4 +84,45 @@ def test_cli_entry_point_exit_code() -> None:
         text=True,
     )
     assert proc.returncode == 2
-    assert proc.stderr.startswith("racegate: error: unknown strategy 'nope'")
+    assert proc.stderr.startswith("racegate: error: --strategies: unknown strategy 'nope'")
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ("fast", "unknown production strategy 'fast'; choose from: per_device"),
+        ("", None),
+    ],
+)
+def test_cli_checks_the_production_strategy(
+    env: str, needle: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", env)
+    # A bad --devices stops an otherwise good invocation after the settings are read.
+    assert main(["run", "--devices", "9"]) == 2
+    err = capsys.readouterr().err
+    if needle:
+        assert needle in err and "(from env RACEGATE_PRODUCTION_STRATEGY)" in err
+    else:
+        assert "names GPUs" in err
+
+
+def test_cli_and_pytest_share_names_and_defaults() -> None:
+    """Every pytest run option is a `harness run` option too; the old spellings still parse."""
+    from harness import options
+    from harness.cli import build_parser
+
+    old = ["--strategy", "warmup", "--cache-state", "warm", "--timeout", "9", "--out", "r.jsonl"]
+    args = build_parser().parse_args(["run", *old])
+    assert (args.strategies, args.cache_states, args.run_timeout, args.results) == (
+        "warmup", "warm", 9.0, "r.jsonl",
+    )  # fmt: skip
+    args = build_parser().parse_args(["run"])
+    cli = options.resolve(vars(args), gpus=0, for_cli=True)
+    suite = options.resolve({}, gpus=0, for_cli=False)
+    assert cli.schedule == suite.schedule == "recompile"
+    assert cli.switch_interval == suite.switch_interval == options.SWITCH_INTERVAL_S
+    assert cli.strategies == (cli.production,)  # the CLI measures what ships
+    assert cli.production in suite.strategies
+    same = ("devices", "threads_per_device", "cache_states", "preset", "repeat", "workload")
+    assert all(getattr(cli, f) == getattr(suite, f) for f in same)
