@@ -111,9 +111,8 @@ def test_bad_options_are_usage_errors(
         ('production_strategy = "fast"', "unknown production strategy 'fast'; choose from:"),
         ("production_strategy = 5", "production_strategy 5 (from pyproject [tool.racegate])"),
         ("colour = 'red'", "unknown [tool.racegate] key(s) ['colour']"),
-        ("workload = [", "Expected"),  # not TOML at all
     ],
-    ids=["workload-int", "strategy-unknown", "strategy-int", "unknown-key", "not-toml"],
+    ids=["workload-int", "strategy-unknown", "strategy-int", "unknown-key"],
 )
 def test_bad_project_settings_are_usage_errors(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, table: str, message: str
@@ -122,7 +121,8 @@ def test_bad_project_settings_are_usage_errors(
     suite.makefile(".toml", pyproject=f"[tool.racegate]\n{table}\n")
     result = suite.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: racegate: *{message}*"])
+    assert result.stderr.str().startswith("ERROR: racegate: ")
+    assert message in result.stderr.str()
     assert len(result.stderr.str().strip().splitlines()) == 1, result.stderr.str()
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +130,32 @@ def test_cli_and_pytest_share_names_and_defaults() -> None:
     assert cli.production in suite.strategies
     same = ("devices", "threads_per_device", "cache_states", "preset", "repeat", "workload")
     assert all(getattr(cli, f) == getattr(suite, f) for f in same)
+
+
+ENTRY = Path(__file__).resolve().parent.parent / "racegate.py"
+
+
+def test_entry_script_without_a_command_prints_usage() -> None:
+    proc = subprocess.run([sys.executable, str(ENTRY)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("usage: python3 racegate.py {race,test,lint}")
+
+
+def test_entry_script_reuses_a_ready_env(tmp_path: Path) -> None:
+    """An env whose stamp matches requirements/ci.txt is used as is: nothing is installed."""
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    python = env / "bin" / "python"  # this interpreter, with its packages, in the env's place
+    python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
+    wanted = hashlib.sha256((ENTRY.parent / "requirements" / "ci.txt").read_bytes()).hexdigest()
+    (env / ".racegate-requirements").write_text(wanted + "\n")
+    proc = subprocess.run(
+        [sys.executable, str(ENTRY), "test", "--version"],
+        capture_output=True, text=True, env={**os.environ, "RACEGATE_VENV": str(env)},
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "installing" not in proc.stderr and "making the environment" not in proc.stderr
+    assert f"racegate: {env}/bin/python -m pytest -n 2" in proc.stderr
+    assert "pytest" in proc.stdout + proc.stderr
