@@ -321,7 +321,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     n_bad = len(bad)
     print(
         f"racegate probe: {'FAIL' if n_bad else 'PASS'}: {len(results) - n_bad} of "
-        f"{len(results)} probes as expected/probes.toml says"
+        f"{len(results)} probes match expectations/probes.toml"
         + (f"; {n_bad} moved or gave no verdict" if n_bad else ""),
         file=sys.stderr if args.json else sys.stdout,
     )

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.judge.summary import failure_lines, format_table, summarise
+from harness.record import RunRecord, ThreadRecord
 from harness.scenario import make_scenario, parse_devices
 from harness.vocab import CacheState, Strategy
 
@@ -159,3 +161,67 @@ def test_entry_script_reuses_a_ready_env(tmp_path: Path) -> None:
     assert "installing" not in proc.stderr and "making the environment" not in proc.stderr
     assert f"racegate: {env}/bin/python -m pytest -n 2" in proc.stderr
     assert "pytest" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("expected", ["hazard", "safe"])
+def test_probe_exits_1_when_a_verdict_moved(
+    expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """is_compiling_leak shows its hazard on torch ≥ 2.13 (the probe really runs): a table that
+    says `safe` there must fail the command, the true one must pass it."""
+    import torch
+
+    from harness.judge import probe_expectations
+
+    if probe_expectations.release(torch.__version__) < probe_expectations.release("2.13"):
+        pytest.skip(f"is_compiling_leak is safe on torch {torch.__version__}")
+    table = tmp_path / "probes.toml"
+    table.write_text(
+        f'[[probe]]\nname = "is_compiling_leak"\ntorch = ">=2.13"\nverdict = "{expected}"\n'
+        'reason = "a table for this test"\nsource = "tests/test_scenario_and_cli.py"\n'
+    )
+    real_load = probe_expectations.load
+    monkeypatch.setattr(probe_expectations, "load", lambda path=table: real_load(path))
+    code = main(["probe", "--only", "is_compiling_leak", "--timeout", "30"])
+    out = capsys.readouterr().out
+    assert all(len(line) <= 100 for line in out.splitlines()), out
+    assert "expected" in out.splitlines()[1]
+    if expected == "hazard":
+        assert code == 0 and out.rstrip().endswith("1 of 1 probes match expectations/probes.toml")
+    else:
+        assert code == 1 and "probe is_compiling_leak moved: expected safe, saw hazard" in out
+        assert "FAIL: 0 of 1 probes match" in out
+
+
+def _record(outcome: str, detail: str | None = None, error: str | None = None) -> RunRecord:
+    return RunRecord(
+        scenario=make_scenario(strategy="per_device", schedule="recompile").to_json(),
+        outcome=outcome,
+        outcome_counts={outcome: 1},
+        threads=[ThreadRecord(index=0, device="cpu", outcome=outcome, error=error)],
+        threads_asked=2,
+        threads_concurrent=2,
+        versions={"torch": "2.13.0"},
+        hardware={"device_name": "cpu"},
+        tokens_per_s=1234.5 if outcome == "ok" else None,
+        detail=detail,
+    )
+
+
+def test_summary_shows_a_crash_by_the_end_of_its_stderr() -> None:
+    """A crashed child's stderr starts with unrelated warnings; its end holds the error."""
+    noise = ["UserWarning: TypedStorage is deprecated " * 3, "warnings.warn(", "more noise"]
+    error = ["Traceback (most recent call last):", '  File "x.py", line 1', "MemoryError: boom"]
+    stderr = "\n".join([*noise, *error])
+    crash = _record("crash", detail=f"crash: child killed by signal 9 (SIGKILL); stderr: {stderr}")
+    other = _record("other_error", error="ValueError: the replica refused shape 3")
+    records = [_record("ok"), crash, other]
+    lines = format_table(summarise(records), records)
+    text = "\n".join(lines)
+    assert "stderr: MemoryError: boom" in text and "TypedStorage" not in text
+    assert "why: crash: child killed by signal 9 (SIGKILL)" in text
+    assert "error: ValueError: the replica refused shape 3" in text
+    assert lines[-1] == "FAIL: 2 of 3 runs failed (crash 1, other_error 1)"
+    ok = [_record("ok")]
+    assert format_table(summarise(ok), ok)[-1] == "PASS: 1 of 1 runs ok"
+    assert failure_lines(ok[0]) == []

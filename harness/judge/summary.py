@@ -102,8 +102,9 @@ def format_table(summaries: list[ScenarioSummary], records: list[RunRecord]) -> 
     for s, row in zip(summaries, rows, strict=True):
         lines.append(fmt(row))
         failed = [r for r in records if scenario_key(r) == s.key and r.outcome != Outcome.OK]
-        if failed:  # the last failure speaks for its scenario; every one is in the records
-            lines += [f"    {ln}" for ln in failure_lines(failed[-1])]
+        last = {r.outcome: r for r in failed}  # one run per failing outcome speaks for it
+        for r in last.values():
+            lines += [f"    {ln}" for ln in failure_lines(r)]
     bad = Counter(r.outcome for r in records if r.outcome != Outcome.OK)
     if not records:
         lines.append("FAIL: no run finished")
