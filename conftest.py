@@ -1,7 +1,9 @@
 """racegate's pytest plugin: options, markers, GPU discovery and skips, scenario fixtures.
 
-Options live in one group; values are validated in `pytest_configure` (a bad value is a
-`pytest.UsageError` naming it and the allowed ones); plugin state lives in `config.stash`.
+The options are harness/options.py's table, shared with `harness run`; every value (flags,
+env, [tool.racegate], the workload and its preset) is checked in `pytest_configure`, so a bad
+one is a `pytest.UsageError` naming it before anything is collected. Records go to --results or
+to a new private run folder under .racegate/runs/; plugin state lives in `config.stash`.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import textwrap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import TextIO
 
 from harness import options, state
 from harness.judge.summary import failure_lines, format_table, summarise
@@ -187,7 +188,7 @@ def _probe_expectations(torch_version: str, device: str) -> dict[str, str]:
     return out
 
 
-def print_verdict(records: list[RunRecord], opts: options.RunOptions) -> None:
+def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: TextIO) -> None:
     from harness.judge.verdict import decide, render
 
     torch_version = records[0].versions.get("torch", "0") if records else "0"
@@ -195,7 +196,7 @@ def print_verdict(records: list[RunRecord], opts: options.RunOptions) -> None:
     verdict = decide(
         records, production=str(opts.production), probes=probes, strategies=opts.strategies
     )
-    print("\n".join(render(verdict)), flush=True)
+    print("\n".join(render(verdict)), file=stream, flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -262,9 +263,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             kill_live_children()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
-    print("\n".join(format_table(summarise(records), records)), flush=True)
-    print(f"records: {out}", flush=True)
-    print_verdict(records, opts)
+    # stdout holds the table and the verdict, unless --json gave it to the records.
+    stream = sys.stderr if args.json else sys.stdout
+    print("\n".join(format_table(summarise(records), records)), file=stream, flush=True)
+    print(f"records: {out}", file=stream, flush=True)
+    print_verdict(records, opts, stream)
     return EXIT_OK if all(r.outcome == Outcome.OK for r in records) else EXIT_FAILED
 
 

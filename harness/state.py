@@ -36,7 +36,8 @@ def new_run(root: Path) -> Path:
     """A fresh private run folder; returns the records file path inside it (not yet created)."""
     for folder in (root / STATE_DIR, runs_dir(root)):
         _private_dir(folder)
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    # Microseconds, so names sort in start order even for runs begun in the same second.
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     run = runs_dir(root) / f"{stamp}-{secrets.token_hex(3)}"
     run.mkdir(mode=0o700)  # exist_ok=False: never share a folder with another run
     run.chmod(0o700)

@@ -225,3 +225,23 @@ def test_summary_shows_a_crash_by_the_end_of_its_stderr() -> None:
     ok = [_record("ok")]
     assert format_table(summarise(ok), ok)[-1] == "PASS: 1 of 1 runs ok"
     assert failure_lines(ok[0]) == []
+
+
+def test_report_without_records_reads_the_latest_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from harness import state
+    from harness.record import append_jsonl
+
+    monkeypatch.chdir(tmp_path)  # a checkout of its own: no pyproject.toml above tmp_path
+    assert main(["report"]) == 2
+    assert "no records given and none under" in capsys.readouterr().err
+    older, newer = state.new_run(tmp_path), state.new_run(tmp_path)
+    append_jsonl(older, _record("crash"))
+    assert main(["report"]) in (0, 1)  # newer has no record yet: the older run is the latest
+    assert (older.parent / "report" / "matrix.md").is_file()
+    append_jsonl(newer, _record("ok"))
+    baselines = str(ENTRY.parent / "baselines")
+    assert main(["report", "--baselines", baselines]) in (0, 1)
+    assert (newer.parent / "report" / "matrix.md").is_file()
+    assert f"reporting the latest run, {newer}" in capsys.readouterr().err
