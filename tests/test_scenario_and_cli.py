@@ -245,3 +245,26 @@ def test_report_without_records_reads_the_latest_run(
     assert main(["report", "--baselines", baselines]) in (0, 1)
     assert (newer.parent / "report" / "matrix.md").is_file()
     assert f"reporting the latest run, {newer}" in capsys.readouterr().err
+
+
+def test_run_prints_table_failure_and_verdict_on_stdout(tmp_path: Path) -> None:
+    """A real crashed child (SIGABRT): the table on stdout shows its stderr's end, one FAIL
+    line, the records' path, then the verdict block; exit code 1."""
+    out = tmp_path / "runs.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run",
+         "--workload", "tests.fault_workloads:make_workload", "--preset", "crash",
+         "--strategies", "eager", "--steps", "2", "--run-timeout", "120", "--results", str(out)],
+        cwd=ENTRY.parent, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("scenario ") and "tiny" not in proc.stdout
+    assert any(ln.startswith("crash/eager/cold/recompile/cpu×2 ") for ln in lines), proc.stdout
+    assert any(ln.startswith("    why: crash: child") for ln in lines), proc.stdout
+    assert any(ln.startswith("    stderr: ") for ln in lines), proc.stdout
+    assert "FAIL: 1 of 1 runs failed (crash 1)" in lines
+    assert f"records: {out}" in lines
+    verdict = lines[lines.index(f"records: {out}") + 1 :]
+    assert "racegate verdict" in verdict[0] and verdict[-1].startswith("FAIL: ")
+    assert any("UNSAFE   eager" in ln for ln in verdict), verdict
