@@ -103,8 +103,14 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
             # not import, fit the interface or know the preset fails here, not in every case.
             options.check_workload(opts.workload, opts.preset)
         expectations = race_expectations.load(production=opts.production)  # bad table: usage
+        results = _records_path(config, opts.results)
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
+    except OSError as exc:  # the state folder cannot be made (a read-only checkout)
+        raise pytest.UsageError(
+            f"racegate: cannot make a run folder under {config.rootpath / state.STATE_DIR}: "
+            f"{exc.strerror}; give --results FILE"
+        ) from None
     return RacegateConfig(
         gpus=gpus,
         devices=opts.devices,
@@ -116,7 +122,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         repeat=opts.repeat,
         run_timeout=opts.run_timeout,
         switch_interval=opts.switch_interval,
-        results=_records_path(config, opts.results),
+        results=results,
         workload=opts.workload,
         production=opts.production,
         expectations=expectations,

@@ -159,6 +159,10 @@ def test_records_land_in_a_private_run_folder(suite: pytest.Pytester) -> None:
         passed=1, deselected=6
     )
     assert list((suite.path / ".racegate" / "runs").iterdir()) == runs  # none added
+    mine = suite.path / "mine" / "runs.jsonl"  # --results: that file, no run folder
+    suite.runpytest_subprocess("-p", "no:cacheprovider", "test_writes.py", f"--results={mine}")
+    assert len(mine.read_text().splitlines()) == 4
+    assert list((suite.path / ".racegate" / "runs").iterdir()) == runs
 
 
 def test_plugin_fixture_names_are_not_keywords(suite: pytest.Pytester) -> None:
