@@ -101,7 +101,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         if not _is_worker(config) and not config.option.help:
             # Imports the workload (and torch) once, in the controller: a workload that does
             # not import, fit the interface or know the preset fails here, not in every case.
-            options.check_workload(opts.workload, opts.preset)
+            options.check_workload(opts.workload, opts.preset, opts.workload_source)
         expectations = race_expectations.load(production=opts.production)  # bad table: usage
         results = _records_path(config, opts.results)
     except (ValueError, tomllib.TOMLDecodeError) as exc:

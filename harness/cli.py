@@ -147,7 +147,7 @@ def scenarios_from_args(args: argparse.Namespace, opts: options.RunOptions) -> l
     ]
 
 
-def validate_against_workload(scenarios: list[Scenario]) -> None:
+def validate_against_workload(scenarios: list[Scenario], where: str = "--workload") -> None:
     """Preset and strategy must exist in the workload; GPUs must exist on this machine."""
     import torch  # late: `--help` and usage errors stay fast
 
@@ -156,8 +156,8 @@ def validate_against_workload(scenarios: list[Scenario]) -> None:
         check_devices_present(sc, cuda_count)
         try:
             workload = load_workload(WorkloadSpec(sc.workload, dict(sc.extra, preset=sc.preset)))
-        except WorkloadError:
-            raise
+        except WorkloadError as exc:
+            raise WorkloadError(f"{exc} (from {where})") from None
         except ValueError as exc:  # the factory's own check, e.g. an unknown preset
             raise ValueError(f"--preset {sc.preset!r}: {exc}") from None
         allowed = set(workload.strategies()) | {str(Strategy.PROCESSES)}
@@ -216,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ValueError(f"--jobs must be ≥ 1, got {args.jobs}")
     opts = options.resolve(vars(args), gpus=options.count_gpus(), for_cli=True)
     scenarios = scenarios_from_args(args, opts)
-    validate_against_workload(scenarios)
+    validate_against_workload(scenarios, opts.workload_source)
     out = opts.results or state.new_run(state.checkout_root())
     command = shlex.join(["python", "-m", "harness", *sys.argv[1:]])
     console = Console(stderr=True, highlight=False, soft_wrap=True)  # progress: stderr

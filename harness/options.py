@@ -156,6 +156,7 @@ class RunOptions:
     results: Path | None
     workload: str
     production: Strategy
+    workload_source: str = "default"  # where `workload` came from, for error messages
 
     @property
     def on_gpu(self) -> bool:
@@ -191,9 +192,9 @@ def check_results_path(path: Path, flag: str = "--results") -> None:
         raise ValueError(f"{flag} {str(path)!r} cannot be written: {exc.strerror}") from None
 
 
-def project_settings(workload_flag: str | None) -> tuple[str, Strategy]:
-    """(workload, production strategy) from flag > env > [tool.racegate] > default, each checked
-    for type and value; the error names where the bad value came from."""
+def project_settings(workload_flag: str | None) -> tuple[str, str, Strategy]:
+    """(workload, where it came from, production strategy): flag > env > [tool.racegate] >
+    default, each checked for type and value; an error names where the bad value came from."""
     try:
         workload, where = settings.setting("workload", workload_flag)
         production, p_where = settings.setting("production_strategy")
@@ -214,15 +215,15 @@ def project_settings(workload_flag: str | None) -> tuple[str, Strategy]:
         strategy = parse_choice(Strategy, production, "production strategy")
     except ValueError as exc:
         raise ValueError(f"{exc} (from {p_where})") from None
-    return workload, strategy
+    return workload, where, strategy
 
 
-def check_workload(workload: str, preset: str) -> None:
+def check_workload(workload: str, preset: str, where: str = "--workload") -> None:
     """Import the workload, check it fits the interface and knows `preset` (imports torch)."""
     try:
         load_workload(WorkloadSpec(workload, {"preset": preset}))
-    except WorkloadError:
-        raise
+    except WorkloadError as exc:
+        raise WorkloadError(f"{exc} (from {where})") from None
     except ValueError as exc:  # the factory's own check, e.g. an unknown preset
         raise ValueError(f"--preset {preset!r}: {exc}") from None
 
@@ -230,7 +231,9 @@ def check_workload(workload: str, preset: str) -> None:
 def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str = "") -> RunOptions:
     """Check and default the `SHARED` option values (namespace keys `prefix + dest`)."""
     v = {o.dest: values.get(prefix + o.dest) for o in SHARED}
-    workload, production = project_settings(v["workload"])  # [tool.racegate] first: all runs
+    workload, workload_source, production = project_settings(
+        v["workload"]
+    )  # [tool.racegate] first: all runs
     devices_text = v["devices"] or (",".join(map(str, range(gpus))) or "cpu")
     try:
         devices = parse_devices(devices_text)
@@ -286,4 +289,5 @@ def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str 
         results=results,
         workload=workload,
         production=production,
+        workload_source=workload_source,
     )

@@ -104,6 +104,15 @@ def test_bad_options_are_usage_errors(
     assert not (suite.path / ".racegate").exists()  # nothing ran, nothing was made
 
 
+def test_a_bad_workload_names_where_it_came_from(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RACEGATE_WORKLOAD", "nowhere.at_all:make")
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: racegate: *cannot import*(from env RACEGATE_WORKLOAD)"])
+
+
 @pytest.mark.parametrize(
     ("table", "message"),
     [
