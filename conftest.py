@@ -1,101 +1,41 @@
 """racegate's pytest plugin: options, markers, GPU discovery and skips, scenario fixtures.
 
-Options live in one group; values are validated in `pytest_configure` (a bad value is a
-`pytest.UsageError` naming it and the allowed ones); plugin state lives in `config.stash`.
+The options are harness/options.py's table, shared with `harness run`; every value (flags,
+env, [tool.racegate], the workload and its preset) is checked in `pytest_configure`, so a bad
+one is a `pytest.UsageError` naming it before anything is collected. Records go to --results or
+to a new private run folder under .racegate/runs/; plugin state lives in `config.stash`.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import tomllib
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness import settings
+from harness import options, state
 from harness.judge import race_expectations
 from harness.judge.suite import RacegateConfig, racegate_key
-from harness.vocab import CacheState, Schedule, Strategy, parse_choice, strategies_where
 
 MARKERS = {
-    "race": "race(): a cross-thread tracing race case (what `pytest -k race` selects)",
+    "race": "race(): a cross-thread tracing race case (what `-m race` and `-k race` select)",
     "gpu": "gpu(): needs at least one CUDA GPU; skipped with a reason otherwise",
     "multi_gpu": "multi_gpu(): needs at least two CUDA GPUs; skipped with a reason otherwise",
     "throughput": "throughput(): gates tokens/s against baselines/<hardware>.json",
     "slow": "slow(): takes minutes; deselect with -m 'not slow'",
 }
 pytest_plugins = ["harness.report.terminal"]  # the verdict block and its calibration options
-CPU_PRESET, GPU_PRESET = "tiny", "small"
-# The suite's strategies per device kind, from the registry (flex has no CPU backward).
-CPU_STRATEGIES = strategies_where(in_suite=True, trains_on_cpu=True)
-GPU_STRATEGIES = strategies_where(in_suite=True)
+# The run folder this process made under .racegate/runs/ (not a worker's, not --results).
+_own_run_key = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("racegate", "racegate: cross-thread compile race gate")
-    group.addoption(
-        "--devices",
-        dest="racegate_devices",
-        default=None,
-        help="'cpu' or GPU indices '0,1' (default: all GPUs, else cpu)",
-    )
-    group.addoption(
-        "--threads-per-device",
-        dest="racegate_tpd",
-        default=None,
-        help="comma list of threads per device (default: 2 on CPU, 1,2 on GPU)",
-    )
-    group.addoption(
-        "--cache-states",
-        dest="racegate_cache_states",
-        default=None,
-        help=f"comma list of {', '.join(CacheState)} (default: all on GPU, cold on CPU)",
-    )
-    group.addoption(
-        "--strategies",
-        dest="racegate_strategies",
-        default=None,
-        help=f"comma list of {', '.join(Strategy)} (default: those the device can train)",
-    )
-    group.addoption(
-        "--schedule",
-        dest="racegate_schedule",
-        default=str(Schedule.RECOMPILE),
-        help=f"start schedule, one of {', '.join(Schedule)} (default: %(default)s)",
-    )
-    group.addoption(
-        "--switch-interval",
-        dest="racegate_switch_interval",
-        type=float,
-        default=1e-5,
-        help="sys.setswitchinterval in each run: short GIL slices let steady threads call "
-        "compiled code while another thread traces (default: %(default)s)",
-    )
-    group.addoption(
-        "--preset",
-        dest="racegate_preset",
-        default=None,
-        help=f"workload preset (default: {CPU_PRESET} on CPU, {GPU_PRESET} on GPU)",
-    )
-    group.addoption(
-        "--repeat",
-        dest="racegate_repeat",
-        type=int,
-        default=None,
-        help="isolated runs per race case; a case fails if any run does "
-        "(default: 3 on GPU, where one run finds the race 40-80% of the time; 1 on CPU)",
-    )
-    group.addoption(
-        "--run-timeout",
-        dest="racegate_run_timeout",
-        type=float,
-        default=None,
-        help="seconds one isolated run may take before it counts as a hang "
-        "(default: 80%% of the case's timeout, split over its runs)",
-    )
+    for opt in options.SHARED:  # the same table `harness run` reads
+        group.addoption(opt.flag, dest=f"racegate_{opt.dest}", **opt.argparse_kwargs())
     group.addoption(
         "--share-gpus",
         dest="racegate_share_gpus",
@@ -104,37 +44,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "so race cases on all GPUs run side by side (outcomes stay valid; throughput cases "
         "skip under any -n above 1, as their timings would not be)",
     )
-    group.addoption(
-        "--results",
-        dest="racegate_results",
-        default=None,
-        help="append every run record to this JSON Lines file (default: none)",
-    )
-    group.addoption(
-        "--workload",
-        dest="racegate_workload",
-        default=None,
-        help="module:factory of the workload (default: [tool.racegate] or model/)",
-    )
-
-
-def _csv(text: str) -> list[str]:
-    return [s.strip() for s in text.split(",") if s.strip()]
-
-
-def count_gpus() -> int:
-    """GPUs visible to this process, without initialising CUDA here (children use them)."""
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    n = sum(1 for line in out.splitlines() if line.startswith("GPU "))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return min(n, len(_csv(visible))) if visible is not None else n
 
 
 def _xdist_workers(config: pytest.Config) -> int:
@@ -155,7 +64,7 @@ def _assign_worker_gpus(config: pytest.Config, gpus: int) -> int:
     n_workers = int(worker["workercount"])
     idx = int(worker["workerid"].removeprefix("gw"))
     per = max(1, gpus // n_workers)
-    visible = _csv(os.environ.get("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(gpus)))))
+    visible = options.csv(os.environ.get("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(gpus)))))
     mine = visible[(idx * per) % len(visible) :][:per]
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(mine)
     return len(mine)
@@ -171,59 +80,52 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _resolve(config: pytest.Config) -> RacegateConfig:
-    gpus = _assign_worker_gpus(config, count_gpus())
-    opt = config.getoption
-    try:
-        devices_text = opt("racegate_devices") or (",".join(map(str, range(gpus))) or "cpu")
-        from harness.scenario import parse_devices
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
 
-        devices = parse_devices(devices_text)
-        on_gpu = devices != ("cpu",)
-        if on_gpu and gpus == 0:
-            raise ValueError(f"--devices {devices_text!r} names GPUs but this machine has none")
-        tpd_text = opt("racegate_tpd") or ("1,2" if on_gpu else "2")
-        tpd = tuple(int(t) for t in _csv(tpd_text) if t.isdigit() and int(t) > 0)
-        if len(tpd) != len(_csv(tpd_text)):
-            raise ValueError(
-                f"--threads-per-device {tpd_text!r}: expected positive integers like '1,2'"
-            )
-        cache_text = opt("racegate_cache_states") or (",".join(CacheState) if on_gpu else "cold")
-        cache_states = tuple(parse_choice(CacheState, c, "cache state") for c in _csv(cache_text))
-        default_strats = GPU_STRATEGIES if on_gpu else CPU_STRATEGIES
-        strat_text = opt("racegate_strategies") or ",".join(default_strats)
-        strategies = tuple(parse_choice(Strategy, s, "strategy") for s in _csv(strat_text))
-        schedule = parse_choice(Schedule, opt("racegate_schedule"), "schedule")
-        switch_interval = opt("racegate_switch_interval")
-        if switch_interval <= 0:
-            raise ValueError(f"--switch-interval must be > 0 seconds, got {switch_interval}")
-        run_timeout = opt("racegate_run_timeout")
-        if run_timeout is not None and run_timeout <= 0:
-            raise ValueError(f"--run-timeout must be > 0 seconds, got {run_timeout}")
-        repeat = opt("racegate_repeat")
-        repeat = (3 if on_gpu else 1) if repeat is None else repeat
-        if repeat < 1:
-            raise ValueError(f"--repeat must be ≥ 1, got {repeat}")
-        workload, _ = settings.setting("workload", opt("racegate_workload"))
-        production = settings.production_strategy()
-        expectations = race_expectations.load(production=production)  # bad table: usage error
+
+def _records_path(config: pytest.Config, given: Path | None) -> Path:
+    """--results, else the path the xdist controller chose, else a new run in the state folder."""
+    if given is not None:
+        return given
+    if _is_worker(config):
+        return Path(config.workerinput["racegate_records"])
+    path = state.new_run(config.rootpath)
+    config.stash[_own_run_key] = path  # removed again at exit if no record lands in it
+    return path
+
+
+def _resolve(config: pytest.Config) -> RacegateConfig:
+    gpus = _assign_worker_gpus(config, options.count_gpus())
+    try:
+        opts = options.resolve(vars(config.option), gpus=gpus, for_cli=False, prefix="racegate_")
+        if not _is_worker(config) and not config.option.help:
+            # Imports the workload (and torch) once, in the controller: a workload that does
+            # not import, fit the interface or know the preset fails here, not in every case.
+            options.check_workload(opts.workload, opts.preset, opts.workload_source)
+        expectations = race_expectations.load(production=opts.production)  # bad table: usage
+        results = _records_path(config, opts.results)
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
-    results = opt("racegate_results")
+    except OSError as exc:  # the state folder cannot be made (a read-only checkout)
+        raise pytest.UsageError(
+            f"racegate: cannot make a run folder under {config.rootpath / state.STATE_DIR}: "
+            f"{exc.strerror}; give --results FILE"
+        ) from None
     return RacegateConfig(
         gpus=gpus,
-        devices=devices,
-        threads_per_device=tpd,
-        cache_states=cache_states,
-        strategies=strategies,
-        schedule=schedule,
-        preset=opt("racegate_preset") or (GPU_PRESET if on_gpu else CPU_PRESET),
-        repeat=repeat,
-        run_timeout=run_timeout,
-        switch_interval=switch_interval,
-        results=Path(results) if results else None,
-        workload=workload,
-        production=production,
+        devices=opts.devices,
+        threads_per_device=opts.threads_per_device,
+        cache_states=opts.cache_states,
+        strategies=opts.strategies,
+        schedule=opts.schedule,
+        preset=opts.preset,
+        repeat=opts.repeat,
+        run_timeout=opts.run_timeout,
+        switch_interval=opts.switch_interval,
+        results=results,
+        workload=opts.workload,
+        production=opts.production,
         expectations=expectations,
         versions=_versions(),
         overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
@@ -234,6 +136,18 @@ def pytest_configure(config: pytest.Config) -> None:
     for text in MARKERS.values():
         config.addinivalue_line("markers", text)
     config.stash[racegate_key] = _resolve(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: every worker appends to the controller's records file."""
+    node.workerinput["racegate_records"] = str(node.config.stash[racegate_key].results)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(_own_run_key, None)
+    if own is not None:
+        state.discard_if_empty(own)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -12,15 +12,17 @@ import json
 import shlex
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import TextIO
 
-from harness import settings
-from harness.judge.summary import summarise
+from harness import options, state
+from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, append_jsonl
 from harness.scenario import Scenario, check_devices_present, make_scenario
-from harness.vocab import CacheState, Outcome, Schedule, Strategy
+from harness.vocab import CacheState, Outcome, Strategy
 from harness.workload_api import WorkloadError, WorkloadSpec, load_workload
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -43,33 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m harness", description="racegate: gate torch upgrades.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    run = sub.add_parser("run", help="run scenarios in isolated processes and record them")
-    run.add_argument("--preset", default="tiny", help="workload preset (default: %(default)s)")
-    run.add_argument(
-        "--strategy",
-        default=str(Strategy.PER_DEVICE),
-        help=f"compile strategy, or a comma list ({', '.join(Strategy)}) (default: %(default)s)",
+    run = sub.add_parser(
+        "run",
+        help="run scenarios in isolated processes, record them, end with the verdict",
+        description="The run options are pytest's (same names, same defaults), except that "
+        "--strategies defaults to the production strategy; --strategy, --cache-state, "
+        "--timeout and --out are older spellings of --strategies, --cache-states, "
+        "--run-timeout and --results.",
     )
-    run.add_argument(
-        "--cache-state",
-        default=str(CacheState.COLD),
-        help=f"cache state(s), comma list ({', '.join(CacheState)}) (default: %(default)s)",
-    )
-    run.add_argument(
-        "--schedule",
-        default=str(Schedule.BARRIER),
-        help=f"start schedule(s), comma list ({', '.join(Schedule)}) (default: %(default)s)",
-    )
-    run.add_argument(
-        "--devices", default="cpu", help="'cpu' or GPU indices '0,1' (default: %(default)s)"
-    )
+    for opt in options.SHARED:  # the same table conftest.py reads
+        run.add_argument(opt.flag, *opt.aliases, dest=opt.dest, **opt.argparse_kwargs())
     run.add_argument(
         "--target-devices", default="", help="GPUs for the target model (default: the drafter's)"
-    )
-    run.add_argument(
-        "--threads-per-device",
-        default="2",
-        help="threads per device, or a comma list (default: %(default)s)",
     )
     run.add_argument(
         "--steps", type=int, default=6, help="steady steps per thread (default: %(default)s)"
@@ -77,25 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--warmup-steps", type=int, default=1, help="excluded first steps (default: %(default)s)"
     )
-    run.add_argument(
-        "--repeat", type=int, default=1, help="runs per scenario (default: %(default)s)"
-    )
-    run.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds per run (default: %(default)s)"
-    )
-    run.add_argument(
-        "--switch-interval",
-        type=float,
-        default=None,
-        help="sys.setswitchinterval in the child (default: unchanged)",
-    )
-    run.add_argument(
-        "--workload", default=None, help="module:factory (default: [tool.racegate] or model/)"
-    )
     run.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
-    run.add_argument(
-        "--out", type=Path, default=None, help="append records to this JSON Lines file"
-    )
     run.add_argument("--json", action="store_true", help="print each record as JSON on stdout")
     run.add_argument("--keep", action="store_true", help="keep each run's work dir (logs, cache)")
     run.add_argument(
@@ -113,9 +82,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     report = sub.add_parser("report", help="merge run records into Markdown, HTML and a PNG chart")
-    report.add_argument("records", nargs="*", type=Path, help="JSON Lines files or folders of them")
     report.add_argument(
-        "--out-dir", type=Path, default=Path("report"), help="(default: %(default)s)"
+        "records",
+        nargs="*",
+        type=Path,
+        help="JSON Lines files or folders of them (default: the latest run under .racegate/runs/)",
+    )
+    report.add_argument(
+        "--out-dir",
+        type=Path,
+        default=None,
+        help="(default: report/, or the run's own folder when reporting the latest run)",
     )
     report.add_argument(
         "--baselines", type=Path, default=Path("baselines"), help="(default: %(default)s)"
@@ -161,6 +138,7 @@ def add_expectations_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_expectations(args: argparse.Namespace) -> int:
+    from harness import settings
     from harness.judge import expectation_update as eu
 
     proposal = eu.propose_from(args.records, args.table, settings.production_strategy())
@@ -175,54 +153,42 @@ def cmd_expectations(args: argparse.Namespace) -> int:
 # --- end of `expectations`
 
 
-def scenarios_from_args(args: argparse.Namespace) -> list[Scenario]:
-    workload, _ = settings.setting("workload", args.workload)
-    for option, value in (
-        ("--strategy", args.strategy),
-        ("--cache-state", args.cache_state),
-        ("--schedule", args.schedule),
-        ("--threads-per-device", args.threads_per_device),
-    ):
-        if not _csv(value):
-            raise ValueError(f"{option} is empty; give at least one value")
-    combos = itertools.product(
-        _csv(args.strategy),
-        _csv(args.cache_state),
-        _csv(args.schedule),
-        _csv(args.threads_per_device),
-    )
-    out = []
-    for strategy, cache_state, schedule, tpd in combos:
-        if not tpd.isdigit():
-            raise ValueError(f"threads per device must be a positive integer, got {tpd!r}")
-        out.append(
-            make_scenario(
-                preset=args.preset,
-                strategy=strategy,
-                cache_state=cache_state,
-                schedule=schedule,
-                devices=args.devices,
-                target_devices=args.target_devices,
-                threads_per_device=int(tpd),
-                steps=args.steps,
-                warmup_steps=args.warmup_steps,
-                timeout_s=args.timeout,
-                switch_interval_s=args.switch_interval,
-                workload=workload,
-                seed=args.seed,
-            )
+def scenarios_from_args(args: argparse.Namespace, opts: options.RunOptions) -> list[Scenario]:
+    """Every strategy × cache state × threads per device, on the resolved options."""
+    combos = itertools.product(opts.strategies, opts.cache_states, opts.threads_per_device)
+    return [
+        make_scenario(
+            preset=opts.preset,
+            strategy=strategy,
+            cache_state=cache_state,
+            schedule=opts.schedule,
+            devices=opts.devices,
+            target_devices=args.target_devices,
+            threads_per_device=tpd,
+            steps=args.steps,
+            warmup_steps=args.warmup_steps,
+            timeout_s=opts.run_timeout,
+            switch_interval_s=opts.switch_interval,
+            workload=opts.workload,
+            seed=args.seed,
         )
-    return out
+        for strategy, cache_state, tpd in combos
+    ]
 
 
-def validate_against_workload(scenarios: list[Scenario]) -> None:
+def validate_against_workload(scenarios: list[Scenario], where: str = "--workload") -> None:
     """Preset and strategy must exist in the workload; GPUs must exist on this machine."""
     import torch  # late: `--help` and usage errors stay fast
 
     cuda_count = torch.cuda.device_count()
     for sc in scenarios:
         check_devices_present(sc, cuda_count)
-        workload = load_workload(WorkloadSpec(sc.workload, dict(sc.extra, preset=sc.preset)))
+        try:
+            workload = load_workload(WorkloadSpec(sc.workload, dict(sc.extra, preset=sc.preset)))
+        except WorkloadError as exc:
+            raise WorkloadError(f"{exc} (from {where})") from None
+        except ValueError as exc:  # the factory's own check, e.g. an unknown preset
+            raise ValueError(f"--preset {sc.preset!r}: {exc}") from None
         allowed = set(workload.strategies()) | {str(Strategy.PROCESSES)}
         if str(sc.strategy) not in allowed:
             raise ValueError(
@@ -233,6 +199,33 @@ def validate_against_workload(scenarios: list[Scenario]) -> None:
             raise ValueError(
                 "cache state 'deleted' needs a workload with ≥ 2 shapes (one is new after deletion)"
             )
+
+
+def _probe_expectations(torch_version: str, device: str) -> dict[str, str]:
+    """What expectations/probes.toml says each probe shows on this torch (no probe is run)."""
+    from harness.judge import probe_expectations
+
+    try:
+        table = probe_expectations.load()
+    except (OSError, ValueError):
+        return {}  # no table: the verdict then only knows what ran here
+    out = {}
+    for name in {e.name for e in table}:
+        entry = probe_expectations.lookup(table, name, torch_version, device)
+        if entry is not None:
+            out[name] = str(entry.verdict)
+    return out
+
+
+def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: TextIO) -> None:
+    from harness.judge.verdict import decide, render
+
+    torch_version = records[0].versions.get("torch", "0") if records else "0"
+    probes = _probe_expectations(torch_version, "cuda" if opts.on_gpu else "cpu")
+    verdict = decide(
+        records, production=str(opts.production), probes=probes, strategies=opts.strategies
+    )
+    print("\n".join(render(verdict)), file=stream, flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -249,20 +242,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     STOPPING.clear()  # a run interrupted earlier in this process must not block this one
     if args.jobs < 1:
-        raise ValueError(f"jobs must be ≥ 1, got {args.jobs}")
-    if args.repeat < 1:
-        raise ValueError(f"repeat must be ≥ 1, got {args.repeat}")
-    if args.out is not None:  # fail now, not after the first run has been spent
-        if args.out.is_dir():
-            raise ValueError(f"--out {str(args.out)!r} is a folder; give a .jsonl file path")
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.open("a").close()
-    scenarios = scenarios_from_args(args)
-    validate_against_workload(scenarios)
+        raise ValueError(f"--jobs must be ≥ 1, got {args.jobs}")
+    opts = options.resolve(vars(args), gpus=options.count_gpus(), for_cli=True)
+    scenarios = scenarios_from_args(args, opts)
+    validate_against_workload(scenarios, opts.workload_source)
+    out = opts.results or state.new_run(state.checkout_root())
     command = shlex.join(["python", "-m", "harness", *sys.argv[1:]])
-    console = Console(stderr=True)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)  # progress: stderr
     records: list[RunRecord] = []
-    jobs = [(sc, k) for sc in scenarios for k in range(args.repeat)]
+    jobs = [(sc, k) for sc in scenarios for k in range(opts.repeat)]
     timing_valid = args.jobs == 1 or len(jobs) == 1  # runs side by side time nothing
     columns = (
         TextColumn("{task.description}"),
@@ -270,7 +258,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console) as progress, ThreadPoolExecutor(args.jobs) as pool:
+    progress = Progress(*columns, console=console, redirect_stdout=False, redirect_stderr=False)
+    with progress, ThreadPoolExecutor(args.jobs) as pool:
         task = progress.add_task(f"{len(jobs)} run(s)", total=len(jobs))
         # Each run is its own subprocess; the pool only waits on them, so threads are enough.
         futures = {
@@ -279,39 +268,53 @@ def cmd_run(args: argparse.Namespace) -> int:
                 timing_valid=timing_valid,
             ): (sc, k)
             for sc, k in jobs
-        }
+        }  # fmt: skip
         try:
             for future in as_completed(futures):
                 sc, k = futures[future]
                 record = future.result()
                 records.append(record)
-                if args.out:
-                    append_jsonl(args.out, record)
+                append_jsonl(out, record)
                 if args.json:
                     print(json.dumps(record.to_json(), sort_keys=True), flush=True)
                 tps = f"{record.tokens_per_s:,.0f} tok/s" if record.tokens_per_s else "—"
                 nested = record.outcome_counts.get("nested_fx_error", 0)
                 progress.console.print(
-                    f"{sc.label()} #{k + 1}: [bold]{record.outcome}[/bold] "
-                    f"{nested}/{record.threads_asked} nested-FX, {tps}, {record.wall_s:.0f}s"
-                    + (f" ({record.detail[:200]})" if record.detail else "")
+                    f"{sc.label()} #{k + 1}: {record.outcome}, "
+                    f"{nested}/{record.threads_asked} nested-FX, {tps}, {record.wall_s:.0f}s",
+                    markup=False,
                 )
+                for line in failure_lines(record):
+                    progress.console.print(f"    {line}", markup=False)
                 progress.advance(task)
         except BaseException:
             # Ctrl-C, SIGTERM or a failed write: start nothing more, take running children down.
             kill_live_children()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
-    for s in summarise(records):
-        rates = ", ".join(f"{o} {p:.0%} [{lo:.0%}–{hi:.0%}]" for o, (p, lo, hi) in s.rate.items())
-        tps = f"{s.tokens_per_s:,.0f} tok/s" if s.tokens_per_s else "—"
-        console.print(f"{s.key}: {s.runs} runs: {rates}; median {tps}")
+    # stdout holds the table and the verdict, unless --json gave it to the records.
+    stream = sys.stderr if args.json else sys.stdout
+    print("\n".join(format_table(summarise(records), records)), file=stream, flush=True)
+    print(f"records: {out}", file=stream, flush=True)
+    print_verdict(records, opts, stream)
     return EXIT_OK if all(r.outcome == Outcome.OK for r in records) else EXIT_FAILED
 
 
+PROBE_WIDTH = 100  # the probe table fits a 100-column CI log
+
+
+def _fit(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
+    from harness.judge import probe_expectations
+    from harness.judge.probe_expectations import Status
     from harness.probes import runner as probes
 
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout:g}")
     names = _csv(args.only) or None
     if names:
         unknown = sorted(set(names) - set(probes.PROBES))
@@ -319,32 +322,72 @@ def cmd_probe(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"unknown probe {unknown[0]!r}; choose from: {', '.join(probes.PROBES)}"
             )
+    table = probe_expectations.load()  # a bad table is a usage error before any probe runs
     results = probes.run_probes_isolated(names, timeout_s=args.timeout)
+    judged = [(r, *probe_expectations.compare(r, table)) for r in results]
+    bad = [(r, msg) for r, status, msg in judged if status in (Status.MISMATCH, Status.BROKEN)]
     if args.json:
         print(json.dumps(probes.results_to_json(results), indent=2))
     else:
-        print(probes.format_table(results))
-    return EXIT_OK
+        env = results.environment
+        print(
+            _fit(
+                f"torch {env.get('torch', '?')} · python {env.get('python', '?')} · "
+                f"{env.get('device', '?')} ({env.get('device_name', '?')}) · {len(results)} "
+                f"probes in {results.wall_s:.1f} s",
+                PROBE_WIDTH,
+            )
+        )
+        width = max([len(r.name) for r in results] + [5])
+        print(f"{'probe':<{width}}  {'verdict':<7}  {'expected':<8}  {'s':>5}  detail")
+        for r, status, _ in judged:
+            entry = probe_expectations.lookup(table, r.name, r.torch_version, r.device)
+            expected = str(entry.verdict) if entry else "no entry"
+            row = f"{r.name:<{width}}  {r.verdict!s:<7}  {expected:<8}  {r.seconds:>5.2f}  "
+            mark = "" if status in (Status.MATCH, Status.NO_ENTRY) else "MOVED: "
+            print(row + _fit(mark + r.detail, max(10, PROBE_WIDTH - len(row))))
+        for _, msg in bad:
+            print()
+            for line in msg.splitlines():
+                print("\n".join(textwrap.wrap(line, PROBE_WIDTH, subsequent_indent="    ")))
+    n_bad = len(bad)
+    print(
+        f"racegate probe: {'FAIL' if n_bad else 'PASS'}: {len(results) - n_bad} of "
+        f"{len(results)} probes match expectations/probes.toml"
+        + (f"; {n_bad} moved or gave no verdict" if n_bad else ""),
+        file=sys.stderr if args.json else sys.stdout,
+    )
+    return EXIT_FAILED if bad else EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import build as report
 
-    if not args.records and not args.overlapped:
-        raise ValueError("report: give JSON Lines files or folders of records (or --overlapped)")
-    records, overlapped = args.records, args.overlapped
+    records, overlapped, out_dir = args.records, args.overlapped, args.out_dir
+    if not records and not overlapped:
+        root = state.checkout_root()
+        latest = state.latest_records(root)
+        if latest is None:
+            raise ValueError(
+                f"report: no records given and none under {state.runs_dir(root)}; run "
+                "`python -m harness run` or `pytest -m race` first, or name JSON Lines files"
+            )
+        records = [latest]
+        out_dir = out_dir or latest.parent / "report"
+        print(f"racegate: reporting the latest run, {latest}", file=sys.stderr)
+    out_dir = out_dir or Path("report")
     if args.outcomes_only:  # every record as one that overlapped others
         records, overlapped = [], [*records, *overlapped]
     paths = report.write_reports(
         records,
-        args.out_dir,
+        out_dir,
         baselines_dir=args.baselines,
         title=args.title,
         overlapped_paths=overlapped,
     )
     for p in paths:
         print(p)
-    gate = json.loads((args.out_dir / "gate.json").read_text())
+    gate = json.loads((out_dir / "gate.json").read_text())
     if not gate["passed"]:
         print("racegate: the gate FAILED: see matrix.md", file=sys.stderr)
     return EXIT_OK if gate["passed"] else EXIT_FAILED

@@ -1,8 +1,13 @@
-"""The root conftest as a plugin, exercised with pytester: options, markers, skips, bad input."""
+"""The root conftest as a plugin, exercised with pytester: options, markers, skips, bad input,
+where records land."""
 
 from __future__ import annotations
 
+import json
 import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,10 +19,34 @@ pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# A workload that fits the interface without importing torch, so each pytester session starts
+# in a second (the plugin imports the workload at start-up to check it and its preset).
+LIGHT_WORKLOAD = """
+class Light:
+    name = "light"
+    def strategies(self): return ["per_device", "warmup", "warmup_locked", "sdpa_dense"]
+    def shapes(self): return [1, 2]
+    def make_replica(self, device, strategy, *, seed): raise NotImplementedError
+    def flops_per_step(self, shape): return None
+
+def make_workload(preset="tiny"):
+    if preset not in ("tiny", "small"):
+        raise ValueError(f"unknown preset {preset!r}; choose from: tiny, small")
+    return Light()
+"""
+
+
+def _plugin(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The root conftest in a pytester folder, with the light workload."""
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(light_workload=LIGHT_WORKLOAD)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("RACEGATE_WORKLOAD", "light_workload:make_workload")
+
+
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    pytester.makeconftest((ROOT / "conftest.py").read_text())
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    _plugin(pytester, monkeypatch)
     monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi: a CPU-only machine
     pytester.makepyfile(
         """
@@ -57,6 +86,12 @@ def test_gpu_cases_skip_with_a_reason(suite: pytest.Pytester) -> None:
         (["--repeat", "0"], "--repeat must be ≥ 1"),
         (["--switch-interval", "0"], "--switch-interval must be > 0"),
         (["--run-timeout", "-5"], "--run-timeout must be > 0"),
+        (["--workload", "nowhere.at_all:make"], "cannot import 'nowhere.at_all'"),
+        (["--workload", "tests.fault_workloads:make_incomplete"], "missing method"),
+        (["--workload", "no_colon"], "workload 'no_colon' (from --workload) is not an import"),
+        (["--preset", "huge"], "--preset 'huge': unknown preset 'huge'; choose from: tiny, small"),
+        (["--results", "."], "--results '.' is a folder; give a .jsonl file path"),
+        (["--results", "/proc/no/such.jsonl"], "--results '/proc/no/such.jsonl' cannot be written"),
     ],
 )
 def test_bad_options_are_usage_errors(
@@ -64,7 +99,98 @@ def test_bad_options_are_usage_errors(
 ) -> None:
     result = suite.runpytest_subprocess(*args, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*{message}*"])
+    result.stderr.fnmatch_lines([f"ERROR: racegate: *{message}*"])
+    assert "Traceback" not in result.stderr.str()
+    assert not (suite.path / ".racegate").exists()  # nothing ran, nothing was made
+
+
+def test_a_bad_workload_names_where_it_came_from(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RACEGATE_WORKLOAD", "nowhere.at_all:make")
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: racegate: *cannot import*(from env RACEGATE_WORKLOAD)"])
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("workload = 3", "workload 3 (from pyproject [tool.racegate]) is not an import path"),
+        ('production_strategy = "fast"', "unknown production strategy 'fast'; choose from:"),
+        ("production_strategy = 5", "production_strategy 5 (from pyproject [tool.racegate])"),
+        ("colour = 'red'", "unknown [tool.racegate] key(s) ['colour']"),
+    ],
+    ids=["workload-int", "strategy-unknown", "strategy-int", "unknown-key"],
+)
+def test_bad_project_settings_are_usage_errors(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, table: str, message: str
+) -> None:
+    monkeypatch.delenv("RACEGATE_WORKLOAD")  # the pyproject value must be the one read
+    suite.makefile(".toml", pyproject=f"[tool.racegate]\n{table}\n")
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.str().startswith("ERROR: racegate: ")
+    assert message in result.stderr.str()
+    assert len(result.stderr.str().strip().splitlines()) == 1, result.stderr.str()
+
+
+def test_help_lists_the_options(suite: pytest.Pytester) -> None:
+    """`pytest --help` is where the README sends users: it must print, % signs and all."""
+    result = suite.runpytest_subprocess("--help")
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(["racegate: cross-thread compile race gate:", "*--run-timeout*"])
+    assert "40-80% of the time" in result.stdout.str()
+
+
+def test_records_land_in_a_private_run_folder(suite: pytest.Pytester) -> None:
+    """Without --results every session's records go to .racegate/runs/<run>/records.jsonl, one
+    file shared by all xdist workers; a session that records nothing leaves no folder."""
+    suite.makepyfile(
+        test_writes="""
+        import pytest
+
+        @pytest.mark.parametrize("n", range(4))
+        def test_append(racegate_config, n):
+            with racegate_config.results.open("a") as fh:
+                fh.write('{"n": %d}\\n' % n)
+        """
+    )
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "test_writes.py")
+    result.assert_outcomes(passed=4)
+    runs = list((suite.path / ".racegate" / "runs").iterdir())
+    assert len(runs) == 1, runs
+    for folder in (suite.path / ".racegate", runs[0].parent, runs[0]):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    lines = (runs[0] / "records.jsonl").read_text().splitlines()
+    assert sorted(json.loads(ln)["n"] for ln in lines) == [0, 1, 2, 3]
+    suite.runpytest_subprocess("-p", "no:cacheprovider", "-k", "test_cpu").assert_outcomes(
+        passed=1, deselected=6
+    )
+    assert list((suite.path / ".racegate" / "runs").iterdir()) == runs  # none added
+    mine = suite.path / "mine" / "runs.jsonl"  # --results: that file, no run folder
+    suite.runpytest_subprocess("-p", "no:cacheprovider", "test_writes.py", f"--results={mine}")
+    assert len(mine.read_text().splitlines()) == 4
+    assert list((suite.path / ".racegate" / "runs").iterdir()) == runs
+
+
+def test_plugin_fixture_names_are_not_keywords(suite: pytest.Pytester) -> None:
+    """`-k race` must not pick a test because of the plugin's racegate_config fixture."""
+    result = suite.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--collect-only", "-q", "-k", "race"
+    )
+    assert "test_cpu" not in result.stdout.str()
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_keyword_selection_of_the_main_job_is_exact() -> None:
+    """Users run `pytest -k race`: every item it selects must be a race-marked case."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-k", "race", "-m", "not race"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, proc.stdout[-3000:]
 
 
 def test_run_timeout_only_shortens_a_cases_share() -> None:
@@ -84,8 +210,7 @@ def test_xdist_workers_slice_or_share_the_gpus(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, share: bool
 ) -> None:
     """A stand-in nvidia-smi lists two GPUs; no test here touches CUDA."""
-    pytester.makeconftest((ROOT / "conftest.py").read_text())
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    _plugin(pytester, monkeypatch)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     bin_dir = pytester.mkdir("bin")
     smi = bin_dir / "nvidia-smi"

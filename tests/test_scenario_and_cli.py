@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from harness.cli import main
+from harness.judge.summary import failure_lines, format_table, summarise
+from harness.record import RunRecord, ThreadRecord
 from harness.scenario import make_scenario, parse_devices
 from harness.vocab import CacheState, Strategy
 
@@ -47,19 +53,24 @@ def test_parse_devices() -> None:
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["run", "--strategy", "magic"], "unknown strategy 'magic'; choose from:"),
+        (["run", "--strategy", "magic"], "--strategies: unknown strategy 'magic'; choose from:"),
         (["run", "--cache-state", "hot"], "unknown cache state 'hot'"),
-        (["run", "--preset", "huge"], "unknown preset 'huge'; choose from: tiny, small"),
-        (["run", "--devices", "7"], "device 'cuda:7' does not exist"),
-        (["run", "--threads-per-device", "x"], "threads per device must be a positive integer"),
-        (["run", "--repeat", "0"], "repeat must be ≥ 1"),
+        (["run", "--preset", "huge"], "--preset 'huge': unknown preset 'huge'; choose from: tiny"),
+        (["run", "--devices", "7"], "names GPUs but this machine has none"),
+        (["run", "--threads-per-device", "x"], "--threads-per-device 'x': expected positive"),
+        (["run", "--repeat", "0"], "--repeat must be ≥ 1"),
+        (["run", "--timeout", "0"], "--run-timeout must be > 0"),
+        (["run", "--switch-interval", "-1"], "--switch-interval must be > 0"),
+        (["run", "--schedule", "barrier,recompile"], "--schedule takes one value"),
         (["run", "--workload", "nowhere.at_all:make"], "cannot import 'nowhere.at_all'"),
         (["run", "--workload", "tests.fault_workloads:make_incomplete"], "missing method"),
-        (["run", "--workload", "no_colon"], "expected 'package.module:factory'"),
+        (["run", "--workload", "no_colon"], "expected a string 'package.module:factory'"),
         (["bogus"], "invalid choice: 'bogus'"),
-        (["run", "--strategy", ","], "--strategy is empty"),
+        (["run", "--strategy", ","], "--strategies is empty"),
         (["run", "--out", "/"], "is a folder"),
+        (["run", "--results", "/proc/no/such.jsonl"], "cannot be written"),
         (["probe", "--only", "nonexistent_probe"], "unknown probe 'nonexistent_probe'"),
+        (["probe", "--timeout", "0"], "--timeout must be > 0 seconds"),
     ],
 )
 def test_cli_usage_errors_exit_2(
@@ -79,4 +90,181 @@ def test_cli_entry_point_exit_code() -> None:
         text=True,
     )
     assert proc.returncode == 2
-    assert proc.stderr.startswith("racegate: error: unknown strategy 'nope'")
+    assert proc.stderr.startswith("racegate: error: --strategies: unknown strategy 'nope'")
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ("fast", "unknown production strategy 'fast'; choose from: per_device"),
+        ("", None),
+    ],
+)
+def test_cli_checks_the_production_strategy(
+    env: str, needle: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", env)
+    # A bad --devices stops an otherwise good invocation after the settings are read.
+    assert main(["run", "--devices", "9"]) == 2
+    err = capsys.readouterr().err
+    if needle:
+        assert needle in err and "(from env RACEGATE_PRODUCTION_STRATEGY)" in err
+    else:
+        assert "names GPUs" in err
+
+
+def test_cli_and_pytest_share_names_and_defaults() -> None:
+    """Every pytest run option is a `harness run` option too; the old spellings still parse."""
+    from harness import options
+    from harness.cli import build_parser
+
+    old = ["--strategy", "warmup", "--cache-state", "warm", "--timeout", "9", "--out", "r.jsonl"]
+    args = build_parser().parse_args(["run", *old])
+    assert (args.strategies, args.cache_states, args.run_timeout, args.results) == (
+        "warmup", "warm", 9.0, "r.jsonl",
+    )  # fmt: skip
+    args = build_parser().parse_args(["run"])
+    cli = options.resolve(vars(args), gpus=0, for_cli=True)
+    suite = options.resolve({}, gpus=0, for_cli=False)
+    assert cli.schedule == suite.schedule == "recompile"
+    assert cli.switch_interval == suite.switch_interval == options.SWITCH_INTERVAL_S
+    assert cli.strategies == (cli.production,)  # the CLI measures what ships
+    assert cli.production in suite.strategies
+    same = ("devices", "threads_per_device", "cache_states", "preset", "repeat", "workload")
+    assert all(getattr(cli, f) == getattr(suite, f) for f in same)
+
+
+ENTRY = Path(__file__).resolve().parent.parent / "racegate.py"
+
+
+def test_entry_script_without_a_command_prints_usage() -> None:
+    proc = subprocess.run([sys.executable, str(ENTRY)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("usage: python3 racegate.py {race,test,lint}")
+
+
+def test_entry_script_reuses_a_ready_env(tmp_path: Path) -> None:
+    """An env whose stamp matches requirements/ci.txt is used as is: nothing is installed."""
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    python = env / "bin" / "python"  # this interpreter, with its packages, in the env's place
+    python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
+    wanted = hashlib.sha256((ENTRY.parent / "requirements" / "ci.txt").read_bytes()).hexdigest()
+    (env / ".racegate-requirements").write_text(wanted + "\n")
+    proc = subprocess.run(
+        [sys.executable, str(ENTRY), "test", "--version"],
+        capture_output=True, text=True, env={**os.environ, "RACEGATE_VENV": str(env)},
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "installing" not in proc.stderr and "making the environment" not in proc.stderr
+    assert f"racegate: {env}/bin/python -m pytest -n 2" in proc.stderr
+    assert "pytest" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("expected", ["hazard", "safe"])
+def test_probe_exits_1_when_a_verdict_moved(
+    expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """is_compiling_leak shows its hazard on torch ≥ 2.13 (the probe really runs): a table that
+    says `safe` there must fail the command, the true one must pass it."""
+    import torch
+
+    from harness.judge import probe_expectations
+
+    if probe_expectations.release(torch.__version__) < probe_expectations.release("2.13"):
+        pytest.skip(f"is_compiling_leak is safe on torch {torch.__version__}")
+    table = tmp_path / "probes.toml"
+    table.write_text(
+        f'[[probe]]\nname = "is_compiling_leak"\ntorch = ">=2.13"\nverdict = "{expected}"\n'
+        'reason = "a table for this test"\nsource = "tests/test_scenario_and_cli.py"\n'
+    )
+    real_load = probe_expectations.load
+    monkeypatch.setattr(probe_expectations, "load", lambda path=table: real_load(path))
+    code = main(["probe", "--only", "is_compiling_leak", "--timeout", "30"])
+    out = capsys.readouterr().out
+    assert all(len(line) <= 100 for line in out.splitlines()), out
+    assert "expected" in out.splitlines()[1]
+    if expected == "hazard":
+        assert code == 0 and out.rstrip().endswith("1 of 1 probes match expectations/probes.toml")
+    else:
+        assert code == 1 and "probe is_compiling_leak moved: expected safe, saw hazard" in out
+        assert "FAIL: 0 of 1 probes match" in out
+
+
+def _record(outcome: str, detail: str | None = None, error: str | None = None) -> RunRecord:
+    return RunRecord(
+        scenario=make_scenario(strategy="per_device", schedule="recompile").to_json(),
+        outcome=outcome,
+        outcome_counts={outcome: 1},
+        threads=[ThreadRecord(index=0, device="cpu", outcome=outcome, error=error)],
+        threads_asked=2,
+        threads_concurrent=2,
+        versions={"torch": "2.13.0"},
+        hardware={"device_name": "cpu"},
+        tokens_per_s=1234.5 if outcome == "ok" else None,
+        detail=detail,
+    )
+
+
+def test_summary_shows_a_crash_by_the_end_of_its_stderr() -> None:
+    """A crashed child's stderr starts with unrelated warnings; its end holds the error."""
+    noise = ["UserWarning: TypedStorage is deprecated " * 3, "warnings.warn(", "more noise"]
+    error = ["Traceback (most recent call last):", '  File "x.py", line 1', "MemoryError: boom"]
+    stderr = "\n".join([*noise, *error])
+    crash = _record("crash", detail=f"crash: child killed by signal 9 (SIGKILL); stderr: {stderr}")
+    other = _record("other_error", error="ValueError: the replica refused shape 3")
+    records = [_record("ok"), crash, other]
+    lines = format_table(summarise(records), records)
+    text = "\n".join(lines)
+    assert "stderr: MemoryError: boom" in text and "TypedStorage" not in text
+    assert "why: crash: child killed by signal 9 (SIGKILL)" in text
+    assert "error: ValueError: the replica refused shape 3" in text
+    assert lines[-1] == "FAIL: 2 of 3 runs failed (crash 1, other_error 1)"
+    ok = [_record("ok")]
+    assert format_table(summarise(ok), ok)[-1] == "PASS: 1 of 1 runs ok"
+    assert failure_lines(ok[0]) == []
+
+
+def test_report_without_records_reads_the_latest_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from harness import state
+    from harness.record import append_jsonl
+
+    monkeypatch.chdir(tmp_path)  # a checkout of its own: no pyproject.toml above tmp_path
+    assert main(["report"]) == 2
+    assert "no records given and none under" in capsys.readouterr().err
+    older, newer = state.new_run(tmp_path), state.new_run(tmp_path)
+    append_jsonl(older, _record("crash"))
+    assert main(["report"]) in (0, 1)  # newer has no record yet: the older run is the latest
+    assert (older.parent / "report" / "matrix.md").is_file()
+    append_jsonl(newer, _record("ok"))
+    baselines = str(ENTRY.parent / "baselines")
+    assert main(["report", "--baselines", baselines]) in (0, 1)
+    assert (newer.parent / "report" / "matrix.md").is_file()
+    assert f"reporting the latest run, {newer}" in capsys.readouterr().err
+
+
+def test_run_prints_table_failure_and_verdict_on_stdout(tmp_path: Path) -> None:
+    """A real crashed child (SIGABRT): the table on stdout shows its stderr's end, one FAIL
+    line, the records' path, then the verdict block; exit code 1."""
+    out = tmp_path / "runs.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run",
+         "--workload", "tests.fault_workloads:make_workload", "--preset", "crash",
+         "--strategies", "eager", "--steps", "2", "--run-timeout", "120", "--results", str(out)],
+        cwd=ENTRY.parent, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("scenario ") and "tiny" not in proc.stdout
+    assert any(ln.startswith("crash/eager/cold/recompile/cpu×2 ") for ln in lines), proc.stdout
+    assert any(ln.startswith("    why: crash: child") for ln in lines), proc.stdout
+    assert any(ln.startswith("    stderr: ") for ln in lines), proc.stdout
+    assert "FAIL: 1 of 1 runs failed (crash 1)" in lines
+    assert f"records: {out}" in lines
+    verdict = lines[lines.index(f"records: {out}") + 1 :]
+    assert "racegate verdict" in verdict[0] and verdict[-1].startswith("FAIL: ")
+    assert any("UNSAFE   eager" in ln for ln in verdict), verdict

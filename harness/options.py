@@ -1,0 +1,293 @@
+"""The run options shared by pytest and `harness run`: one table, one set of defaults, one check.
+
+conftest.py and harness/cli.py both add these options from `SHARED` and resolve them with
+`resolve()`, so a flag means the same and defaults the same in both. A bad value is a
+ValueError of one line naming the value, where it came from and the allowed values.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import settings
+from harness.scenario import parse_devices
+from harness.vocab import CacheState, Schedule, Strategy, parse_choice, strategies_where
+from harness.workload_api import WorkloadError, WorkloadSpec, load_workload
+
+CPU_PRESET, GPU_PRESET = "tiny", "small"
+# The suite's strategies per device kind, from the registry (flex has no CPU backward).
+CPU_STRATEGIES = strategies_where(in_suite=True, trains_on_cpu=True)
+GPU_STRATEGIES = strategies_where(in_suite=True)
+SWITCH_INTERVAL_S = 1e-5  # short GIL slices: steady threads call compiled code while one traces
+CLI_RUN_TIMEOUT_S = 300.0  # `harness run` has no pytest case budget to split
+
+
+@dataclass(frozen=True)
+class Option:
+    """One run option: its flag, its namespace key, its help (default stated in the text)."""
+
+    flag: str
+    dest: str
+    help: str
+    type: Callable[[str], Any] | None = None
+    aliases: tuple[str, ...] = ()  # older `harness run` spellings, still accepted by the CLI
+    switch: bool = False  # a store_true flag
+    metavar: str = "LIST"
+
+    def argparse_kwargs(self) -> dict[str, Any]:
+        if self.switch:
+            return {"action": "store_true", "default": False, "help": self.help}
+        return {"default": None, "type": self.type, "help": self.help, "metavar": self.metavar}
+
+
+SHARED: tuple[Option, ...] = (
+    Option("--devices", "devices", "'cpu' or GPU indices '0,1' (default: every GPU, else cpu)"),
+    Option(
+        "--threads-per-device",
+        "threads_per_device",
+        "comma list of threads per device (default: 2 on CPU, 1,2 on GPU)",
+    ),
+    Option(
+        "--strategies",
+        "strategies",
+        f"comma list of {', '.join(Strategy)} (default: pytest: every suite strategy the "
+        "device trains; harness run: the production strategy)",
+        aliases=("--strategy",),
+    ),
+    Option(
+        "--cache-states",
+        "cache_states",
+        f"comma list of {', '.join(CacheState)} (default: all on GPU, cold on CPU)",
+        aliases=("--cache-state",),
+    ),
+    Option(
+        "--schedule",
+        "schedule",
+        f"start schedule, one of {', '.join(Schedule)} (default: {Schedule.RECOMPILE})",
+        metavar="NAME",
+    ),
+    Option(
+        "--switch-interval",
+        "switch_interval",
+        "sys.setswitchinterval in each run: short GIL slices let steady threads call compiled "
+        f"code while another thread traces (default: {SWITCH_INTERVAL_S:g})",
+        type=float,
+        metavar="SECONDS",
+    ),
+    Option(
+        "--preset",
+        "preset",
+        f"workload preset (default: {CPU_PRESET} on CPU, {GPU_PRESET} on GPU)",
+        metavar="NAME",
+    ),
+    Option(
+        "--repeat",
+        "repeat",
+        "isolated runs per scenario; pytest: a case fails (and stops) at its first failed run "
+        "(default: 3 on GPU, where one run finds the race 40-80%% of the time; 1 on CPU)",
+        type=int,
+        metavar="N",
+    ),
+    Option(
+        "--run-timeout",
+        "run_timeout",
+        "seconds one isolated run may take before it counts as a hang (default: pytest: 80%% "
+        f"of the case's timeout, split over its runs; harness run: {CLI_RUN_TIMEOUT_S:g})",
+        type=float,
+        aliases=("--timeout",),
+        metavar="SECONDS",
+    ),
+    Option(
+        "--results",
+        "results",
+        "append every run record to this JSON Lines file (default: a new folder under "
+        ".racegate/runs/, which `python -m harness report` reads when given no records)",
+        aliases=("--out",),
+        metavar="PATH",
+    ),
+    Option(
+        "--workload",
+        "workload",
+        "module:factory of the workload (default: env RACEGATE_WORKLOAD, [tool.racegate] "
+        "workload, else the built-in model/)",
+        metavar="MODULE:FACTORY",
+    ),
+)
+
+
+def count_gpus() -> int:
+    """GPUs visible to this process, without initialising CUDA here (children use them)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    n = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return min(n, len(csv(visible))) if visible is not None else n
+
+
+def csv(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The resolved, checked values of `SHARED` (plus the [tool.racegate] settings)."""
+
+    devices: tuple[str, ...]
+    threads_per_device: tuple[int, ...]
+    strategies: tuple[Strategy, ...]
+    cache_states: tuple[CacheState, ...]
+    schedule: Schedule
+    switch_interval: float
+    preset: str
+    repeat: int
+    run_timeout: float | None
+    results: Path | None
+    workload: str
+    production: Strategy
+    workload_source: str = "default"  # where `workload` came from, for error messages
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.devices != ("cpu",)
+
+
+def _choices(enum: type, text: str, flag: str, what: str) -> tuple[Any, ...]:
+    values = csv(text)
+    if not values:
+        raise ValueError(f"{flag} is empty; choose from: {', '.join(enum)}")
+    try:
+        return tuple(parse_choice(enum, v, what) for v in values)
+    except ValueError as exc:
+        raise ValueError(f"{flag}: {exc}") from None
+
+
+def _positive(value: float | None, flag: str) -> None:
+    if value is not None and not value > 0:
+        raise ValueError(f"{flag} must be > 0, got {value:g}")
+
+
+def check_results_path(path: Path, flag: str = "--results") -> None:
+    """The records file must be a writable file: made now (empty), before any run is spent.
+
+    Opening it is the only honest check (os.access says yes to root for a read-only mount).
+    """
+    if path.is_dir():
+        raise ValueError(f"{flag} {str(path)!r} is a folder; give a .jsonl file path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.open("a").close()
+    except OSError as exc:
+        raise ValueError(f"{flag} {str(path)!r} cannot be written: {exc.strerror}") from None
+
+
+def project_settings(workload_flag: str | None) -> tuple[str, str, Strategy]:
+    """(workload, where it came from, production strategy): flag > env > [tool.racegate] >
+    default, each checked for type and value; an error names where the bad value came from."""
+    try:
+        workload, where = settings.setting("workload", workload_flag)
+        production, p_where = settings.setting("production_strategy")
+    except ValueError as exc:  # unknown [tool.racegate] key, or pyproject.toml is not TOML
+        raise ValueError(str(exc)) from None
+    where = "--workload" if where == "option" else where
+    if not isinstance(workload, str) or ":" not in workload:
+        raise ValueError(
+            f"workload {workload!r} (from {where}) is not an import path; expected a string "
+            "'package.module:factory'"
+        )
+    if not isinstance(production, str):
+        raise ValueError(
+            f"production_strategy {production!r} (from {p_where}) is not a string; "
+            f"choose from: {', '.join(Strategy)}"
+        )
+    try:
+        strategy = parse_choice(Strategy, production, "production strategy")
+    except ValueError as exc:
+        raise ValueError(f"{exc} (from {p_where})") from None
+    return workload, where, strategy
+
+
+def check_workload(workload: str, preset: str, where: str = "--workload") -> None:
+    """Import the workload, check it fits the interface and knows `preset` (imports torch)."""
+    try:
+        load_workload(WorkloadSpec(workload, {"preset": preset}))
+    except WorkloadError as exc:
+        raise WorkloadError(f"{exc} (from {where})") from None
+    except ValueError as exc:  # the factory's own check, e.g. an unknown preset
+        raise ValueError(f"--preset {preset!r}: {exc}") from None
+
+
+def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str = "") -> RunOptions:
+    """Check and default the `SHARED` option values (namespace keys `prefix + dest`)."""
+    v = {o.dest: values.get(prefix + o.dest) for o in SHARED}
+    workload, workload_source, production = project_settings(
+        v["workload"]
+    )  # [tool.racegate] first: all runs
+    devices_text = v["devices"] or (",".join(map(str, range(gpus))) or "cpu")
+    try:
+        devices = parse_devices(devices_text)
+    except ValueError as exc:
+        raise ValueError(f"--devices: {exc}") from None
+    if not devices:
+        raise ValueError("--devices is empty; give 'cpu' or GPU indices like '0,1'")
+    on_gpu = devices != ("cpu",)
+    if "cpu" in devices and on_gpu:
+        raise ValueError(f"--devices {devices_text!r} mixes cpu and GPUs; choose one kind")
+    if on_gpu and gpus == 0:
+        raise ValueError(f"--devices {devices_text!r} names GPUs but this machine has none")
+    tpd_text = v["threads_per_device"] or ("1,2" if on_gpu else "2")
+    if not all(t.isdigit() and int(t) > 0 for t in csv(tpd_text)) or not csv(tpd_text):
+        raise ValueError(
+            f"--threads-per-device {tpd_text!r}: expected positive integers like '1,2'"
+        )
+    default_strategies = [production] if for_cli else (GPU_STRATEGIES if on_gpu else CPU_STRATEGIES)
+    strategies = _choices(
+        Strategy, v["strategies"] or ",".join(default_strategies), "--strategies", "strategy"
+    )
+    cache_default = ",".join(CacheState) if on_gpu else str(CacheState.COLD)
+    cache_states = _choices(
+        CacheState, v["cache_states"] or cache_default, "--cache-states", "cache state"
+    )
+    (schedule, *more) = _choices(
+        Schedule, v["schedule"] or str(Schedule.RECOMPILE), "--schedule", "schedule"
+    )
+    if more:
+        raise ValueError(f"--schedule takes one value, got {v['schedule']!r}")
+    switch_interval = SWITCH_INTERVAL_S if v["switch_interval"] is None else v["switch_interval"]
+    _positive(switch_interval, "--switch-interval")
+    run_timeout = v["run_timeout"]
+    if run_timeout is None and for_cli:
+        run_timeout = CLI_RUN_TIMEOUT_S
+    _positive(run_timeout, "--run-timeout")
+    repeat = (3 if on_gpu else 1) if v["repeat"] is None else v["repeat"]
+    if repeat < 1:
+        raise ValueError(f"--repeat must be ≥ 1, got {repeat}")
+    results = Path(v["results"]) if v["results"] else None
+    if results is not None:
+        check_results_path(results)
+    return RunOptions(
+        devices=devices,
+        threads_per_device=tuple(int(t) for t in csv(tpd_text)),
+        strategies=tuple(dict.fromkeys(strategies)),
+        cache_states=tuple(dict.fromkeys(cache_states)),
+        schedule=schedule,
+        switch_interval=switch_interval,
+        preset=v["preset"] or (GPU_PRESET if on_gpu else CPU_PRESET),
+        repeat=repeat,
+        run_timeout=run_timeout,
+        results=results,
+        workload=workload,
+        production=production,
+        workload_source=workload_source,
+    )

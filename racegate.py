@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""racegate from a fresh clone: `python3 racegate.py race` (the main job) or `... test`.
+
+Needs only python3 (≥ 3.11): makes or reuses the venv `.venv` (or $RACEGATE_VENV), installs
+requirements/ci.txt into it when that file changed, then runs pytest there. Standard library
+only: it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+REQUIREMENTS = ROOT / "requirements" / "ci.txt"
+COMMANDS = {
+    # The race cases only (`-m race` selects exactly them); ends with the verdict block.
+    "race": ["-m", "pytest", "-m", "race"],
+    # Every test: the harness's own tests and the suite (what .ci/run calls).
+    "test": ["-m", "pytest", "-n", "2", "--durations=15"],
+    # Lint (what .ci/run calls before the tests).
+    "lint": ["-m", "ruff", "check", "."],
+}
+USAGE = f"usage: python3 racegate.py {{{','.join(COMMANDS)}}} [arguments passed on to pytest]"
+
+
+def _python(env_dir: Path) -> Path:
+    return env_dir / "bin" / "python"
+
+
+def ensure_env(env_dir: Path) -> Path:
+    """The venv's python, made and brought up to date with requirements/ci.txt if needed."""
+    python = _python(env_dir)
+    if not python.exists():
+        print(f"racegate: making the environment {env_dir}", file=sys.stderr, flush=True)
+        try:
+            venv.create(env_dir, with_pip=True)
+        except subprocess.CalledProcessError:  # Debian's python3 without python3-venv
+            shutil.rmtree(env_dir)  # half made: the next call must not take it for a venv
+            sys.exit(
+                f"racegate: error: `python3 -m venv {env_dir}` cannot install pip here; "
+                "install your distribution's python3-venv package and run again"
+            )
+    stamp = env_dir / ".racegate-requirements"
+    wanted = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
+    if not stamp.exists() or stamp.read_text().strip() != wanted:
+        print(f"racegate: installing {REQUIREMENTS.relative_to(ROOT)}", file=sys.stderr, flush=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             "-r", str(REQUIREMENTS)],
+            check=True,
+        )  # fmt: skip
+        stamp.write_text(wanted + "\n")
+    return python
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in COMMANDS:
+        print(USAGE, file=sys.stderr)
+        return 2
+    if sys.version_info < (3, 11):  # noqa: UP036 (this runs under whatever python3 is there)
+        print(f"racegate: error: needs python ≥ 3.11, this is {sys.version.split()[0]}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    env_dir = Path(os.environ.get("RACEGATE_VENV") or ROOT / ".venv")
+    try:
+        python = ensure_env(env_dir if env_dir.is_absolute() else ROOT / env_dir)
+    except subprocess.CalledProcessError as exc:
+        print(f"racegate: error: installing the requirements failed ({exc})", file=sys.stderr)
+        return 1
+    command = [str(python), *COMMANDS[argv[0]], *argv[1:]]
+    print(f"racegate: {' '.join(command)}", file=sys.stderr, flush=True)
+    try:
+        return subprocess.run(command, cwd=ROOT).returncode
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
