@@ -318,6 +318,9 @@ def build_parser(prog: str = "python -m harness.ab") -> argparse.ArgumentParser:
         "--tolerance", type=float, default=DEFAULT_TOLERANCE, help="(default: %(default)s)"
     )
     c.add_argument(
+        "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="(default: %(default)s)"
+    )
+    c.add_argument(
         "--run-timeout", type=float, default=900.0, help="seconds per run (default: %(default)s)"
     )
     c.add_argument(
@@ -329,6 +332,9 @@ def build_parser(prog: str = "python -m harness.ab") -> argparse.ArgumentParser:
     p.add_argument("--reference", type=Path, required=True, help="reference pool (.jsonl)")
     p.add_argument("--candidate", type=Path, required=True, help="candidate pool (.jsonl)")
     p.add_argument("--per-side", type=int, default=2, help="runs per side (default: %(default)s)")
+    p.add_argument(
+        "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="(default: %(default)s)"
+    )
     p.add_argument(
         "--tolerance", type=float, default=DEFAULT_TOLERANCE, help="(default: %(default)s)"
     )
@@ -347,6 +353,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         run_args,
         runs=args.runs,
         tolerance=args.tolerance,
+        confidence=args.confidence,
         timeout_s=args.run_timeout,
         records_dir=args.records,
         progress=lambda line: print(line, file=sys.stderr, flush=True),
@@ -361,7 +368,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_power(args: argparse.Namespace) -> int:
     ref = pooled_samples(args.reference, "reference")
     cand = pooled_samples(args.candidate, "candidate")
-    aa, ab = power(ref, cand, args.per_side, tolerance=args.tolerance)
+    aa, ab = power(ref, cand, args.per_side, tolerance=args.tolerance, confidence=args.confidence)
     for title, comps in (("A/A", aa), ("reference vs candidate", ab)):
         print(f"{title}: {len(comps)} disjoint comparisons of {args.per_side} vs {args.per_side}")
         for i, comp in enumerate(comps, 1):

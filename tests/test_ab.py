@@ -1,0 +1,190 @@
+"""harness.ab: the interleaved order, fail-closed samples, the pool split, and real A/B runs.
+
+The end-to-end test runs real `python -m harness run` subprocesses of `tiny` on CPU through
+`python -m harness.ab compare`; it takes a few minutes on a loaded 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import ab
+from harness.judge.compare import Change
+from harness.record import RunRecord
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _record(**kw: object) -> RunRecord:
+    base: dict[str, object] = dict(
+        scenario={},
+        outcome="ok",
+        outcome_counts={"ok": 1},
+        threads=[],
+        threads_asked=1,
+        threads_concurrent=1,
+        versions={"torch": "x"},
+        hardware={},
+        tokens_per_s=100.0,
+    )
+    return RunRecord(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_order_interleaves_and_counterbalances() -> None:
+    seq = ab.order(4)
+    assert [s[0][0] for s in seq] == list("rccrrccr")
+    assert sorted(k for side, k in seq if side == "reference") == [0, 1, 2, 3]
+    # counterbalanced: the mean position of each side is the same
+    pos = {side: [i for i, (s, _) in enumerate(seq) if s == side] for side in ab.SIDES}
+    assert sum(pos["reference"]) == sum(pos["candidate"])
+
+
+@pytest.mark.parametrize("arg", ["--out", "--out=x.jsonl", "--jobs", "--repeat", "--json"])
+def test_run_args_that_ab_owns_are_refused(arg: str) -> None:
+    with pytest.raises(ValueError, match="set by ab itself"):
+        ab.check_run_args(["--preset", "tiny", arg])
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"outcome": "hang", "detail": "deadline"}, "outcome hang: deadline"),
+        ({"timing_valid": False}, "overlapped another run"),
+        ({"tokens_per_s": None}, "no steady-state tokens/s"),
+    ],
+)
+def test_a_run_without_a_clean_number_fails_closed(kw: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        ab.sample_of(_record(**kw), "candidate", 0)
+
+
+def test_sample_sums_device_peaks_and_none_without_memory() -> None:
+    rec = _record(peak_mem_bytes={"cuda:0": 10, "cuda:1": 5})
+    assert ab.sample_of(rec, "reference", 0).peak_mem_bytes == 15
+    assert ab.sample_of(_record(), "reference", 0).peak_mem_bytes is None
+
+
+def _samples(side: str, values: list[float]) -> list[ab.RunSample]:
+    return [ab.RunSample(side, i, v, None, {}, 1.0) for i, v in enumerate(values)]
+
+
+def test_power_draws_disjoint_comparisons() -> None:
+    ref = _samples("reference", [100.0, 101.0, 99.0, 100.5] * 3)  # 12 runs
+    slow = _samples("candidate", [90.0, 90.5, 89.5, 91.0, 90.2, 89.8, 90.1])  # 7 runs
+    aa, vs = ab.power(ref, slow, 2)
+    assert len(aa) == 3 and len(vs) == 3  # 12 // 4 A/A, min(12, 7) // 2 A/B
+    assert all(c.change is Change.NONE for c in aa)
+    assert all(c.change is Change.LOWER for c in vs)
+    assert aa[0].reference == [100.0, 99.0] and aa[0].candidate == [101.0, 100.5]
+
+
+def test_usage_errors_exit_2_before_any_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ab.main(["compare", "--candidate", sys.executable, "--runs", "1"]) == ab.EXIT_USAGE
+    assert "runs must be ≥ 2" in capsys.readouterr().err
+    assert ab.main(["compare", "--candidate", sys.executable, "--", "--out", "x"]) == 2
+    assert ab.main(["compare", "--candidate-env", "NOEQUALS", "--candidate", "p"]) == 2
+
+
+def test_a_failing_side_fails_the_ab_with_its_reason(tmp_path: Path) -> None:
+    """A candidate interpreter that cannot run the harness: exit 1, no call, reason named."""
+    bogus = tmp_path / "python"
+    bogus.write_text("#!/bin/sh\necho 'no torch here' >&2\nexit 3\n")
+    bogus.chmod(0o700)
+    res = ab.run_ab(
+        ab.Side("reference", str(bogus)),
+        ab.Side("candidate", str(bogus)),
+        ["--preset", "tiny"],
+        runs=2,
+    )
+    assert res.regressed and res.throughput is None
+    assert res.failure is not None and "reference run 1 of 2" in res.failure
+    assert "exited 3" in res.failure and "no torch here" in res.failure
+
+
+# The CPU here is shared and contended: one run's steady tokens/s moves 2-3x with the
+# neighbours' load, so the injected slowdown is large (3.0: 4x the work per step) and each
+# run keeps one intra-op thread (OMP_NUM_THREADS=1) so it does not spin against the others.
+SLOWDOWN = "3.0"
+RUN_ARGS = [
+    "--preset",
+    "tiny",
+    "--strategy",
+    "sdpa_dense",
+    "--threads-per-device",
+    "1",
+    "--steps",
+    "40",
+    "--warmup-steps",
+    "3",
+]  # 3 = step 0 + the 2 calibration steps
+
+
+@pytest.mark.timeout(1200)
+def test_cpu_ab_calls_injected_slowdown_slower_and_aa_no_change(tmp_path: Path) -> None:
+    """Real interleaved runs: tiny vs tiny+slowdown is called slower (exit 1); the reference
+    runs of the same pool, split alternately (A/A, 2 vs 2), are no significant change."""
+    out, records = tmp_path / "ab.json", tmp_path / "records"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.ab",
+            "compare",
+            "--candidate",
+            sys.executable,
+            "--runs",
+            "4",
+            "--records",
+            str(records),
+            "--out",
+            str(out),
+            "--reference-env",
+            "OMP_NUM_THREADS=1",
+            "--candidate-env",
+            "OMP_NUM_THREADS=1",
+            "--candidate-env",
+            f"RACEGATE_TEST_SLOWDOWN={SLOWDOWN}",
+            "--",
+            *RUN_ARGS,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1150,
+    )
+    result = json.loads(out.read_text())
+    assert result["failure"] is None, proc.stderr
+    tput = result["throughput"]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert tput["change"] == "lower" and tput["high"] < 1.0, proc.stdout
+    assert "tokens_per_s" in proc.stdout and "slower" in proc.stdout
+    assert len(tput["reference"]) == len(tput["candidate"]) == 4
+    # A/A from the same pool: the 4 reference runs, 2 vs 2 (alternate runs on each side).
+    # At 99%: with so few runs the interval is wide, and one alarm in 100 suites is the cost.
+    aa = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.ab",
+            "power",
+            "--reference",
+            str(records / "reference.jsonl"),
+            "--candidate",
+            str(records / "candidate.jsonl"),
+            "--per-side",
+            "2",
+            "--confidence",
+            "0.99",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert aa.returncode == 0, aa.stderr
+    assert "A/A false alarms: 0 of 1" in aa.stdout, aa.stdout
