@@ -28,7 +28,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.judge.compare import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE, Change, Comparison, compare
+from harness.judge.compare import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_TOLERANCE,
+    Change,
+    Comparison,
+    compare,
+    log_spread,
+    runs_needed,
+)
 from harness.record import RunRecord, append_jsonl, read_jsonl
 from harness.vocab import Outcome
 
@@ -91,6 +99,9 @@ class ABResult:
             f" — {_versions(info.get('versions', {}))}"
             for name, info in self.sides.items()
         ]
+        versions = [info.get("versions") for info in self.sides.values()]
+        if versions[0] and versions[0] == versions[1]:
+            out.append("(the same versions on both sides: an A/A comparison)")
         if self.throughput is not None:
             out.append(self.throughput.line())
         if self.memory is not None:
@@ -258,17 +269,22 @@ def power(
 ) -> tuple[list[Comparison], list[Comparison]]:
     """(A/A comparisons, reference-vs-candidate comparisons), each set disjoint within itself.
 
-    A/A: consecutive blocks of 2·per_side reference runs, split alternately (runs close in
-    time land on both sides). A/B: the i-th block of per_side reference runs against the i-th
-    block of per_side candidate runs.
+    A/A: consecutive blocks of 2·per_side runs of one side, split alternately (runs close in
+    time land on both halves), from the reference pool and then from the candidate pool (the
+    same versions on both halves either way). A/B: the i-th block of per_side reference runs
+    against the i-th block of per_side candidate runs.
     """
     if per_side < 2:
         raise ValueError(f"per_side must be ≥ 2 (one run has no spread), got {per_side}")
     tps = [x.tokens_per_s for x in reference]
     cand = [x.tokens_per_s for x in candidate]
     kw = {"tolerance": tolerance, "confidence": confidence}
-    blocks = [tps[i : i + 2 * per_side] for i in range(0, len(tps), 2 * per_side)]
-    aa = [compare(b[0::2], b[1::2], **kw) for b in blocks if len(b) == 2 * per_side]
+    aa = [
+        compare(b[0::2], b[1::2], **kw)
+        for pool in (tps, cand)
+        for b in (pool[i : i + 2 * per_side] for i in range(0, len(pool), 2 * per_side))
+        if len(b) == 2 * per_side
+    ]
     n_ab = min(len(tps), len(cand)) // per_side
     ab = [
         compare(
@@ -338,6 +354,12 @@ def build_parser(prog: str = "python -m harness.ab") -> argparse.ArgumentParser:
     p.add_argument(
         "--tolerance", type=float, default=DEFAULT_TOLERANCE, help="(default: %(default)s)"
     )
+    p.add_argument(
+        "--slowdown",
+        type=float,
+        default=0.05,
+        help="slowdown to size runs for, from the pools' spread (default: %(default)s)",
+    )
     return parser
 
 
@@ -373,6 +395,14 @@ def cmd_power(args: argparse.Namespace) -> int:
         print(f"{title}: {len(comps)} disjoint comparisons of {args.per_side} vs {args.per_side}")
         for i, comp in enumerate(comps, 1):
             print(f"  {i:2d}. {comp.line()}")
+    for name, pool in (("reference", ref), ("candidate", cand)):
+        if len(pool) >= 2:
+            spread = log_spread([x.tokens_per_s for x in pool])
+            need = runs_needed(spread, args.slowdown, tolerance=args.tolerance)
+            print(
+                f"{name} pool: {len(pool)} runs, run-to-run spread {spread:.2%}; runs per side "
+                f"to catch a {args.slowdown:.0%} slowdown 90% of the time: {need or '> 1000'}"
+            )
     false_alarms = sum(c.change is not Change.NONE for c in aa)
     caught = sum(c.regressed for c in ab)
     print(
@@ -382,9 +412,10 @@ def cmd_power(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.ab") -> int:
+    """`python -m harness.ab ...` (and `python -m harness ab ...`, which passes its argv on)."""
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(prog).parse_args(argv)
         return {"compare": cmd_compare, "power": cmd_power}[args.command](args)
     except (UsageError, ValueError, FileNotFoundError, PermissionError) as exc:
         print(f"racegate ab: error: {exc}", file=sys.stderr)

@@ -77,7 +77,7 @@ def test_power_draws_disjoint_comparisons() -> None:
     ref = _samples("reference", [100.0, 101.0, 99.0, 100.5] * 3)  # 12 runs
     slow = _samples("candidate", [90.0, 90.5, 89.5, 91.0, 90.2, 89.8, 90.1])  # 7 runs
     aa, vs = ab.power(ref, slow, 2)
-    assert len(aa) == 3 and len(vs) == 3  # 12 // 4 A/A, min(12, 7) // 2 A/B
+    assert len(aa) == 3 + 1 and len(vs) == 3  # 12 // 4 + 7 // 4 A/A, min(12, 7) // 2 A/B
     assert all(c.change is Change.NONE for c in aa)
     assert all(c.change is Change.LOWER for c in vs)
     assert aa[0].reference == [100.0, 99.0] and aa[0].candidate == [101.0, 100.5]
@@ -106,6 +106,44 @@ def test_a_failing_side_fails_the_ab_with_its_reason(tmp_path: Path) -> None:
     assert "exited 3" in res.failure and "no torch here" in res.failure
 
 
+def test_slowdown_knob_resolves_and_names_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    from model.workload import SLOWDOWN_ENV, make_workload, resolve_slowdown
+
+    monkeypatch.delenv(SLOWDOWN_ENV, raising=False)
+    assert resolve_slowdown(None) == 0.0 and resolve_slowdown(0.05) == 0.05
+    monkeypatch.setenv(SLOWDOWN_ENV, "0.3")
+    assert resolve_slowdown(None) == 0.3 and resolve_slowdown(0.0) == 0.0  # explicit wins
+    assert make_workload("tiny").name == "dflash-tiny+slowdown0.3"
+    monkeypatch.setenv(SLOWDOWN_ENV, "fast")
+    with pytest.raises(ValueError, match=f"invalid slowdown 'fast' from {SLOWDOWN_ENV}"):
+        resolve_slowdown(None)
+    with pytest.raises(ValueError, match="invalid slowdown -1 from slowdown="):
+        resolve_slowdown(-1)
+
+
+def test_slowed_replica_calibrates_then_adds_fixed_work() -> None:
+    """Real tiny replica on CPU: no extra work until two repeat steps are timed, then a fixed
+    number of matmuls sized to the slowdown fraction of the calibrated step."""
+    import torch
+
+    from model.workload import CALIBRATION_STEPS, SlowedReplica, make_workload
+
+    replica = make_workload("tiny", slowdown=0.5).make_replica(
+        torch.device("cpu"), "sdpa_dense", seed=0
+    )
+    assert isinstance(replica, SlowedReplica) and replica.reps is None
+    for _ in range(CALIBRATION_STEPS):  # step 0 compiles nothing here but is never timed
+        replica.step(0)
+    assert replica.reps is None
+    replica.step(0)
+    assert replica.reps is not None and replica.reps >= 1
+    step_s = sorted(replica._timed)[len(replica._timed) // 2]
+    assert replica.reps * replica.matmul_s == pytest.approx(0.5 * step_s, rel=0.5, abs=2e-3)
+    fixed = replica.reps
+    replica.step(0)
+    assert replica.reps == fixed and replica.eager_fallbacks() == 0
+
+
 # The CPU here is shared and contended: one run's steady tokens/s moves 2-3x with the
 # neighbours' load, so the injected slowdown is large (3.0: 4x the work per step) and each
 # run keeps one intra-op thread (OMP_NUM_THREADS=1) so it does not spin against the others.
@@ -122,13 +160,11 @@ RUN_ARGS = [
     "--warmup-steps",
     "3",
 ]  # 3 = step 0 + the 2 calibration steps
+ONE_THREAD = ["--reference-env", "OMP_NUM_THREADS=1", "--candidate-env", "OMP_NUM_THREADS=1"]
 
 
-@pytest.mark.timeout(1200)
-def test_cpu_ab_calls_injected_slowdown_slower_and_aa_no_change(tmp_path: Path) -> None:
-    """Real interleaved runs: tiny vs tiny+slowdown is called slower (exit 1); the reference
-    runs of the same pool, split alternately (A/A, 2 vs 2), are no significant change."""
-    out, records = tmp_path / "ab.json", tmp_path / "records"
+def _ab(tmp_path: Path, runs: int, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    out = tmp_path / "ab.json"
     proc = subprocess.run(
         [
             sys.executable,
@@ -138,17 +174,11 @@ def test_cpu_ab_calls_injected_slowdown_slower_and_aa_no_change(tmp_path: Path) 
             "--candidate",
             sys.executable,
             "--runs",
-            "4",
-            "--records",
-            str(records),
+            str(runs),
             "--out",
             str(out),
-            "--reference-env",
-            "OMP_NUM_THREADS=1",
-            "--candidate-env",
-            "OMP_NUM_THREADS=1",
-            "--candidate-env",
-            f"RACEGATE_TEST_SLOWDOWN={SLOWDOWN}",
+            *ONE_THREAD,
+            *extra,
             "--",
             *RUN_ARGS,
         ],
@@ -157,34 +187,59 @@ def test_cpu_ab_calls_injected_slowdown_slower_and_aa_no_change(tmp_path: Path) 
         text=True,
         timeout=1150,
     )
-    result = json.loads(out.read_text())
+    assert out.exists(), proc.stderr
+    return proc, json.loads(out.read_text())
+
+
+@pytest.mark.timeout(1200)
+def test_cpu_ab_calls_an_injected_slowdown_slower(tmp_path: Path) -> None:
+    """Real interleaved `harness run` processes, 4 per side: tiny vs tiny + slowdown is called
+    slower (exit 1); `power` reads the pooled records."""
+    records = tmp_path / "records"
+    proc, result = _ab(
+        tmp_path,
+        4,
+        "--records",
+        str(records),
+        "--candidate-env",
+        f"RACEGATE_TEST_SLOWDOWN={SLOWDOWN}",
+    )
     assert result["failure"] is None, proc.stderr
     tput = result["throughput"]
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert tput["change"] == "lower" and tput["high"] < 1.0, proc.stdout
-    assert "tokens_per_s" in proc.stdout and "slower" in proc.stdout
     assert len(tput["reference"]) == len(tput["candidate"]) == 4
-    # A/A from the same pool: the 4 reference runs, 2 vs 2 (alternate runs on each side).
-    # At 99%: with so few runs the interval is wide, and one alarm in 100 suites is the cost.
-    aa = subprocess.run(
+    assert tput["change"] == "lower" and tput["high"] < 1.0, proc.stdout
+    assert proc.returncode == 1 and "slower" in proc.stdout, proc.stdout + proc.stderr
+    pool = subprocess.run(
         [
             sys.executable,
             "-m",
             "harness.ab",
             "power",
+            "--per-side",
+            "2",
             "--reference",
             str(records / "reference.jsonl"),
             "--candidate",
             str(records / "candidate.jsonl"),
-            "--per-side",
-            "2",
-            "--confidence",
-            "0.99",
         ],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert aa.returncode == 0, aa.stderr
-    assert "A/A false alarms: 0 of 1" in aa.stdout, aa.stdout
+    assert pool.returncode == 0, pool.stderr
+    assert "A/A false alarms: " in pool.stdout and " of 2; candidate called slower: " in pool.stdout
+
+
+@pytest.mark.timeout(1200)
+def test_cpu_aa_is_no_significant_change(tmp_path: Path) -> None:
+    """The same versions on both sides, 3 runs each, through the same driver: no call, exit 0.
+
+    At 99%, not 95%: at this machine's noise an A/A alarm is then one suite run in 100."""
+    proc, result = _ab(
+        tmp_path, 3, "--confidence", "0.99", "--candidate-env", "RACEGATE_TEST_SLOWDOWN=0"
+    )
+    assert result["failure"] is None, proc.stderr
+    assert result["throughput"]["change"] == "no significant change", proc.stdout
+    assert result["memory"] is None and "not compared" in proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr

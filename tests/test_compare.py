@@ -120,3 +120,20 @@ def test_false_alarm_rate_and_power_by_simulation() -> None:
         for _ in range(200)
     )
     assert caught >= 190
+
+
+def test_runs_needed_grows_with_spread_and_is_checked_by_simulation() -> None:
+    from harness.judge.compare import log_spread, runs_needed
+
+    assert runs_needed(0.003, 0.05) == 2  # qwen3-8b-drafter-like spread: 2 runs per side
+    assert runs_needed(0.10, 0.05) > 50  # small-like spread: not affordable
+    assert runs_needed(0.01, 0.02) is None  # inside the 3% tolerance: never called
+    assert log_spread([100.0, 100.0, 100.0]) == 0.0
+    n = runs_needed(0.02, 0.05)
+    assert n is not None
+    rng = random.Random(5)
+    caught = sum(
+        compare(_lognormal(rng, n, 1e4, 0.02), _lognormal(rng, n, 0.95e4, 0.02)).regressed
+        for _ in range(400)
+    )
+    assert caught / 400 >= 0.85  # the promised ≈ 90%, with sampling slack

@@ -247,3 +247,38 @@ def compare(
         tolerance,
         call(ratio, low, high, tolerance),
     )
+
+
+def log_spread(values: list[float]) -> float:
+    """Run-to-run spread: the sample standard deviation of log values (≈ relative spread)."""
+    logs = [math.log(v) for v in check_samples(values, "pool", "value")]
+    return math.sqrt(_mean_var(logs)[1])
+
+
+def runs_needed(
+    spread: float,
+    slowdown: float,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    confidence: float = DEFAULT_CONFIDENCE,
+    power: float = 0.9,
+    most: int = 1000,
+) -> int | None:
+    """Runs per side for `compare` to call a true `slowdown` (0.05 = 5% fewer tokens/s) slower
+    with probability ≈ `power`, at run-to-run `spread` (log_spread) on both sides.
+
+    Normal approximation of the log ratio's estimate: both conditions of `call` must hold
+    `power` of the time (estimate below 1 − tolerance, interval's top below 1). None if more
+    than `most` runs, or never (a slowdown within the tolerance is not called by design).
+    """
+    effect = -math.log1p(-slowdown)
+    margin = effect + math.log1p(-tolerance)  # how far below the tolerance line it lies
+    if margin <= 0:
+        return None
+    z = t_quantile(power, 1e9)
+    for n in range(MIN_RUNS, most + 1):
+        se = spread * math.sqrt(2.0 / n)
+        t = t_quantile(0.5 + confidence / 2.0, 2 * n - 2)
+        if se == 0.0 or (margin >= z * se and effect >= (t + z) * se):
+            return n
+    return None
