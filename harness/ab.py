@@ -110,8 +110,10 @@ class ABResult:
             out.append(f"peak_mem_bytes: not compared ({self.memory_note})")
         if self.failure:
             out.append(f"A/B FAILED: {self.failure}")
-        else:
-            out.append(f"A/B: {'REGRESSION' if self.regressed else 'no regression'}")
+        elif self.throughput is not None:
+            memory = self.memory.word if self.memory else "memory not compared"
+            gate = "FAILS" if self.regressed else "passes"
+            out.append(f"A/B: candidate {self.throughput.word}, {memory}: the gate {gate}")
         return out
 
     def to_json(self) -> dict[str, Any]:

@@ -243,3 +243,22 @@ def test_cpu_aa_is_no_significant_change(tmp_path: Path) -> None:
     assert result["throughput"]["change"] == "no significant change", proc.stdout
     assert result["memory"] is None and "not compared" in proc.stdout
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_result_lines_end_with_the_decision() -> None:
+    ref = _samples("reference", [100.0, 101.0, 99.0])
+    same = _samples("candidate", [100.0, 100.5, 99.5])
+    slow = _samples("candidate", [90.0, 90.5, 89.5])
+    sides = {n: {"python": "py", "env": {}, "versions": {"torch": "2.11"}} for n in ab.SIDES}
+    for cand, word, gate in ((same, "no significant change", "passes"), (slow, "slower", "FAILS")):
+        res = ab.ABResult([], sides, [*ref, *cand])
+        res.throughput, res.memory, res.memory_note = ab.compare_samples(res.samples, 0.03, 0.95)
+        assert res.lines()[-1] == f"A/B: candidate {word}, memory not compared: the gate {gate}"
+        assert "an A/A comparison" in "\n".join(res.lines())
+    mem_ref = [ab.RunSample("reference", i, 100.0, 1000, {}, 1.0) for i in range(3)]
+    mem_more = [ab.RunSample("candidate", i, 100.0, 1200, {}, 1.0) for i in range(3)]
+    res = ab.ABResult([], sides, [*mem_ref, *mem_more])
+    res.throughput, res.memory, res.memory_note = ab.compare_samples(res.samples, 0.03, 0.95)
+    assert res.regressed and res.lines()[-1].endswith("more memory: the gate FAILS")
+    failed = ab.ABResult([], sides, failure="candidate run 1 of 3: outcome hang")
+    assert failed.regressed and failed.lines()[-1].startswith("A/B FAILED: candidate run 1")
