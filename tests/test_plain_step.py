@@ -33,6 +33,15 @@ def test_mask_context_strictly_before_anchor_own_block_and_invalid_sees_nothing(
     assert seen[2] == seen[3] == []  # block 1 is invalid
 
 
+def test_visible_pairs_counts_the_mask() -> None:
+    ps = _load()
+    gen = torch.Generator().manual_seed(3)
+    anchors = torch.randint(0, 57, (2, 6), generator=gen)  # context 64, blocks of 8
+    valid = torch.rand(2, 6, generator=gen) > 0.3
+    mask = ps.dense_mask(ps.mask_mod_for(anchors, valid, 64, 8), 2, 48, 64 + 48, "cpu")
+    assert ps.visible_pairs(anchors, valid, 8) == int(mask.sum())
+
+
 def test_tiny_cpu_step_runs_and_reports(tmp_path: Path) -> None:
     ps = _load()
     out = tmp_path / "plain.json"
