@@ -12,14 +12,16 @@
 # A/A from each side's pool, reference vs candidate for the slowdown.
 set -euo pipefail
 preset=${1:-small}; runs=${2:-9}; steps=${3:-60}; out=${4:-${OUT:-results}/ab-power}
-py=${PYTHON:-python}
+py=${PYTHON:-python3}
 slowdown=${RACEGATE_AB_SLOWDOWN:-0.05}
+devices=${DEVICES:-0}; strategy=${STRATEGY:-warmup_locked}  # DEVICES=cpu STRATEGY=sdpa_dense: a dry run
+export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2}
 dir="$out/$preset"
 mkdir -p "$dir"
 "$py" -m harness.ab compare --reference "$py" --candidate "$py" --runs "$runs" \
   --candidate-env "RACEGATE_TEST_SLOWDOWN=$slowdown" --records "$dir" \
   --out "$dir/ab-$(date -u +%Y%m%dT%H%M%S).json" \
-  -- --preset "$preset" --devices 0 --strategy warmup_locked --threads-per-device 1 \
+  -- --preset "$preset" --devices "$devices" --strategy "$strategy" --threads-per-device 1 \
      --steps "$steps" --warmup-steps 3 --timeout 600 || true  # exit 1 = "slower": expected
 "$py" -m harness.ab power --reference "$dir/reference.jsonl" --candidate "$dir/candidate.jsonl" \
   --per-side 2 --slowdown "$slowdown" | tee "$dir/power.txt"

@@ -101,7 +101,7 @@ class ABResult:
         ]
         versions = [info.get("versions") for info in self.sides.values()]
         if versions[0] and versions[0] == versions[1]:
-            out.append("(the same versions on both sides: an A/A comparison)")
+            out.append("(the same package versions on both sides)")
         if self.throughput is not None:
             out.append(self.throughput.line())
         if self.memory is not None:
@@ -394,7 +394,7 @@ def cmd_power(args: argparse.Namespace) -> int:
     cand = pooled_samples(args.candidate, "candidate")
     aa, ab = power(ref, cand, args.per_side, tolerance=args.tolerance, confidence=args.confidence)
     for title, comps in (("A/A", aa), ("reference vs candidate", ab)):
-        print(f"{title}: {len(comps)} disjoint comparisons of {args.per_side} vs {args.per_side}")
+        print(f"{title}: {len(comps)} disjoint comparison(s) of {args.per_side} vs {args.per_side}")
         for i, comp in enumerate(comps, 1):
             print(f"  {i:2d}. {comp.line()}")
     for name, pool in (("reference", ref), ("candidate", cand)):
