@@ -1,0 +1,428 @@
+"""A/B mode: a reference and a candidate environment run interleaved on one machine, compared.
+
+`python -m harness.ab compare --reference PY --candidate PY [--runs N] -- <harness run args>`
+runs `<PY> -m harness run <args> --out <file>` once per run, each run a fresh process with its
+side's interpreter (a venv or nox cell: the versions under test) and environment, in the order
+A B B A A B B A … (interleaved, and counterbalanced so a steady drift of the machine's speed
+falls on both sides alike), with every file in one private 0700 temp dir. Then
+harness.judge.compare gives the ratio candidate/reference of steady-state tokens/s and of peak
+memory with a 95% interval, and the call. Exit 0: no regression; 1: slower, more memory, or a
+run that failed (fail closed: no call from partial evidence); 2: usage error.
+
+`python -m harness.ab power --reference R.jsonl --candidate C.jsonl --per-side K` draws
+disjoint comparisons from pooled records (the `--records` of compare runs): A/A from the
+reference runs alone, and reference vs candidate; it counts false alarms and catches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.judge.compare import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_TOLERANCE,
+    Change,
+    Comparison,
+    compare,
+    log_spread,
+    runs_needed,
+)
+from harness.record import RunRecord, append_jsonl, read_jsonl
+from harness.vocab import Outcome
+
+SCHEMA_VERSION = 1
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# Options ab sets itself, or that would break "one run, one record, timed alone".
+FORBIDDEN_RUN_ARGS = ("--out", "--json", "--jobs", "--repeat", "--keep")
+SIDES = ("reference", "candidate")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: the interpreter (its venv holds the versions) and extra env."""
+
+    name: str
+    python: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSample:
+    """What one run contributes: its steady tokens/s and peak memory, from its record."""
+
+    side: str
+    index: int  # position in the interleaved order
+    tokens_per_s: float
+    peak_mem_bytes: int | None  # summed over devices; None where none was measured (CPU)
+    versions: dict[str, str]
+    wall_s: float
+
+
+@dataclass
+class ABResult:
+    """A whole comparison: sides, every run's sample, both metrics compared, or why not."""
+
+    run_args: list[str]
+    sides: dict[str, dict[str, Any]]  # name -> python, env, versions
+    samples: list[RunSample] = field(default_factory=list)
+    throughput: Comparison | None = None
+    memory: Comparison | None = None
+    memory_note: str | None = None  # why memory was not compared
+    failure: str | None = None  # a run failed or gave no number: no call is made
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def regressed(self) -> bool:
+        """True when the gate fails: a failed run, or a significant regression of either metric."""
+        return (
+            self.failure is not None
+            or self.throughput is None
+            or self.throughput.regressed
+            or (self.memory is not None and self.memory.regressed)
+        )
+
+    def lines(self) -> list[str]:
+        """The verdict lines, the decision last."""
+        out = [
+            f"{name}: {info['python']} {' '.join(f'{k}={v}' for k, v in info['env'].items())}"
+            f" — {_versions(info.get('versions', {}))}"
+            for name, info in self.sides.items()
+        ]
+        versions = [info.get("versions") for info in self.sides.values()]
+        if versions[0] and versions[0] == versions[1]:
+            out.append("(the same package versions on both sides)")
+        if self.throughput is not None:
+            out.append(self.throughput.line())
+        if self.memory is not None:
+            out.append(self.memory.line())
+        elif self.memory_note:
+            out.append(f"peak_mem_bytes: not compared ({self.memory_note})")
+        if self.failure:
+            out.append(f"A/B FAILED: {self.failure}")
+        elif self.throughput is not None:
+            memory = self.memory.word if self.memory else "memory not compared"
+            gate = "FAILS" if self.regressed else "passes"
+            out.append(f"A/B: candidate {self.throughput.word}, {memory}: the gate {gate}")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["throughput"] = self.throughput.to_json() if self.throughput else None
+        data["memory"] = self.memory.to_json() if self.memory else None
+        return data
+
+
+def _versions(versions: dict[str, str]) -> str:
+    keys = ("torch", "transformers", "triton", "python")
+    return ", ".join(f"{k} {versions[k]}" for k in keys if k in versions) or "versions unknown"
+
+
+def check_run_args(run_args: Sequence[str]) -> list[str]:
+    """The `harness run` arguments, without the options ab owns; ValueError names one."""
+    for arg in run_args:
+        name = arg.split("=", 1)[0]
+        if name in FORBIDDEN_RUN_ARGS:
+            raise ValueError(
+                f"harness run option {name!r} is set by ab itself or breaks one timed run per "
+                f"process; leave out: {', '.join(FORBIDDEN_RUN_ARGS)}"
+            )
+    return list(run_args)
+
+
+def order(runs: int) -> list[tuple[str, int]]:
+    """(side, k) in the order A B B A A B B A …: interleaved and counterbalanced."""
+    out: list[tuple[str, int]] = []
+    for k in range(runs):
+        pair = SIDES if k % 2 == 0 else SIDES[::-1]
+        out.extend((side, k) for side in pair)
+    return out
+
+
+def run_once(side: Side, run_args: list[str], out: Path, timeout_s: float) -> RunRecord:
+    """One fresh `<python> -m harness run` process; its one record, or ValueError saying why not."""
+    env = {**os.environ, **side.env}
+    cmd = [side.python, "-m", "harness", "run", *run_args, "--out", str(out)]
+    try:
+        proc = subprocess.run(
+            cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"did not finish within {timeout_s:.0f} s") from None
+    except OSError as exc:
+        raise ValueError(f"cannot start {side.python!r}: {exc}") from None
+    records = read_jsonl(out) if out.exists() else []
+    if proc.returncode != 0 or len(records) != 1:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise ValueError(
+            f"`harness run` exited {proc.returncode} with {len(records)} record(s) "
+            f"(one expected): {' | '.join(tail) or 'no output'}"
+        )
+    return records[0]
+
+
+def sample_of(record: RunRecord, side: str, index: int) -> RunSample:
+    """The run's numbers; ValueError naming what is missing (fail closed)."""
+    if record.outcome != Outcome.OK:
+        raise ValueError(f"outcome {record.outcome}: {record.detail or 'no detail'}")
+    if not record.timing_valid:
+        raise ValueError("its timing is not valid (it overlapped another run)")
+    if not record.tokens_per_s:
+        raise ValueError("it recorded no steady-state tokens/s")
+    mem = sum(record.peak_mem_bytes.values()) if record.peak_mem_bytes else None
+    return RunSample(side, index, record.tokens_per_s, mem, record.versions, record.wall_s)
+
+
+def compare_samples(
+    samples: list[RunSample], tolerance: float, confidence: float
+) -> tuple[Comparison, Comparison | None, str | None]:
+    """Throughput and (where every run measured it) peak memory, reference vs candidate."""
+    by = {s: [x for x in samples if x.side == s] for s in SIDES}
+    tput = compare(
+        [x.tokens_per_s for x in by["reference"]],
+        [x.tokens_per_s for x in by["candidate"]],
+        tolerance=tolerance,
+        confidence=confidence,
+    )
+    mems = {s: [x.peak_mem_bytes for x in by[s]] for s in SIDES}
+    if any(m is None for s in SIDES for m in mems[s]):
+        return tput, None, "no peak memory recorded (CPU runs measure none)"
+    memory = compare(
+        mems["reference"],  # type: ignore[arg-type]
+        mems["candidate"],  # type: ignore[arg-type]
+        metric="peak_mem_bytes",
+        tolerance=tolerance,
+        confidence=confidence,
+    )
+    return tput, memory, None
+
+
+def run_ab(
+    reference: Side,
+    candidate: Side,
+    run_args: Sequence[str],
+    *,
+    runs: int,
+    tolerance: float = DEFAULT_TOLERANCE,
+    confidence: float = DEFAULT_CONFIDENCE,
+    timeout_s: float = 900.0,
+    records_dir: Path | None = None,
+    progress: Any = None,
+) -> ABResult:
+    """Run both sides `runs` times each, interleaved, and compare; stops at the first failure."""
+    if runs < 2:
+        raise ValueError(f"runs must be ≥ 2 per side (one run has no spread), got {runs}")
+    args = check_run_args(run_args)
+    sides = {"reference": reference, "candidate": candidate}
+    result = ABResult(args, {n: {"python": s.python, "env": dict(s.env)} for n, s in sides.items()})
+    workdir = Path(tempfile.mkdtemp(prefix="racegate-ab-"))  # 0700, unpredictable name
+    try:
+        for index, (name, k) in enumerate(order(runs)):
+            out = workdir / f"{index:03d}-{name}-{k}.jsonl"
+            try:
+                record = run_once(sides[name], args, out, timeout_s)
+                if records_dir is not None:
+                    append_jsonl(records_dir / f"{name}.jsonl", record)
+                sample = sample_of(record, name, index)
+            except ValueError as exc:
+                result.failure = f"{name} run {k + 1} of {runs}: {exc}"
+                return result
+            result.samples.append(sample)
+            result.sides[name]["versions"] = sample.versions
+            if progress is not None:
+                progress(f"{name} run {k + 1}/{runs}: {sample.tokens_per_s:,.0f} tok/s")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    result.throughput, result.memory, result.memory_note = compare_samples(
+        result.samples, tolerance, confidence
+    )
+    return result
+
+
+# ---- power: disjoint comparisons drawn from one pool of interleaved runs -------------------
+def pooled_samples(path: Path, side: str) -> list[RunSample]:
+    """Every record of a pool file as a sample (in file order); ValueError names a bad one."""
+    out = []
+    for n, record in enumerate(read_jsonl(path)):
+        try:
+            out.append(sample_of(record, side, n))
+        except ValueError as exc:
+            raise ValueError(f"{path} record {n + 1}: {exc}") from None
+    return out
+
+
+def power(
+    reference: list[RunSample],
+    candidate: list[RunSample],
+    per_side: int,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> tuple[list[Comparison], list[Comparison]]:
+    """(A/A comparisons, reference-vs-candidate comparisons), each set disjoint within itself.
+
+    A/A: consecutive blocks of 2·per_side runs of one side, split alternately (runs close in
+    time land on both halves), from the reference pool and then from the candidate pool (the
+    same versions on both halves either way). A/B: the i-th block of per_side reference runs
+    against the i-th block of per_side candidate runs.
+    """
+    if per_side < 2:
+        raise ValueError(f"per_side must be ≥ 2 (one run has no spread), got {per_side}")
+    tps = [x.tokens_per_s for x in reference]
+    cand = [x.tokens_per_s for x in candidate]
+    kw = {"tolerance": tolerance, "confidence": confidence}
+    aa = [
+        compare(b[0::2], b[1::2], **kw)
+        for pool in (tps, cand)
+        for b in (pool[i : i + 2 * per_side] for i in range(0, len(pool), 2 * per_side))
+        if len(b) == 2 * per_side
+    ]
+    n_ab = min(len(tps), len(cand)) // per_side
+    ab = [
+        compare(
+            tps[i * per_side : (i + 1) * per_side], cand[i * per_side : (i + 1) * per_side], **kw
+        )
+        for i in range(n_ab)
+    ]
+    return aa, ab
+
+
+# ---- command line ----------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad input: one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:
+        raise UsageError(message)
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+def build_parser(prog: str = "python -m harness.ab") -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description="racegate A/B: candidate vs reference, interleaved.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    c = sub.add_parser("compare", help="run both sides interleaved and compare them")
+    c.add_argument(
+        "--reference", default=sys.executable, help="reference python (default: %(default)s)"
+    )
+    c.add_argument("--candidate", required=True, help="candidate python (a venv's bin/python)")
+    for side in SIDES:
+        c.add_argument(
+            f"--{side}-env",
+            type=_env_pair,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"extra environment for {side} runs, repeatable (default: none)",
+        )
+    c.add_argument("--runs", type=int, default=5, help="runs per side (default: %(default)s)")
+    c.add_argument(
+        "--tolerance", type=float, default=DEFAULT_TOLERANCE, help="(default: %(default)s)"
+    )
+    c.add_argument(
+        "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="(default: %(default)s)"
+    )
+    c.add_argument(
+        "--run-timeout", type=float, default=900.0, help="seconds per run (default: %(default)s)"
+    )
+    c.add_argument(
+        "--records", type=Path, default=None, help="append runs to DIR/{reference,candidate}.jsonl"
+    )
+    c.add_argument("--out", type=Path, default=None, help="write the A/B result here as JSON")
+    c.add_argument("run_args", nargs=argparse.REMAINDER, help="-- then `harness run` options")
+    p = sub.add_parser("power", help="A/A false alarms and catches from pooled records")
+    p.add_argument("--reference", type=Path, required=True, help="reference pool (.jsonl)")
+    p.add_argument("--candidate", type=Path, required=True, help="candidate pool (.jsonl)")
+    p.add_argument("--per-side", type=int, default=2, help="runs per side (default: %(default)s)")
+    p.add_argument(
+        "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="(default: %(default)s)"
+    )
+    p.add_argument(
+        "--tolerance", type=float, default=DEFAULT_TOLERANCE, help="(default: %(default)s)"
+    )
+    p.add_argument(
+        "--slowdown",
+        type=float,
+        default=0.05,
+        help="slowdown to size runs for, from the pools' spread (default: %(default)s)",
+    )
+    return parser
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    run_args = args.run_args[1:] if args.run_args[:1] == ["--"] else args.run_args
+    ref = Side("reference", args.reference, dict(args.reference_env))
+    cand = Side("candidate", args.candidate, dict(args.candidate_env))
+    if args.records is not None:
+        args.records.mkdir(parents=True, exist_ok=True)
+    result = run_ab(
+        ref,
+        cand,
+        run_args,
+        runs=args.runs,
+        tolerance=args.tolerance,
+        confidence=args.confidence,
+        timeout_s=args.run_timeout,
+        records_dir=args.records,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+    print("\n".join(result.lines()))
+    return EXIT_FAILED if result.regressed else EXIT_OK
+
+
+def cmd_power(args: argparse.Namespace) -> int:
+    ref = pooled_samples(args.reference, "reference")
+    cand = pooled_samples(args.candidate, "candidate")
+    aa, ab = power(ref, cand, args.per_side, tolerance=args.tolerance, confidence=args.confidence)
+    for title, comps in (("A/A", aa), ("reference vs candidate", ab)):
+        print(f"{title}: {len(comps)} disjoint comparison(s) of {args.per_side} vs {args.per_side}")
+        for i, comp in enumerate(comps, 1):
+            print(f"  {i:2d}. {comp.line()}")
+    for name, pool in (("reference", ref), ("candidate", cand)):
+        if len(pool) >= 2:
+            spread = log_spread([x.tokens_per_s for x in pool])
+            need = runs_needed(spread, args.slowdown, tolerance=args.tolerance)
+            print(
+                f"{name} pool: {len(pool)} runs, run-to-run spread {spread:.2%}; runs per side "
+                f"to catch a {args.slowdown:.0%} slowdown 90% of the time: {need or '> 1000'}"
+            )
+    false_alarms = sum(c.change is not Change.NONE for c in aa)
+    caught = sum(c.regressed for c in ab)
+    print(
+        f"A/A false alarms: {false_alarms} of {len(aa)}; "
+        f"candidate called slower: {caught} of {len(ab)}"
+    )
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.ab") -> int:
+    """`python -m harness.ab ...` (and `python -m harness ab ...`, which passes its argv on)."""
+    try:
+        args = build_parser(prog).parse_args(argv)
+        return {"compare": cmd_compare, "power": cmd_power}[args.command](args)
+    except (UsageError, ValueError, FileNotFoundError, PermissionError) as exc:
+        print(f"racegate ab: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""harness.ab: the interleaved order, fail-closed samples, the pool split, and real A/B runs.
+
+The end-to-end test runs real `python -m harness run` subprocesses of `tiny` on CPU through
+`python -m harness.ab compare`; it takes a few minutes on a loaded 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import ab
+from harness.judge.compare import Change
+from harness.record import RunRecord
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _record(**kw: object) -> RunRecord:
+    base: dict[str, object] = dict(
+        scenario={},
+        outcome="ok",
+        outcome_counts={"ok": 1},
+        threads=[],
+        threads_asked=1,
+        threads_concurrent=1,
+        versions={"torch": "x"},
+        hardware={},
+        tokens_per_s=100.0,
+    )
+    return RunRecord(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_order_interleaves_and_counterbalances() -> None:
+    seq = ab.order(4)
+    assert [s[0][0] for s in seq] == list("rccrrccr")
+    assert sorted(k for side, k in seq if side == "reference") == [0, 1, 2, 3]
+    # counterbalanced: the mean position of each side is the same
+    pos = {side: [i for i, (s, _) in enumerate(seq) if s == side] for side in ab.SIDES}
+    assert sum(pos["reference"]) == sum(pos["candidate"])
+
+
+@pytest.mark.parametrize("arg", ["--out", "--out=x.jsonl", "--jobs", "--repeat", "--json"])
+def test_run_args_that_ab_owns_are_refused(arg: str) -> None:
+    with pytest.raises(ValueError, match="set by ab itself"):
+        ab.check_run_args(["--preset", "tiny", arg])
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"outcome": "hang", "detail": "deadline"}, "outcome hang: deadline"),
+        ({"timing_valid": False}, "overlapped another run"),
+        ({"tokens_per_s": None}, "no steady-state tokens/s"),
+    ],
+)
+def test_a_run_without_a_clean_number_fails_closed(kw: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        ab.sample_of(_record(**kw), "candidate", 0)
+
+
+def test_sample_sums_device_peaks_and_none_without_memory() -> None:
+    rec = _record(peak_mem_bytes={"cuda:0": 10, "cuda:1": 5})
+    assert ab.sample_of(rec, "reference", 0).peak_mem_bytes == 15
+    assert ab.sample_of(_record(), "reference", 0).peak_mem_bytes is None
+
+
+def _samples(side: str, values: list[float]) -> list[ab.RunSample]:
+    return [ab.RunSample(side, i, v, None, {}, 1.0) for i, v in enumerate(values)]
+
+
+def test_power_draws_disjoint_comparisons() -> None:
+    ref = _samples("reference", [100.0, 101.0, 99.0, 100.5] * 3)  # 12 runs
+    slow = _samples("candidate", [90.0, 90.5, 89.5, 91.0, 90.2, 89.8, 90.1])  # 7 runs
+    aa, vs = ab.power(ref, slow, 2)
+    assert len(aa) == 3 + 1 and len(vs) == 3  # 12 // 4 + 7 // 4 A/A, min(12, 7) // 2 A/B
+    assert all(c.change is Change.NONE for c in aa)
+    assert all(c.change is Change.LOWER for c in vs)
+    assert aa[0].reference == [100.0, 99.0] and aa[0].candidate == [101.0, 100.5]
+
+
+def test_usage_errors_exit_2_before_any_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ab.main(["compare", "--candidate", sys.executable, "--runs", "1"]) == ab.EXIT_USAGE
+    assert "runs must be ≥ 2" in capsys.readouterr().err
+    assert ab.main(["compare", "--candidate", sys.executable, "--", "--out", "x"]) == 2
+    assert ab.main(["compare", "--candidate-env", "NOEQUALS", "--candidate", "p"]) == 2
+
+
+def test_a_failing_side_fails_the_ab_with_its_reason(tmp_path: Path) -> None:
+    """A candidate interpreter that cannot run the harness: exit 1, no call, reason named."""
+    bogus = tmp_path / "python"
+    bogus.write_text("#!/bin/sh\necho 'no torch here' >&2\nexit 3\n")
+    bogus.chmod(0o700)
+    res = ab.run_ab(
+        ab.Side("reference", str(bogus)),
+        ab.Side("candidate", str(bogus)),
+        ["--preset", "tiny"],
+        runs=2,
+    )
+    assert res.regressed and res.throughput is None
+    assert res.failure is not None and "reference run 1 of 2" in res.failure
+    assert "exited 3" in res.failure and "no torch here" in res.failure
+
+
+def test_slowdown_knob_resolves_and_names_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    from model.workload import SLOWDOWN_ENV, make_workload, resolve_slowdown
+
+    monkeypatch.delenv(SLOWDOWN_ENV, raising=False)
+    assert resolve_slowdown(None) == 0.0 and resolve_slowdown(0.05) == 0.05
+    monkeypatch.setenv(SLOWDOWN_ENV, "0.3")
+    assert resolve_slowdown(None) == 0.3 and resolve_slowdown(0.0) == 0.0  # explicit wins
+    assert make_workload("tiny").name == "dflash-tiny+slowdown0.3"
+    monkeypatch.setenv(SLOWDOWN_ENV, "fast")
+    with pytest.raises(ValueError, match=f"invalid slowdown 'fast' from {SLOWDOWN_ENV}"):
+        resolve_slowdown(None)
+    with pytest.raises(ValueError, match="invalid slowdown -1 from slowdown="):
+        resolve_slowdown(-1)
+
+
+def test_slowed_replica_calibrates_then_adds_fixed_work() -> None:
+    """Real tiny replica on CPU: no extra work until two repeat steps are timed, then a fixed
+    number of matmuls sized to the slowdown fraction of the calibrated step."""
+    import torch
+
+    from model.workload import CALIBRATION_STEPS, SlowedReplica, make_workload
+
+    replica = make_workload("tiny", slowdown=0.5).make_replica(
+        torch.device("cpu"), "sdpa_dense", seed=0
+    )
+    assert isinstance(replica, SlowedReplica) and replica.reps is None
+    for _ in range(CALIBRATION_STEPS):  # step 0 compiles nothing here but is never timed
+        replica.step(0)
+    assert replica.reps is None
+    replica.step(0)
+    assert replica.reps is not None and replica.reps >= 1
+    step_s = sorted(replica._timed)[len(replica._timed) // 2]
+    assert replica.reps * replica.matmul_s == pytest.approx(0.5 * step_s, rel=0.5, abs=2e-3)
+    fixed = replica.reps
+    replica.step(0)
+    assert replica.reps == fixed and replica.eager_fallbacks() == 0
+
+
+# The CPU here is shared and contended: one run's steady tokens/s moves 2-3x with the
+# neighbours' load, so the injected slowdown is large (3.0: 4x the work per step) and each
+# run keeps one intra-op thread (OMP_NUM_THREADS=1) so it does not spin against the others.
+SLOWDOWN = "3.0"
+RUN_ARGS = [
+    "--preset",
+    "tiny",
+    "--strategy",
+    "sdpa_dense",
+    "--threads-per-device",
+    "1",
+    "--steps",
+    "40",
+    "--warmup-steps",
+    "3",
+]  # 3 = step 0 + the 2 calibration steps
+ONE_THREAD = ["--reference-env", "OMP_NUM_THREADS=1", "--candidate-env", "OMP_NUM_THREADS=1"]
+
+
+def _ab(tmp_path: Path, runs: int, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    out = tmp_path / "ab.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.ab",
+            "compare",
+            "--candidate",
+            sys.executable,
+            "--runs",
+            str(runs),
+            "--out",
+            str(out),
+            *ONE_THREAD,
+            *extra,
+            "--",
+            *RUN_ARGS,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1150,
+    )
+    assert out.exists(), proc.stderr
+    return proc, json.loads(out.read_text())
+
+
+@pytest.mark.timeout(1200)
+def test_cpu_ab_calls_an_injected_slowdown_slower(tmp_path: Path) -> None:
+    """Real interleaved `harness run` processes, 4 per side: tiny vs tiny + slowdown is called
+    slower (exit 1); `power` reads the pooled records."""
+    records = tmp_path / "records"
+    proc, result = _ab(
+        tmp_path,
+        4,
+        "--records",
+        str(records),
+        "--candidate-env",
+        f"RACEGATE_TEST_SLOWDOWN={SLOWDOWN}",
+    )
+    assert result["failure"] is None, proc.stderr
+    tput = result["throughput"]
+    assert len(tput["reference"]) == len(tput["candidate"]) == 4
+    assert tput["change"] == "lower" and tput["high"] < 1.0, proc.stdout
+    assert proc.returncode == 1 and "slower" in proc.stdout, proc.stdout + proc.stderr
+    pool = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.ab",
+            "power",
+            "--per-side",
+            "2",
+            "--reference",
+            str(records / "reference.jsonl"),
+            "--candidate",
+            str(records / "candidate.jsonl"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert pool.returncode == 0, pool.stderr
+    assert "A/A false alarms: " in pool.stdout and " of 2; candidate called slower: " in pool.stdout
+
+
+@pytest.mark.timeout(1200)
+def test_cpu_aa_is_no_significant_change(tmp_path: Path) -> None:
+    """The same versions on both sides, 3 runs each, through the same driver: no call, exit 0.
+
+    At 99%, not 95%: at this machine's noise an A/A alarm is then one suite run in 100."""
+    proc, result = _ab(
+        tmp_path, 3, "--confidence", "0.99", "--candidate-env", "RACEGATE_TEST_SLOWDOWN=0"
+    )
+    assert result["failure"] is None, proc.stderr
+    assert result["throughput"]["change"] == "no significant change", proc.stdout
+    assert result["memory"] is None and "not compared" in proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_result_lines_end_with_the_decision() -> None:
+    ref = _samples("reference", [100.0, 101.0, 99.0])
+    same = _samples("candidate", [100.0, 100.5, 99.5])
+    slow = _samples("candidate", [90.0, 90.5, 89.5])
+    sides = {n: {"python": "py", "env": {}, "versions": {"torch": "2.11"}} for n in ab.SIDES}
+    for cand, word, gate in ((same, "no significant change", "passes"), (slow, "slower", "FAILS")):
+        res = ab.ABResult([], sides, [*ref, *cand])
+        res.throughput, res.memory, res.memory_note = ab.compare_samples(res.samples, 0.03, 0.95)
+        assert res.lines()[-1] == f"A/B: candidate {word}, memory not compared: the gate {gate}"
+        assert "the same package versions" in "\n".join(res.lines())
+    mem_ref = [ab.RunSample("reference", i, 100.0, 1000, {}, 1.0) for i in range(3)]
+    mem_more = [ab.RunSample("candidate", i, 100.0, 1200, {}, 1.0) for i in range(3)]
+    res = ab.ABResult([], sides, [*mem_ref, *mem_more])
+    res.throughput, res.memory, res.memory_note = ab.compare_samples(res.samples, 0.03, 0.95)
+    assert res.regressed and res.lines()[-1].endswith("more memory: the gate FAILS")
+    failed = ab.ABResult([], sides, failure="candidate run 1 of 3: outcome hang")
+    assert failed.regressed and failed.lines()[-1].startswith("A/B FAILED: candidate run 1")
