@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     base.add_argument("--tolerance", type=float, default=0.10, help="(default: %(default)s)")
     add_expectations_parser(sub)
+    sub.add_parser(
+        "ab",
+        add_help=False,
+        help="A/B: candidate vs reference versions, interleaved runs, ratio + 95%% CI "
+        "(python -m harness ab -h)",
+    )
     return parser
 
 
@@ -429,6 +435,11 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["ab"]:  # its own parser; `harness run` options pass through after --
+        from harness import ab
+
+        return ab.main(argv[1:], prog="python -m harness ab")
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)

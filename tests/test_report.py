@@ -244,6 +244,7 @@ def test_overlapped_paths_void_only_their_own_records(
     assert cli.main(["report", str(alone), "--overlapped", str(old), *common]) == 0
     cells = json.loads((out / "summary.json").read_text())["cells"]
     assert any(c.get("tokens_per_s") for c in cells)  # the alone runs' rate is still shown
+    monkeypatch.chdir(tmp_path)  # no checkout here: no latest run to fall back on
     assert cli.main(["report", "--out-dir", str(out)]) == 2  # nothing to report: usage error
     # The overlapped file also under a folder given positionally: read once, as overlapped.
     assert cli.main(["report", str(recs), "--overlapped", str(old), *common]) == 0
