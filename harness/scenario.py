@@ -1,4 +1,4 @@
-"""Scenarios (DESIGN §5) as plain data: what one isolated run executes, validated in one place.
+"""Scenarios (docs/vocabulary.md) as plain data: what one isolated run executes, checked once.
 
 pytest, nox and the CLI all build `Scenario` objects; nothing here touches torch's
 compile state, so it is safe to import anywhere.

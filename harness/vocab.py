@@ -1,4 +1,4 @@
-"""The shared vocabulary (DESIGN §5) as enums: strategies, cache states, schedules, outcomes.
+"""The shared vocabulary (docs/vocabulary.md): strategies, cache states, schedules, outcomes.
 
 Every other module, the CLI, pytest and nox name things through these, so an
 unknown value is rejected in one place with one message.
@@ -14,7 +14,7 @@ E = TypeVar("E", bound=StrEnum)
 
 
 class Strategy(StrEnum):
-    """How the workload compiles its attention (DESIGN §5)."""
+    """How the workload compiles its attention (docs/vocabulary.md)."""
 
     PER_DEVICE = "per_device"  # dict of torch.compile(flex) keyed by device, the incident's code
     SINGLETON = "singleton"  # transformers' own process-global compiled flex

@@ -1,4 +1,4 @@
-"""DrafterConfig: drafter + target shapes, DFlash knobs and the flat preset table (DESIGN §4, §7).
+"""DrafterConfig: drafter + target shapes, DFlash knobs, the flat preset table (docs/workload.md).
 
 Dataclass defaults are the reference shape (`qwen3-8b-drafter`); presets store only overrides.
 """
@@ -14,7 +14,7 @@ DTYPES = ("auto", "bfloat16", "float32")
 
 @dataclass
 class DrafterConfig:
-    # drafter (Qwen3-style decoder layers, DESIGN §4)
+    # drafter (Qwen3-style decoder layers, docs/workload.md)
     hidden_size: int = 4096
     intermediate_size: int = 12288
     num_layers: int = 5
@@ -85,7 +85,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         block_size=8, max_anchors=12, seq_buckets=(128, 96, 64), token_budget=512,
         micro_batch_size=0, loss_chunk_tokens=64, lr=3e-3, lr_warmup_steps=0,
     ),
-    # GPU shape that compiles in seconds: the 3-layer 1024-wide block of DESIGN §3's table.
+    # GPU shape that compiles in seconds: the 3-layer 1024-wide block of docs/race.md's table.
     "small": dict(
         hidden_size=1024, intermediate_size=3072, num_layers=3, num_heads=8, num_kv_heads=4,
         head_dim=128, vocab_size=32000, target_hidden_size=1024, target_intermediate_size=3072,
@@ -93,7 +93,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         max_anchors=128, seq_buckets=(2048, 1024), token_budget=8192, micro_batch_size=0,
         lr=3e-4,
     ),
-    # DESIGN §4/§7 reference shape: the dataclass defaults.
+    # The reference shape (docs/workload.md): the dataclass defaults.
     "qwen3-8b-drafter": dict(),
     # Qwen3-4B target (36 layers, 2560/9728, 32/8 heads x 128, tied embeddings upstream).
     "qwen3-4b-drafter": dict(

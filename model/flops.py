@@ -1,4 +1,4 @@
-"""Analytic FLOPs of one drafter train step (the MFU numerator; DESIGN §7's way of counting).
+"""Analytic FLOPs of one drafter train step (the MFU numerator; counted as docs/workload.md says).
 
 Per micro-batch of b sequences, context S, T = N*block query tokens, K = S + T keys, hidden H,
 intermediate I, q width Hq*D, kv width Hkv*D, vocab V, L layers, X = len(target_layer_ids)*H_t:
@@ -7,9 +7,9 @@ intermediate I, q width Hq*D, kv width Hkv*D, vocab V, L layers, X = len(target_
   attention  3 x 4*Hq*D*P      (QK^T and PV over P = visible (query, key) pairs of the mask)
   lm_head    3 x 2*b*T*H*V     (forward + checkpoint recompute + input grad; weight frozen)
 and x micro_batches. 3x = forward + backward (input and weight grads). Norms, RoPE, softmax
-and the optimizer are not counted; neither is the target forward (DESIGN §7 excludes it).
-At §7's shape (b=1, S=3072, 512x16, 13.9% density) this gives 83.0 TFLOP: GEMMs 59%, lm_head
-37%, attention 4% (tests/test_model_config.py checks it against DESIGN §7).
+and the optimizer are not counted; neither is the target forward (docs/workload.md excludes it).
+At the reference shape (b=1, S=3072, 512x16, 13.9% density) this gives 83.0 TFLOP: GEMMs
+59%, lm_head 37%, attention 4% (tests/test_model_config.py checks it against docs/workload.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The DFlash attention mask: flex `mask_mod`, an independent dense reference, and the BlockMask.
 
-KV = [context S | block_0 .. block_{N-1}], Q = [block_0 .. block_{N-1}] (DESIGN §4).
+KV = [context S | block_0 .. block_{N-1}], Q = [block_0 .. block_{N-1}] (docs/workload.md).
 """
 
 from __future__ import annotations

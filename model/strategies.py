@@ -1,4 +1,4 @@
-"""Compile strategies by name (DESIGN §5): the attention kernel a replica calls, the mask it builds.
+"""Compile strategies by name (docs/vocabulary.md): a replica's attention kernel and mask kind.
 
 The harness, not the model, runs `warmup`'s single-threaded warm-up and sets the stance.
 """

@@ -119,8 +119,8 @@ class DFlashReplica:
     def _inputs(self, bucket: Bucket, micro: int) -> tuple[torch.Tensor, ...]:
         """ids, loss_mask (device), target hidden states, loss_mask (CPU, for anchor sampling).
 
-        Cached per (bucket, micro-batch) unless target_every_step: DESIGN §7's reference step
-        excludes the target, and in the incident it ran on other GPUs.
+        Cached per (bucket, micro-batch) unless target_every_step: the reference step of
+        docs/workload.md excludes the target, and in the incident it ran on other GPUs.
         """
         key = (bucket.index, micro)
         if key in self._cached:

@@ -79,7 +79,7 @@ def test_nested_fx_off_fallback_is_counted():
     saved = symbolic_trace._is_fx_tracing_flag
     try:
         with torch._dynamo.config.patch(error_on_nested_fx_trace=False):
-            # What another thread's make_fx does to the process-global flag (DESIGN §3).
+            # What another thread's make_fx does to the global flag (docs/torch-releases.md).
             symbolic_trace._is_fx_tracing_flag = True
             out = fn(q, k, v, m, 0.25)
     finally:

@@ -62,11 +62,11 @@ def test_token_budget_batches_and_8b_flops():
     cfg = from_name("qwen3-8b-drafter")
     b0 = make_buckets(cfg)[0]
     assert b0.seq_len * b0.batch_size * b0.micro_batches == 49152
-    # DESIGN §7 reference: one 3072-context sample, 512 x 16 queries, mask density ~13.9%
+    # docs/workload.md reference: one 3072-context sample, 512 x 16 queries, mask density ~13.9%
     one = step_flops(cfg, b0.__class__(0, 3072, 2048, 1, 1, 512), 0.139 * 8192 * (3072 + 8192))
     assert 7.5e13 < one.total < 8.5e13
     assert 0.55 < one.gemm / one.total < 0.65 and 0.33 < one.lm_head / one.total < 0.42
-    assert 0.03 < one.attention / one.total < 0.05  # §7: GEMMs 58%, lm_head 37%, attention 4%
+    assert 0.03 < one.attention / one.total < 0.05  # GEMMs 58%, lm_head 37%, attention 4%
 
 
 def test_workload_flops_per_step_positive():

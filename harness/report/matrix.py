@@ -136,7 +136,7 @@ class GateStatus(StrEnum):
 
 @dataclass
 class RowGate:
-    """DESIGN's gate for one hardware × torch × transformers group (docs/gate.md)."""
+    """The gate for one hardware × torch × transformers group (docs/gate.md)."""
 
     hardware: str
     row: Row
