@@ -23,7 +23,7 @@ from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, append_jsonl
 from harness.scenario import Scenario, check_devices_present, make_scenario
 from harness.vocab import CacheState, Outcome, Strategy
-from harness.workload_api import WorkloadError, WorkloadSpec, load_workload
+from harness.workload_api import WorkloadError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -189,12 +189,7 @@ def validate_against_workload(scenarios: list[Scenario], where: str = "--workloa
     cuda_count = torch.cuda.device_count()
     for sc in scenarios:
         check_devices_present(sc, cuda_count)
-        try:
-            workload = load_workload(WorkloadSpec(sc.workload, dict(sc.extra, preset=sc.preset)))
-        except WorkloadError as exc:
-            raise WorkloadError(f"{exc} (from {where})") from None
-        except ValueError as exc:  # the factory's own check, e.g. an unknown preset
-            raise ValueError(f"--preset {sc.preset!r}: {exc}") from None
+        workload = options.check_workload(sc.workload, sc.preset, where, sc.extra)
         allowed = set(workload.strategies()) | {str(Strategy.PROCESSES)}
         if str(sc.strategy) not in allowed:
             raise ValueError(
@@ -331,7 +326,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     table = probe_expectations.load()  # a bad table is a usage error before any probe runs
     results = probes.run_probes_isolated(names, timeout_s=args.timeout)
     judged = [(r, *probe_expectations.compare(r, table)) for r in results]
-    bad = [(r, msg) for r, status, msg in judged if status in (Status.MISMATCH, Status.BROKEN)]
+    bad = [(r, msg) for r, status, msg in judged if status is not Status.MATCH]  # fail closed
     if args.json:
         print(json.dumps(probes.results_to_json(results), indent=2))
     else:
@@ -350,7 +345,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
             entry = probe_expectations.lookup(table, r.name, r.torch_version, r.device)
             expected = str(entry.verdict) if entry else "no entry"
             row = f"{r.name:<{width}}  {r.verdict!s:<7}  {expected:<8}  {r.seconds:>5.2f}  "
-            mark = "" if status in (Status.MATCH, Status.NO_ENTRY) else "MOVED: "
+            mark = {Status.MATCH: "", Status.MISSING: "NO ROW: "}.get(status, "MOVED: ")
             print(row + _fit(mark + r.detail, max(10, PROBE_WIDTH - len(row))))
         for _, msg in bad:
             print()

@@ -18,7 +18,7 @@ from typing import Any
 from harness import settings
 from harness.scenario import parse_devices
 from harness.vocab import CacheState, Schedule, Strategy, parse_choice, strategies_where
-from harness.workload_api import WorkloadError, WorkloadSpec, load_workload
+from harness.workload_api import Workload, WorkloadError, WorkloadSpec, load_workload
 
 CPU_PRESET, GPU_PRESET = "tiny", "small"
 # The suite's strategies per device kind, from the registry (flex has no CPU backward).
@@ -218,14 +218,18 @@ def project_settings(workload_flag: str | None) -> tuple[str, str, Strategy]:
     return workload, where, strategy
 
 
-def check_workload(workload: str, preset: str, where: str = "--workload") -> None:
-    """Import the workload, check it fits the interface and knows `preset` (imports torch)."""
+def check_workload(
+    workload: str, preset: str, where: str = "--workload", extra: Mapping[str, Any] | None = None
+) -> Workload:
+    """The workload, imported and checked: it fits the interface and knows `preset` (imports
+    torch). Errors name the option they came from."""
     try:
-        load_workload(WorkloadSpec(workload, {"preset": preset}))
+        return load_workload(WorkloadSpec(workload, {**(extra or {}), "preset": preset}))
     except WorkloadError as exc:
+        if isinstance(exc.__context__, ValueError) and "preset" in str(exc.__context__):
+            # The factory's own check of the preset: name the option, not the factory call.
+            raise ValueError(f"--preset {preset!r}: {exc.__context__}") from None
         raise WorkloadError(f"{exc} (from {where})") from None
-    except ValueError as exc:  # the factory's own check, e.g. an unknown preset
-        raise ValueError(f"--preset {preset!r}: {exc}") from None
 
 
 def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str = "") -> RunOptions:

@@ -116,9 +116,9 @@ def test_a_bad_workload_names_where_it_came_from(
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ("workload = 3", "workload 3 (from pyproject [tool.racegate]) is not an import path"),
+        ("workload = 3", "[tool.racegate] workload is 3; expected a string like 'model.workload:"),
         ('production_strategy = "fast"', "unknown production strategy 'fast'; choose from:"),
-        ("production_strategy = 5", "production_strategy 5 (from pyproject [tool.racegate])"),
+        ("production_strategy = 5", "[tool.racegate] production_strategy is 5; expected a string"),
         ("colour = 'red'", "unknown [tool.racegate] key(s) ['colour']"),
     ],
     ids=["workload-int", "strategy-unknown", "strategy-int", "unknown-key"],

@@ -225,17 +225,19 @@ def _rc(**kw: object) -> RacegateConfig:
 
 
 def test_cases_skip_one_thread_and_put_the_control_first() -> None:
-    from cases.test_race import case_repeats, case_strategies, topologies
+    from cases.test_race import case_repeats, case_strategies, production_runs_done, topologies
 
-    rc = _rc()
+    rc, cal = _rc(), Calibration()
     assert topologies(rc) == [(("cuda:0", "cuda:1"), 1), (("cuda:0",), 2), (rc.devices, 2)]
-    assert case_strategies(rc, Calibration()) == ["per_device", "warmup_locked", "warmup"]
+    assert case_strategies(rc, cal) == ["per_device", "warmup_locked", "warmup"]
+    assert case_repeats(Strategy.PER_DEVICE, rc, cal)[:2] == (4, False)
+    assert case_repeats(Strategy.WARMUP, rc, cal)[:2] == (3, True)
+    # The production case runs until the control's complete rate is met: 4 of 8 → 20 runs.
     control = runs("per_device", 8, 4)
-    assert case_repeats(Strategy.WARMUP_LOCKED, "cold 1×2", rc, Calibration(), control)[:2] == (
-        20, True,
-    )  # fmt: skip
-    assert case_repeats(Strategy.PER_DEVICE, "cold 1×2", rc, Calibration(), [])[:2] == (4, False)
-    assert case_repeats(Strategy.WARMUP, "cold 1×2", rc, Calibration(), control)[0] == 3
-    xdist = _rc(overlapping=True)
-    n, _, why = case_repeats(Strategy.WARMUP_LOCKED, "cold 1×2", xdist, Calibration(), [])
-    assert n == 30 and "conservative" in why
+    assert production_runs_done(19, "cold 1×2", rc, cal, control)[0] is False
+    enough, why = production_runs_done(20, "cold 1×2", rc, cal, control)
+    assert enough and "20 runs" in why
+    # The control still running beside it (pytest-xdist): keep going, whatever its rate so far.
+    enough, why = production_runs_done(25, "cold 1×2", rc, cal, runs("per_device", 2, 2))
+    assert not enough and "2 of 4 runs" in why
+    assert production_runs_done(30, "cold 1×2", rc, cal, [])[0]  # the cap ends it

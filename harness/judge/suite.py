@@ -69,15 +69,17 @@ def run_case(
     *,
     stop_on_failure: bool = False,
     timing_valid: bool = True,
+    first_index: int = 0,
 ) -> list[RunRecord]:
     """`repeat` isolated runs of `scenario`; each record is appended to `results` as it lands.
 
     stop_on_failure: end after the first run that is not `ok` (the case has failed; a hang
     would otherwise cost every remaining run its whole timeout). Detection rates come from
-    `python -m harness run --repeat N`, which runs them all.
+    `python -m harness run --repeat N`, which runs them all. first_index: the repeat index of
+    the first of these runs, for a case that calls this once per run.
     """
     records = []
-    for k in range(repeat):
+    for k in range(first_index, first_index + repeat):
         record = run_scenario(scenario, command=command, repeat_index=k, timing_valid=timing_valid)
         if results is not None:
             append_jsonl(results, record)
