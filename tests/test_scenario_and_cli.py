@@ -268,4 +268,4 @@ def test_run_prints_table_failure_and_verdict_on_stdout(tmp_path: Path) -> None:
     verdict = lines[lines.index(f"records: {out}") + 1 :]
     decision = [ln for ln in verdict if not ln.startswith(" ")][-1]  # its last, wrapped, line
     assert "racegate verdict" in verdict[0] and decision.startswith(("FAIL: ", "UNDECIDED: "))
-    assert any(ln.split()[:2] == ["UNSAFE", "eager"] for ln in verdict), verdict
+    assert any(ln.split()[:2] == ["UNSAFE", "eager:"] for ln in verdict), verdict
