@@ -26,6 +26,8 @@ MARKERS = {
     "multi_gpu": "multi_gpu(): needs at least two CUDA GPUs; skipped with a reason otherwise",
     "throughput": "throughput(): gates tokens/s against baselines/<hardware>.json",
     "slow": "slow(): takes minutes; deselect with -m 'not slow'",
+    "production": "production(): a race case of the production strategy (its runs follow the "
+    "control's measured rate: the nightly runs these after the others)",
 }
 pytest_plugins = ["harness.report.terminal"]  # the verdict block and its calibration options
 # The run folder this process made under .racegate/runs/ (not a worker's, not --results).
@@ -43,6 +45,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="under pytest-xdist, let every worker use every GPU instead of a slice of them, "
         "so race cases on all GPUs run side by side (outcomes stay valid; throughput cases "
         "skip under any -n above 1, as their timings would not be)",
+    )
+    group.addoption(
+        "--case-jobs",
+        dest="racegate_case_jobs",
+        type=int,
+        default=1,
+        help="isolated runs of one race case at once (its control's runs, and the production "
+        "strategy's once power is known): for outcome counts, never timing; the nightly's GPU "
+        "cells set it so a case costs about one run's time (default: %(default)s)",
     )
 
 
@@ -105,6 +116,8 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
             options.check_workload(opts.workload, opts.preset, opts.workload_source)
         expectations = race_expectations.load(production=opts.production)  # bad table: usage
         results = _records_path(config, opts.results)
+        if config.option.racegate_case_jobs < 1:
+            raise ValueError(f"--case-jobs must be ≥ 1, got {config.option.racegate_case_jobs}")
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
     except OSError as exc:  # the state folder cannot be made (a read-only checkout)
@@ -129,6 +142,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         expectations=expectations,
         versions=_versions(),
         overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
+        case_jobs=config.option.racegate_case_jobs,
     )
 
 

@@ -75,6 +75,18 @@ def production_runs_done(
     return done >= needed, why
 
 
+def production_runs_left(
+    done: int, cell: str, rc: RacegateConfig, cal: Calibration, records: list
+) -> int:
+    """Production runs still to make once the control's rate in `cell` is complete; 1 while it
+    is not (one run at a time until it is)."""
+    rate = control_rates(records, cal.control).get(cell)
+    if rate is None or rate.runs < max(rc.repeat, cal.control_repeat):
+        return 1
+    needed, _ = repeats_for(rate, default=rc.repeat, cal=cal)
+    return max(1, min(needed, cal.cap) - done)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "race_case" not in metafunc.fixturenames:
         return
@@ -89,6 +101,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         for cache_state in rc.cache_states:
             for devices, tpd in topologies(rc):
                 marks = [pytest.mark.race, pytest.mark.timeout(timeout)]
+                if strategy == rc.production:  # the nightly runs these after the rest
+                    marks.append(pytest.mark.production)
                 if devices != ("cpu",):
                     marks.append(pytest.mark.gpu)
                 if len(devices) > 1:
@@ -151,14 +165,15 @@ def test_race(race_case, racegate_config, pytestconfig) -> None:
     )
     if strategy != rc.production:
         repeat, stop, why = case_repeats(strategy, rc, cal)
-        records = run(repeat, stop_on_failure=stop)
+        records = run(repeat, stop_on_failure=stop, jobs=rc.case_jobs if not stop else 1)
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
-        records, enough = [], False
-        while not enough and (not records or records[-1].outcome == Outcome.OK):
-            records += run(1, stop_on_failure=True, first_index=len(records))
-            enough, why = production_runs_done(
-                len(records), cell, rc, cal, session_records(pytestconfig)
-            )
+        records, enough, batch = [], False, 1
+        while not enough and all(r.outcome == Outcome.OK for r in records):
+            records += run(batch, stop_on_failure=True, first_index=len(records), jobs=batch)
+            seen = session_records(pytestconfig)
+            enough, why = production_runs_done(len(records), cell, rc, cal, seen)
+            # Once the control's rate is complete the runs still needed are known: a batch.
+            batch = min(rc.case_jobs, production_runs_left(len(records), cell, rc, cal, seen))
     assert all(r.threads_asked == tpd * len(devices) for r in records)
     judge(records)  # raises on a failed run (which ended the case unless it is the control)
     print(f"{strategy} {cell}: {len(records)} runs; {why}")

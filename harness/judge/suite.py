@@ -6,6 +6,7 @@ the failure a table row predicts; any other failure still fails the case.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,7 @@ class RacegateConfig:
     expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
     versions: dict[str, str]
     overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
+    case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only)
 
     def run_timeout_within(self, budget_s: float) -> float:
         """Seconds per isolated run: --run-timeout when given, never more than the case's share
@@ -70,22 +72,35 @@ def run_case(
     stop_on_failure: bool = False,
     timing_valid: bool = True,
     first_index: int = 0,
+    jobs: int = 1,
 ) -> list[RunRecord]:
     """`repeat` isolated runs of `scenario`; each record is appended to `results` as it lands.
 
     stop_on_failure: end after the first run that is not `ok` (the case has failed; a hang
-    would otherwise cost every remaining run its whole timeout). Detection rates come from
-    `python -m harness run --repeat N`, which runs them all. first_index: the repeat index of
-    the first of these runs, for a case that calls this once per run.
+    would otherwise cost every remaining run its whole timeout); with `jobs` > 1 the batch in
+    flight finishes first. Detection rates come from `python -m harness run --repeat N`, which
+    runs them all. first_index: the repeat index of the first of these runs, for a case that
+    calls this more than once. jobs: runs at once, in batches (their records then say
+    timing_valid False: they overlapped each other).
     """
-    records = []
-    for k in range(first_index, first_index + repeat):
-        record = run_scenario(scenario, command=command, repeat_index=k, timing_valid=timing_valid)
-        if results is not None:
-            append_jsonl(results, record)
-        records.append(record)
-        if stop_on_failure and record.outcome != Outcome.OK:
-            break
+    jobs = max(1, min(jobs, repeat))
+    timing_valid = timing_valid and jobs == 1
+    records: list[RunRecord] = []
+    indices = list(range(first_index, first_index + repeat))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for start in range(0, repeat, jobs):
+            batch = pool.map(
+                lambda k: run_scenario(
+                    scenario, command=command, repeat_index=k, timing_valid=timing_valid
+                ),
+                indices[start : start + jobs],
+            )
+            for record in batch:
+                if results is not None:
+                    append_jsonl(results, record)
+                records.append(record)
+            if stop_on_failure and any(r.outcome != Outcome.OK for r in records):
+                break
     return records
 
 

@@ -42,6 +42,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "strategy's runs (default: %(default)s, or --repeat if higher)",
     )
     group.addoption(
+        "--records-from",
+        dest="racegate_records_from",
+        type=int,
+        default=None,
+        help="judge the results file's records from this one on (0: all), not only those this "
+        "session appends: for a cell run as several pytest sessions into one file, as the "
+        "nightly's waves are (default: this session's own)",
+    )
+    group.addoption(
         "--power-cap",
         dest="racegate_power_cap",
         type=int,
@@ -81,6 +90,10 @@ class SessionVerdict:
         # Every process (xdist controller and each worker) starts its session before any case
         # runs anywhere, so what the file holds now is what earlier sessions wrote.
         rc = self.config.stash[racegate_key]
+        start = self.config.getoption("racegate_records_from")
+        if start is not None:
+            self.before = max(0, start)
+            return
         try:
             exists = rc.results is not None and rc.results.is_file()
             self.before = len(read_jsonl(rc.results)) if exists else 0
@@ -124,7 +137,8 @@ def _session(config: pytest.Config) -> SessionVerdict:
 
 
 def session_records(config: pytest.Config) -> list[RunRecord]:
-    """The records this session appended to its results file ([] without one)."""
+    """The records this session appended to its results file ([] without one), or those from
+    --records-from on."""
     return _session(config).records()
 
 
