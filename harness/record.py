@@ -29,6 +29,8 @@ class ThreadRecord:
     step_s: list[float] = field(default_factory=list)
     shapes: list[int] = field(default_factory=list)
     span: tuple[float, float] | None = None  # monotonic start/end of its stepping
+    # Share of its steady time during which another thread was inside a step (None: alone).
+    overlap_share: float | None = None
 
 
 # RunRecord.hardware["device_name"] of a run none of whose children said what it ran on.
@@ -64,6 +66,8 @@ class RunRecord:
     # False when other runs overlapped this one on the same host (`--jobs` > 1, pytest-xdist):
     # its outcome counts, its tokens/s do not (a host-bound step slows with its neighbours).
     timing_valid: bool = True
+    # The user's value of each cache/temp variable the run pointed into its private root.
+    overridden_env: dict[str, str] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
