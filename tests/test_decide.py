@@ -185,3 +185,11 @@ def test_overlap_share() -> None:
     assert overlap_share([], [(0, 1)]) is None
     with pytest.raises(ValueError, match="ends before"):
         merge([(2, 1)])
+
+
+def test_steps_kept_as_company_past_the_quota_are_not_judged() -> None:
+    """A thread that has its steps keeps the others company; its last such step may run alone
+    (seen on CPU: a 0.5 s step after the other thread stopped) and proves nothing either way."""
+    spans = [[(0, 1), (1, 2), (2, 3)], [(0, 1), (1, 2), (2, 3), (3, 9)]]
+    rec = decide(evidence(child(ok_threads(spans))))
+    assert rec.outcome == "ok", rec.detail

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.judge import metrics, outcomes
@@ -110,12 +110,20 @@ def steady_steps(report: ThreadReport, warmup_steps: int) -> list[Step]:
     ]
 
 
-def overlap_shares(reports: list[ThreadReport], warmup_steps: int) -> list[float | None]:
-    """Per thread: share of its steady time during which another thread was inside a step."""
+def overlap_shares(
+    reports: list[ThreadReport], warmup_steps: int, steps: int
+) -> list[float | None]:
+    """Per thread: share of its steady time during which another thread was inside a step.
+
+    A thread's own steps count up to the quota it was asked for (warm-up + steps): past it, it
+    only keeps the others company until they have theirs, and its last such step may run alone.
+    """
     intervals = [[(s.start, s.end) for s in r.steps] for r in reports]
+    quota = warmup_steps + steps
     shares = []
     for i, report in enumerate(reports):
-        own = [(s.start, s.end) for s in steady_steps(report, warmup_steps)]
+        mine = replace(report, steps=report.steps[:quota])
+        own = [(s.start, s.end) for s in steady_steps(mine, warmup_steps)]
         others = [iv for j, ivs in enumerate(intervals) if j != i for iv in ivs]
         shares.append(metrics.overlap_share(own, others))
     return shares
@@ -230,7 +238,7 @@ def decide(ev: RunEvidence) -> RunRecord:
     elif len(reports) < asked and not findings:
         why = f"only {len(reports)} of {asked} threads reported"
         findings.append(Finding(Outcome.OTHER_ERROR, why))
-    shares = overlap_shares(reports, scenario.warmup_steps)
+    shares = overlap_shares(reports, scenario.warmup_steps, scenario.steps)
     for rec, share in zip(reported, shares, strict=True):
         rec.overlap_share = share
     findings += concurrency_findings(reported, shares, asked)
