@@ -253,7 +253,11 @@ def main(run_dir: Path) -> int:
     runs = build_runs(child, workload)
     # The hardware goes out now too: a run that hangs later writes no report to carry it.
     devices = tuple(spec.get("process_devices", scenario.devices))
-    child.emit("built", threads=len(runs), hardware=hardware(devices))
+    machine = hardware(devices)
+    child.emit("built", threads=len(runs), hardware=machine)
+    # Read now, not after the threads: importing transformers takes seconds, and a run whose
+    # threads hung has only the join's grace left to write its report before the runner kills it.
+    software = versions()
     if spec["mode"] == "prime":
         warmup_s: float | None = prime(child, runs, shapes)
     else:
@@ -262,8 +266,8 @@ def main(run_dir: Path) -> int:
     report = ChildReport(
         mode=spec["mode"],
         threads=tuple(thread_report(r) for r in runs),
-        versions=versions(),
-        hardware=hardware(devices),
+        versions=software,
+        hardware=machine,
         cache_counters=cache_state.cache_counters(),
         warmup_s=warmup_s,
         flops_per_step=per_shape,
