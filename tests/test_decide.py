@@ -193,3 +193,12 @@ def test_steps_kept_as_company_past_the_quota_are_not_judged() -> None:
     spans = [[(0, 1), (1, 2), (2, 3)], [(0, 1), (1, 2), (2, 3), (3, 9)]]
     rec = decide(evidence(child(ok_threads(spans))))
     assert rec.outcome == "ok", rec.detail
+
+
+def test_every_outcome_but_ok_has_a_reason() -> None:
+    hung = ThreadReport(1, "cpu", False, None, 0, steps((0, 1)))
+    rec = decide(evidence(child([thread(0, TOGETHER[0]), hung])))
+    assert rec.outcome == "hang"
+    assert "thread 1 hang: did not finish its steps by the deadline" in rec.detail
+    rec = decide(evidence(child([thread(0, TOGETHER[0], "ValueError: x"), thread(1, TOGETHER[1])])))
+    assert rec.outcome == "other_error" and "thread 0 other_error: ValueError: x" in rec.detail

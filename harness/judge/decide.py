@@ -269,7 +269,14 @@ def decide(ev: RunEvidence) -> RunRecord:
     first = next((c.report for c in ev.children if c.report), None)
     built = (e.data["hardware"] for c in ev.children for e in c.events("built"))
     hw = (first.hardware if first else next(built, None)) or {"device_name": UNREPORTED_DEVICE}
-    notes = [f.reason for f in findings]
+    # Every outcome comes with its reason: the run's findings, then each failed thread's.
+    failed = [t for t in reported if t.outcome != Outcome.OK]
+    notes = [f.reason for f in findings] + [
+        f"thread {t.index} {t.outcome}: {t.error or 'did not finish its steps by the deadline'}"
+        for t in failed[:4]
+    ]
+    if len(failed) > 4:
+        notes.append(f"and {len(failed) - 4} more thread(s) not ok")
     if ev.processes_left:
         notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
     stacks = "\n".join(c.stacks for c in ev.children if c.stacks.strip())
