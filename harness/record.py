@@ -1,18 +1,25 @@
 """Run records: dataclasses for one run and its threads, serialised only at the JSON boundary.
 
-JSON Lines files are appended one whole line per write (O_APPEND + fsync), so a crash or
-hang in a later run never loses or corrupts what an earlier run recorded.
+JSON Lines files are appended one whole line per write (O_APPEND + fsync, under a lock), so a
+crash or hang in a later run never loses or corrupts what an earlier run recorded; a line a
+killed writer tore is closed off before the next append and counted by every reader.
+Schema 2: every field is written and every field must be there to read a record.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+
+class TornRecordsError(ValueError):
+    """A records file holds lines a killed writer left unfinished."""
 
 
 @dataclass
@@ -29,6 +36,8 @@ class ThreadRecord:
     step_s: list[float] = field(default_factory=list)
     shapes: list[int] = field(default_factory=list)
     span: tuple[float, float] | None = None  # monotonic start/end of its stepping
+    # Share of its steady time during which another thread was inside a step (None: alone).
+    overlap_share: float | None = None
 
 
 # RunRecord.hardware["device_name"] of a run none of whose children said what it ran on.
@@ -64,6 +73,8 @@ class RunRecord:
     # False when other runs overlapped this one on the same host (`--jobs` > 1, pytest-xdist):
     # its outcome counts, its tokens/s do not (a host-bound step slows with its neighbours).
     timing_valid: bool = True
+    # The user's value of each cache/temp variable the run pointed into its private root.
+    overridden_env: dict[str, str] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -71,38 +82,77 @@ class RunRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunRecord:
-        data = dict(data)
         version = data.get("schema_version")
         if version != SCHEMA_VERSION:
             raise ValueError(
                 f"record schema_version {version!r}; this racegate reads {SCHEMA_VERSION}"
             )
-        data["threads"] = [ThreadRecord(**t) for t in data.get("threads", [])]
+        data = _exactly(cls, data)
+        threads = [_exactly(ThreadRecord, t) for t in data["threads"]]
+        for t in threads:  # JSON has no tuples
+            t["span"] = tuple(t["span"]) if t["span"] is not None else None
+        data["threads"] = [ThreadRecord(**t) for t in threads]
         return cls(**data)
 
 
+def _exactly(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` when it has every field of `cls` and no other; else ValueError naming them."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{cls.__name__} is {type(data).__name__}, not an object")
+    names = {f.name for f in fields(cls)}
+    missing, extra = sorted(names - data.keys()), sorted(data.keys() - names)
+    if missing or extra:
+        raise ValueError(
+            f"{cls.__name__} fields: missing {missing or 'none'}, unknown {extra or 'none'}"
+        )
+    return dict(data)
+
+
 def append_jsonl(path: Path, record: RunRecord) -> None:
-    """Append one record as one line, atomically with respect to other appenders."""
+    """Append one record as one line, atomically with respect to other appenders.
+
+    A last line with no newline (a writer killed mid-line) is closed off first, so the new
+    record is not glued onto it; readers count that torn line.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(record.to_json(), sort_keys=True) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another racegate appending: one repairs, one waits
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
         os.write(fd, line)
         os.fsync(fd)
     finally:
-        os.close(fd)
+        os.close(fd)  # releases the lock
 
 
-def read_jsonl(path: Path) -> list[RunRecord]:
-    """Every complete record in `path`; a torn last line (a killed writer) is skipped."""
-    records = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(RunRecord.from_json(json.loads(line)))
-        except json.JSONDecodeError:
-            continue
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path}:{n}: not a racegate record: {exc}") from exc
+def read_jsonl_counted(path: Path) -> tuple[list[RunRecord], list[int]]:
+    """Every complete record in `path`, and the line numbers of torn lines (not JSON)."""
+    records, torn = [], []
+    with path.open() as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError:
+                torn.append(n)
+                continue
+            try:
+                records.append(RunRecord.from_json(raw))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{path}:{n}: not a racegate record: {exc}") from exc
+    return records, torn
+
+
+def read_jsonl(path: Path, *, skip_torn: bool = False) -> list[RunRecord]:
+    """Every record in `path`; torn lines raise TornRecordsError unless `skip_torn`."""
+    records, torn = read_jsonl_counted(path)
+    if torn and not skip_torn:
+        raise TornRecordsError(
+            f"{path}: {len(torn)} torn line(s) (a writer killed mid-line) at line "
+            f"{', '.join(map(str, torn[:5]))}; skip them explicitly to read the rest"
+        )
     return records

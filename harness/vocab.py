@@ -99,6 +99,9 @@ class Outcome(StrEnum):
     SILENT_FALLBACK = "silent_fallback"
     RECOMPILE_BLOCKED = "recompile_blocked"
     OTHER_ERROR = "other_error"
+    # Ran clean, but some thread's steady steps did not overlap other threads' steps enough
+    # to have raced: proves nothing about the race (docs/gate.md).
+    NOT_CONCURRENT = "not_concurrent"
     HANG = "hang"
     OOM = "oom"
     CRASH = "crash"
@@ -113,6 +116,7 @@ SEVERITY: tuple[Outcome, ...] = (
     Outcome.SILENT_FALLBACK,
     Outcome.RECOMPILE_BLOCKED,
     Outcome.OTHER_ERROR,
+    Outcome.NOT_CONCURRENT,
     Outcome.OK,
 )
 

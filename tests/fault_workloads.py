@@ -1,11 +1,20 @@
-"""Workloads that misbehave on purpose (crash, hang, run serially) to test the harness's isolation.
+"""Workloads that misbehave on purpose (crash, hang, OOM, run serially, leave processes) to test
+the harness's isolation and its verdicts.
 
-They train a real (tiny) torch module; only the failure is injected.
+They train a real (tiny) torch module; only the failure is injected, and it is the real fault: a
+real signal, a real deadlock, a real allocation failure under a real rlimit. The preset names
+the fault (`FAULTS` lists them with the outcome the harness must give); thread i of a run is
+the replica with seed i (scenarios here use seed 0).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import resource
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -13,37 +22,142 @@ import torch
 
 from harness.workload_api import StepResult
 
-_serial_lock = threading.Lock()
+# fault → (outcome the harness must record, threads to run it at, where it fires)
+FAULTS: dict[str, tuple[str, int, str]] = {
+    "ok": ("ok", 2, "nothing"),
+    "raise": ("other_error", 2, "thread 0 raises RuntimeError at its 2nd step"),
+    "segv_kill": ("crash", 2, "thread 0 sends itself SIGSEGV at its 2nd step"),
+    "segv_null": ("crash", 2, "thread 0 reads address 0 (ctypes.string_at(0)) at its 2nd step"),
+    "exit0_mid": ("crash", 2, "os._exit(0) at thread 0's 2nd step"),
+    "exit7_mid": ("crash", 2, "os._exit(7) at thread 0's 2nd step"),
+    "exit0_after": ("crash", 2, "os._exit(0) in flops_per_step, after every thread reported"),
+    "exit7_after": ("crash", 2, "os._exit(7) in flops_per_step, after every thread reported"),
+    "sys_exit": ("crash", 2, "sys.exit(3) in flops_per_step (the worker's main thread)"),
+    "self_sigkill": ("crash", 2, "thread 0 sends itself SIGKILL at its 2nd step (no OOM killer)"),
+    "memoryerror": ("oom", 1, "MemoryError: a 4 GiB bytearray under RLIMIT_AS"),
+    "alloc_oom": ("oom", 1, "torch's CPU allocator fails a 4 GiB tensor under RLIMIT_AS"),
+    "big_output": ("ok", 2, "100 MB written to stderr at thread 0's 2nd step"),
+    "fork_grandchild": ("ok", 2, "thread 0 forks a child that sleeps (same session)"),
+    "setsid_grandchild": ("ok", 2, "thread 0 starts `sleep` in a new session"),
+    "deadlock2": ("hang", 2, "lock-order deadlock between 2 threads"),
+    "deadlock4": ("hang", 4, "lock-order deadlock in a ring of 4 threads"),
+    "gil_hang": ("hang", 2, "thread 0 calls libc sleep() holding the GIL"),
+    "sleep_past": ("hang", 2, "thread 0 sleeps past the timeout inside a step"),
+    "first_step_block": ("hang", 2, "thread 1's first step blocks until thread 0 stops stepping"),
+    # Not caught: each step's time includes its wait for the lock, so by step times the steps
+    # do overlap; told apart from contention only by knowing the workload (issue 17, item 2).
+    "serial": ("ok", 2, "every step holds one process-wide lock (NOT caught by step times)"),
+    "flops_raise": ("other_error", 2, "flops_per_step raises ValueError"),
+    "flops_segv": ("crash", 2, "flops_per_step segfaults (ctypes.string_at(0))"),
+    "abort": ("crash", 2, "thread 0 calls os.abort() at its 2nd step"),
+}
+
+_GiB = 1 << 30
+
+
+def _vm_bytes() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmSize in /proc/self/status")
+
+
+class _Shared:
+    """State the replicas of one process share (locks and marks of a deadlock, a serialiser)."""
+
+    def __init__(self, n_locks: int = 4) -> None:
+        self.locks = [threading.Lock() for _ in range(n_locks)]
+        self.holding = threading.Barrier(2)
+        self.ring = threading.Barrier(4)
+        self.serial = threading.Lock()
+        self.last_step_of_0: float | None = None  # thread 0 has not stepped yet
 
 
 class _Replica:
-    def __init__(self, device: torch.device, behaviour: str, seed: int) -> None:
+    def __init__(self, device: torch.device, fault: str, seed: int, shared: _Shared) -> None:
         torch.manual_seed(seed)
         self.layer = torch.nn.Linear(8, 8).to(device)
         self.opt = torch.optim.SGD(self.layer.parameters(), lr=0.1)
-        self.behaviour, self.seed, self.device = behaviour, seed, device
+        self.fault, self.seed, self.device, self.shared = fault, seed, device, shared
         self.calls = 0
-        if behaviour == "late_start" and seed == 1:
+        if fault == "late_start" and seed == 1:
             time.sleep(3.0)  # one process is ready long after the other (a loaded host)
 
     def step(self, shape: int) -> StepResult:
         self.calls += 1
-        if self.behaviour == "crash" and self.calls == 2:
-            os.abort()  # SIGABRT: a native crash mid-run
-        if self.behaviour == "hang" and self.seed == 1 and self.calls == 2:
+        me, fault = self.seed, self.fault
+        if self.calls == 2 and me == 0:
+            self._fire_in_thread_0(fault)
+        if fault in ("deadlock2", "deadlock4") and self.calls == 2:
+            self._deadlock(4 if fault == "deadlock4" else 2)
+        if fault == "hang" and me == 1 and self.calls == 2:
             threading.Event().wait()  # one thread never returns
-        if self.behaviour == "serial":
-            # Holding a lock across the whole step and sleeping makes the run effectively serial.
-            with _serial_lock:
+        if fault == "first_step_block" and me == 1 and self.calls == 1:
+            # "Until thread 0 is done": it has not stepped for a second.
+            while (last := self.shared.last_step_of_0) is None or time.monotonic() - last < 1.0:
                 time.sleep(0.05)
+        if fault == "serial":
+            with self.shared.serial:  # the whole step under one process-wide lock
                 return self._train(shape)
-        if self.behaviour == "error" and self.seed == 0:
-            raise RuntimeError("injected failure: not a race")
+        if fault in ("memoryerror", "alloc_oom") and self.calls == 2:
+            self._allocate_under_rlimit(fault)
+        if me == 0:
+            self.shared.last_step_of_0 = time.monotonic()
         return self._train(shape)
+
+    def _fire_in_thread_0(self, fault: str) -> None:
+        if fault == "raise":
+            raise RuntimeError("injected failure: not a race")
+        if fault == "segv_kill":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if fault == "segv_null":
+            ctypes.string_at(0)
+        if fault == "exit0_mid":
+            os._exit(0)
+        if fault == "exit7_mid":
+            os._exit(7)
+        if fault == "self_sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if fault == "abort":
+            os.abort()
+        if fault == "big_output":
+            chunk = b"x" * (1 << 20)
+            for _ in range(100):
+                os.write(2, chunk)
+        if fault == "fork_grandchild" and os.fork() == 0:
+            time.sleep(600)  # the forked child: lingers in the run's session
+            os._exit(0)
+        if fault == "setsid_grandchild":
+            subprocess.Popen(["sleep", "600"], start_new_session=True)
+        if fault == "gil_hang":
+            ctypes.PyDLL(None).sleep(600)  # a PyDLL call never releases the GIL
+        if fault == "sleep_past":
+            time.sleep(600)
+
+    def _deadlock(self, n: int) -> None:
+        """Thread i takes lock i, waits until every thread holds its own, then takes lock i+1."""
+        me = self.seed
+        first, second = self.shared.locks[me], self.shared.locks[(me + 1) % n]
+        with first:
+            (self.shared.ring if n == 4 else self.shared.holding).wait()
+            with second:
+                pass
+
+    def _allocate_under_rlimit(self, fault: str) -> None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (_vm_bytes() + _GiB // 2, hard))
+        try:
+            if fault == "memoryerror":
+                bytearray(4 * _GiB)
+            else:
+                torch.empty(4 * _GiB, dtype=torch.uint8)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
     def _train(self, shape: int) -> StepResult:
         # A real step lasts long enough for the other threads' steps to overlap it; a 1 ms step
-        # can finish before the next thread is scheduled, which the runner rightly calls serial.
+        # can finish before the next thread is scheduled, which the judge rightly calls serial.
         time.sleep(0.1)
         x = torch.randn(4 + shape, 8, device=self.device)
         loss = self.layer(x).square().mean()
@@ -60,7 +174,8 @@ class FaultWorkload:
     name = "fault"
 
     def __init__(self, preset: str = "ok") -> None:
-        self.behaviour = preset
+        self.fault = preset
+        self.shared = _Shared()
 
     def strategies(self) -> list[str]:
         return ["eager"]
@@ -69,9 +184,19 @@ class FaultWorkload:
         return [0, 1]
 
     def make_replica(self, device: torch.device, strategy: str, *, seed: int) -> _Replica:
-        return _Replica(device, self.behaviour, seed)
+        return _Replica(device, self.fault, seed, self.shared)
 
     def flops_per_step(self, shape: int) -> float | None:
+        if self.fault == "exit0_after":
+            os._exit(0)
+        if self.fault == "exit7_after":
+            os._exit(7)
+        if self.fault == "sys_exit":
+            sys.exit(3)
+        if self.fault == "flops_raise":
+            raise ValueError("injected: flops_per_step failed")
+        if self.fault == "flops_segv":
+            ctypes.string_at(0)
         return None
 
 

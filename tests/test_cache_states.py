@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from harness.run.runner import run_scenario
+from harness.judge.decide import run_scenario
 from harness.scenario import make_scenario
 
 
@@ -42,3 +44,36 @@ def test_deleted_state_removes_the_cache_mid_run_and_compiles_again() -> None:
     # After the deletion the threads moved to a new bucket shape, so something compiled again.
     assert any(len(set(t.shapes)) > 1 for t in record.threads)
     assert record.cache["counters"].get("inductor.fxgraph_cache_miss", 0) > 0
+
+
+def test_a_compiled_run_and_a_probe_run_write_nothing_outside_their_root(
+    tmp_path, monkeypatch
+) -> None:
+    """With a fresh HOME and TMPDIR for this process, the defaults a child would fall back to
+    (<tmp>/torchinductor_<user>, whose precompiled headers ignore TORCHINDUCTOR_CACHE_DIR;
+    ~/.cache; ~/.triton) stay empty: every cache and temp dir went into the run's own root."""
+    import tempfile
+
+    from harness.probes.runner import run_probes_isolated
+    from harness.run.cache_state import PRIVATE_DIRS
+
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir(mode=0o700)
+    tmp.mkdir(mode=0o700)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    for var in PRIVATE_DIRS:
+        if var != "TMPDIR":
+            monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    sc = make_scenario(
+        preset="tiny", strategy="per_device", threads_per_device=2, steps=2, warmup_steps=1,
+        timeout_s=400,
+    )  # fmt: skip
+    record = run_scenario(sc, keep=True, work_dir=tmp_path)
+    assert record.outcome == "ok", record.detail
+    compiled = sorted(p.name for p in Path(record.cache["dir"]).rglob("*") if p.is_file())
+    assert compiled, "the run compiled nothing: this test would prove nothing"
+    probes = run_probes_isolated(["is_compiling_leak"], timeout_s=60)
+    assert [r.name for r in probes] == ["is_compiling_leak"]
+    assert sorted(str(p) for p in [*home.rglob("*"), *tmp.rglob("*")]) == []

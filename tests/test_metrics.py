@@ -42,3 +42,9 @@ def test_wilson_interval() -> None:
     assert hi == 1.0 and 0.69 < lo < 0.73  # 10/10 is not proof of 100%
     lo, hi = metrics.wilson_interval(0, 20)
     assert lo == 0.0 and 0.15 < hi < 0.18
+
+
+def test_base_shape_memory_stops_at_the_first_new_shape() -> None:
+    steady = [(0, 10), (0, None), (0, 12), (1, 50), (0, 13)]
+    assert metrics.base_shape_memory(steady) == [10, 12]
+    assert metrics.base_shape_memory([]) == []

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.judge.outcomes import NESTED_FX_MESSAGE
+from harness.judge.decide import run_scenario
 from harness.judge.suite import run_case
 from harness.record import append_jsonl, read_jsonl
-from harness.run.runner import ChildResult, assemble, run_scenario
 from harness.scenario import make_scenario
-from harness.vocab import Outcome
 
 FAULT = "tests.fault_workloads:make_workload"
 
@@ -31,7 +29,7 @@ def test_ok_then_crash_keeps_the_first_record(tmp_path: Path) -> None:
     assert ok.outcome == "ok", ok.detail
     assert ok.threads_concurrent == 2 and ok.tokens_per_s and ok.tokens_per_s > 0
     append_jsonl(out, ok)
-    crash = run_scenario(fault_scenario("crash"))
+    crash = run_scenario(fault_scenario("abort"))
     append_jsonl(out, crash)
     assert crash.outcome == "crash"
     assert "SIGABRT" in (crash.detail or "")
@@ -57,92 +55,14 @@ def test_processes_start_their_steps_together() -> None:
 
 
 def test_error_is_other_error_not_a_race() -> None:
-    record = run_scenario(fault_scenario("error"))
+    record = run_scenario(fault_scenario("raise"))
     assert record.outcome == "other_error"
     assert any("injected failure" in (t.error or "") for t in record.threads)
 
 
-def _child(spans: list[tuple[float, float]], error: str | None = None) -> ChildResult:
-    threads = [
-        {
-            "index": i,
-            "device": "cpu",
-            "finished": True,
-            "eager_fallbacks": 0,
-            "error_text": error if i == 0 else None,
-            "span": list(span),
-            "steps": [[0, 1.0, 10, True, None], [0, 1.0, 10, False, None]],
-        }
-        for i, span in enumerate(spans)
-    ]
-    result = {
-        "threads": threads,
-        "versions": {},
-        "hardware": {},
-        "compiled": True,
-        "cache_counters": {},
-        "flops_per_step": {},
-    }
-    return ChildResult(0, False, result, [], "", "", 1.0)
-
-
-def test_serial_run_never_passes() -> None:
-    sc = fault_scenario("ok", threads_per_device=2)
-    serial = assemble(sc, [_child([(0, 1), (2, 3)])], {}, "", 0, "", 1.0)
-    assert serial.outcome == str(Outcome.OTHER_ERROR)
-    assert "only 1 of 2 threads ran concurrently" in (serial.detail or "")
-    together = assemble(sc, [_child([(0, 2), (1, 3)])], {}, "", 0, "", 1.0)
-    assert together.outcome == "ok"
-
-
-def test_assemble_classifies_nested_fx() -> None:
-    sc = fault_scenario("ok", threads_per_device=2)
-    rec = assemble(
-        sc,
-        [_child([(0, 2), (1, 3)], error=f"RuntimeError: {NESTED_FX_MESSAGE}.")],
-        {},
-        "",
-        0,
-        "",
-        1.0,
-    )
-    assert rec.outcome == "nested_fx_error"
-    assert rec.outcome_counts["nested_fx_error"] == 1
-
-
-def test_unproven_cache_state_is_never_ok() -> None:
-    from harness.run.runner import enforce_cache_proof
-    from harness.vocab import CacheState, Strategy
-
-    sc = fault_scenario("ok", threads_per_device=2)
-    rec = assemble(
-        sc,
-        [_child([(0, 2), (1, 3)])],
-        {"prime_ok": True, "proven_warm": False, "counters": {}},
-        "",
-        0,
-        "",
-        1.0,
-    )
-    assert enforce_cache_proof(rec, CacheState.WARM, Strategy.WARMUP).outcome == "other_error"
-    assert "not proven" in (rec.detail or "")
-    rec = assemble(
-        sc, [_child([(0, 2), (1, 3)])], {"prime_ok": True, "deleted_bytes": 0}, "", 0, "", 1.0
-    )
-    assert enforce_cache_proof(rec, CacheState.DELETED, Strategy.WARMUP).outcome == "other_error"
-    rec = assemble(
-        sc, [_child([(0, 2), (1, 3)])], {"prime_ok": True, "proven_warm": True}, "", 0, "", 1.0
-    )
-    assert enforce_cache_proof(rec, CacheState.WARM, Strategy.WARMUP).outcome == "ok"
-    assert enforce_cache_proof(rec, CacheState.COLD, Strategy.WARMUP).outcome == "ok"
-    # Nothing compiles under an uncompiled strategy, so there is nothing to prove.
-    rec = assemble(sc, [_child([(0, 2), (1, 3)])], {"prime_ok": True}, "", 0, "", 1.0)
-    assert enforce_cache_proof(rec, CacheState.WARM, Strategy.SDPA_DENSE).outcome == "ok"
-
-
-def test_race_cases_stop_at_the_first_failed_run(tmp_path: Path) -> None:
+def test_cases_stop_at_the_first_failed_run(tmp_path: Path) -> None:
     out = tmp_path / "runs.jsonl"
-    records = run_case(fault_scenario("error"), 3, out, "test", stop_on_failure=True)
+    records = run_case(fault_scenario("raise"), 3, out, "test", stop_on_failure=True)
     assert [r.outcome for r in records] == ["other_error"]
     assert [r.outcome for r in read_jsonl(out)] == ["other_error"]
 

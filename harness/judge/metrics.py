@@ -82,3 +82,48 @@ def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / denom
     half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def merge(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of intervals as sorted, disjoint intervals (touching ones joined)."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if end < start:
+            raise ValueError(f"interval ends before it starts: {(start, end)}")
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def overlap_share(
+    own: Sequence[tuple[float, float]], others: Sequence[tuple[float, float]]
+) -> float | None:
+    """Share of the time in `own` intervals during which some interval of `others` was open;
+    None when `own` covers no time."""
+    mine, theirs = merge(own), merge(others)
+    total = sum(e - s for s, e in mine)
+    if total <= 0:
+        return None
+    covered, k = 0.0, 0
+    for start, end in mine:
+        while k < len(theirs) and theirs[k][1] <= start:
+            k += 1
+        j = k
+        while j < len(theirs) and theirs[j][0] < end:
+            covered += min(end, theirs[j][1]) - max(start, theirs[j][0])
+            j += 1
+    return covered / total
+
+
+def base_shape_memory(steady: Sequence[tuple[int, int | None]]) -> list[int]:
+    """Device peak after each steady (shape, peak) step on the first shape, up to its first
+    switch of shape: a new shape legitimately needs more memory; a leak grows within one."""
+    out: list[int] = []
+    for shape, mem in steady:
+        if shape != steady[0][0]:
+            break
+        if mem is not None:
+            out.append(mem)
+    return out

@@ -5,15 +5,11 @@ Tested without subprocesses or torch; the worker and the runner feed them text.
 
 from __future__ import annotations
 
-import signal
 from collections import Counter
 from collections.abc import Iterable
 
+from harness.run.protocol import DEADLINE_MARK  # a thread short of its steps at the deadline
 from harness.vocab import SEVERITY, Outcome
-
-# A thread that could not finish its steps before the run's deadline is a hang (DESIGN §3:
-# "did not finish 8 steps in 300 s (hang or collapse)"); harness.run.threads writes this mark.
-DEADLINE_MARK = "racegate deadline"
 
 # The upstream messages (torch/_dynamo/eval_frame.py and torch/_dynamo/exc.py), matched by prefix
 # so a reworded tail still classifies.
@@ -21,7 +17,15 @@ NESTED_FX_MESSAGE = (
     "Detected that you are using FX to symbolically trace a dynamo-optimized function"
 )
 RECOMPILE_MESSAGE = "Detected recompile when torch.compile stance is 'fail_on_recompile'"
-_OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "out of memory")
+# torch.OutOfMemoryError (CUDA's allocator), Python's MemoryError, and the CPU allocator's
+# RuntimeError (c10/core/impl/alloc_cpu.cpp: "DefaultCPUAllocator: can't allocate memory").
+_OOM_MARKERS = (
+    "CUDA out of memory",
+    "OutOfMemoryError",
+    "out of memory",
+    "MemoryError",
+    "can't allocate memory",
+)
 
 
 def classify_error(error_text: str) -> Outcome:
@@ -63,29 +67,6 @@ def classify_thread(
     return Outcome.OK
 
 
-def classify_exit(returncode: int | None, timed_out: bool) -> Outcome | None:
-    """The process-level outcome, or None when the child exited normally and reported."""
-    if timed_out:
-        return Outcome.HANG
-    if returncode is None or returncode == 0:
-        return None
-    if returncode in (-signal.SIGKILL, 137):
-        # The kernel's OOM killer sends SIGKILL; the runner never does outside a timeout.
-        return Outcome.OOM
-    return Outcome.CRASH
-
-
-def describe_exit(returncode: int | None) -> str:
-    if returncode is None:
-        return "no exit code"
-    if returncode < 0:
-        try:
-            return f"killed by signal {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit code {returncode}"
-
-
 def worst(outcomes: Iterable[Outcome]) -> Outcome:
     """The most severe outcome (SEVERITY order); OK for an empty sequence."""
     seen = set(outcomes)
@@ -98,19 +79,3 @@ def worst(outcomes: Iterable[Outcome]) -> Outcome:
 def count(outcomes: Iterable[Outcome]) -> dict[str, int]:
     counts = Counter(str(o) for o in outcomes)
     return {str(o): counts.get(str(o), 0) for o in Outcome}
-
-
-def max_concurrency(spans: Iterable[tuple[float, float]]) -> int:
-    """Most spans (start, end) that overlap at one instant: how many threads truly ran together."""
-    events: list[tuple[float, int]] = []
-    for start, end in spans:
-        if end < start:
-            raise ValueError(f"span ends before it starts: {(start, end)}")
-        events += [(start, 1), (end, -1)]
-    # Ends sort before starts at the same instant, so touching spans don't count as overlapping.
-    events.sort(key=lambda e: (e[0], e[1]))
-    live = best = 0
-    for _, delta in events:
-        live += delta
-        best = max(best, live)
-    return best

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from harness.run import cache_state
+
 SCHEMA_VERSION = 1
 DEFAULT_TIMEOUT_S = 20.0  # per probe; a healthy probe takes < 2 s, so this only bounds a hang
 _IMPORT_ALLOWANCE_S = 90.0  # the child's `import torch` on a slow, cold machine
@@ -259,7 +261,12 @@ def run_probes_isolated(
                     capture_output=True,
                     text=True,
                     timeout=limit,
-                    env={**os.environ, "PYTHONPATH": pythonpath},
+                    # Every cache and temp dir inside this 0700 folder: the probes compile too.
+                    env={
+                        **os.environ,
+                        **cache_state.private_env(cache_state.private_dir(Path(tmp) / "root")),
+                        "PYTHONPATH": pythonpath,
+                    },
                 )
                 stderr, why = proc.stderr, f"probe subprocess exited {proc.returncode}"
             except subprocess.TimeoutExpired as e:

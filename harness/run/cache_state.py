@@ -1,8 +1,8 @@
-"""Compile-cache states (cold, warm, deleted): private cache dirs, their env, and the proof.
+"""Compile-cache states (cold, warm, deleted): a run's private dirs, their env, and the proof.
 
-Uses torch's own settings (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, the FX-graph and
-AOTAutograd caches) and counters (`torch._dynamo.utils.counters`), never the shared
-default under /tmp.
+Every place torch, triton, CUDA or Python would write under TMPDIR, ~/.cache or ~/.triton is
+pointed into the run's own 0700 root (`private_env`); the states use torch's own settings and
+counters (`torch._dynamo.utils.counters`).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,28 +19,81 @@ from typing import Any
 def make_private_cache(base: Path | None = None) -> Path:
     """A new, empty cache root with mode 0700 (mkdtemp's), under `base` or the system temp dir."""
     if base is not None:
-        base.mkdir(parents=True, exist_ok=True)
+        private_dir(base, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix="racegate-cache-", dir=base))
 
 
-def cache_env(root: Path) -> dict[str, str]:
-    """Environment that points every compile cache of a child process at `root`."""
-    return {
-        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
-        "TRITON_CACHE_DIR": str(root / "triton"),
-        "TORCH_EXTENSIONS_DIR": str(root / "torch_extensions"),
-        # Make the persistent caches explicit: the warm state depends on them being on.
-        "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
-        "TORCHINDUCTOR_AUTOGRAD_CACHE": "1",
-    }
+def private_dir(path: Path, *, exist_ok: bool = False) -> Path:
+    """Make `path` a directory of this user's, mode 0700, refusing a symlink or a foreign one.
+
+    mkdir never follows a symlink at `path`; the lstat after it catches one planted before
+    (exist_ok) or a directory someone else owns or can write.
+    """
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not exist_ok:
+            raise
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise PermissionError(
+            f"{path} is not a private directory of this user (a symlink, foreign or shared): "
+            "remove it or choose another work dir"
+        )
+    return path
+
+
+# Variable → folder under the run's root. The tmp dirs matter as much as the named caches:
+# inductor writes precompiled headers under <tmp>/torchinductor_<user> whatever
+# TORCHINDUCTOR_CACHE_DIR says, and triton defaults to ~/.triton.
+PRIVATE_DIRS: dict[str, str] = {
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+    "TRITON_CACHE_DIR": "triton/cache",
+    "TRITON_HOME": "triton",
+    "TRITON_DUMP_DIR": "triton/dump",
+    "TRITON_OVERRIDE_DIR": "triton/override",
+    "TORCH_EXTENSIONS_DIR": "torch_extensions",
+    "CUDA_CACHE_PATH": "cuda",
+    "PYTORCH_KERNEL_CACHE_PATH": "torch_kernels",
+    "TORCH_HOME": "torch_home",
+    "TMPDIR": "tmp",
+    "TMP": "tmp",
+    "TEMP": "tmp",
+    "XDG_CACHE_HOME": "xdg/cache",
+    "XDG_CONFIG_HOME": "xdg/config",
+    "XDG_DATA_HOME": "xdg/data",
+    "XDG_STATE_HOME": "xdg/state",
+    "MPLCONFIGDIR": "xdg/matplotlib",
+}
+# The compile caches a `deleted` state removes (the tmp and XDG dirs hold no compiled code).
+_CACHE_TREES = ("inductor", "triton", "torch_extensions", "cuda", "torch_kernels")
+
+
+def private_env(root: Path) -> dict[str, str]:
+    """Environment pointing every cache and temp dir of a child at `root` (dirs created 0700)."""
+    env = {}
+    for var, sub in PRIVATE_DIRS.items():
+        path = root
+        for part in sub.split("/"):
+            path = private_dir(path / part, exist_ok=True)
+        env[var] = str(path)
+    # Make the persistent caches explicit: the warm state depends on them being on.
+    env["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "1"
+    env["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "1"
+    return env
+
+
+def overridden(private: dict[str, str], user: dict[str, str]) -> dict[str, str]:
+    """The user's own value of each variable the private environment replaces."""
+    return {k: user[k] for k in sorted(private) if k in user and user[k] != private[k]}
 
 
 def delete_cache(root: Path) -> int:
     """Remove every cache tree under `root` (the `deleted` state); returns bytes removed."""
     removed = 0
-    for sub in ("inductor", "triton", "torch_extensions"):
-        tree = root / sub
-        if tree.exists():
+    trees = [root / sub for sub in _CACHE_TREES] + sorted((root / "tmp").glob("torchinductor_*"))
+    for tree in trees:
+        if tree.is_dir() and not tree.is_symlink():
             removed += tree_size(tree)
             shutil.rmtree(tree, ignore_errors=True)
     return removed

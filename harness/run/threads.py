@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.judge.outcomes import DEADLINE_MARK  # classified as a hang
+from harness.run.protocol import DEADLINE_MARK, Step
 from harness.vocab import Schedule
 from harness.workload_api import Replica
 
@@ -23,25 +23,14 @@ _MAX_ERROR_CHARS = 4000
 
 
 @dataclass
-class StepLog:
-    shape: int
-    seconds: float
-    tokens: int
-    compiled_shape: bool  # first step of this shape in this thread: it compiled, not steady
-    mem_peak: int | None  # device peak bytes after the step (None on CPU)
-
-
-@dataclass
 class ThreadRun:
     index: int
     device: str
     replica: Replica
-    steps: list[StepLog] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     error_text: str | None = None
     finished: bool = False
     eager_fallbacks: int = 0
-    start: float | None = None  # time.monotonic(), comparable across processes
-    end: float | None = None
 
 
 @dataclass
@@ -56,6 +45,10 @@ class Plan:
     fail_on_recompile: bool = False
     on_first_steady_step: Callable[[], None] | None = None  # run once by thread 0 (cache delete)
     switch_shape_after_hook: bool = False
+    # Company across processes (`processes`): this process's threads all reached their quota
+    # (called once), and whether every sibling process has too.
+    on_quota: Callable[[], None] | None = None
+    siblings_done: Callable[[], bool] | None = None
 
 
 def error_chain_text(exc: BaseException) -> str:
@@ -78,10 +71,11 @@ def sync_device(device: str) -> None:
         torch.cuda.synchronize(torch.device(device))
 
 
-def _mem_peak(device: str) -> int | None:
-    if device.startswith("cuda"):
-        return int(torch.cuda.max_memory_allocated(torch.device(device)))
-    return None
+def _with_mem(step: Step, device: str) -> Step:
+    if not device.startswith("cuda"):
+        return step
+    peak = int(torch.cuda.max_memory_allocated(torch.device(device)))
+    return Step(step.shape, step.start, step.end, step.tokens, step.compiled_shape, peak)
 
 
 class _Coordinator:
@@ -93,7 +87,18 @@ class _Coordinator:
         self.released = [threading.Event() for _ in range(n)]  # steady (or dead)
         self.switched = [threading.Event() for _ in range(n)]  # compiled the new shape (or dead)
         self.hook_done = threading.Event()
+        self.quota_done = [threading.Event() for _ in range(n)]  # did its steps (or dead)
+        self._quota_lock = threading.Lock()
+        self._quota_told = False
         self.n = n
+
+    def reached_quota(self, i: int) -> None:
+        self.quota_done[i].set()
+        with self._quota_lock:
+            if self.all_set(self.quota_done) and not self._quota_told:
+                self._quota_told = True
+                if self.plan.on_quota is not None:
+                    self.plan.on_quota()
 
     def all_set(self, events: list[threading.Event]) -> bool:
         return all(e.is_set() for e in events)
@@ -127,7 +132,6 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
             raise TimeoutError(
                 f"{DEADLINE_MARK}: thread {i} never got its turn, thread {i - 1} never got steady"
             )
-        run.start = time.monotonic()
         done = 0
         while time.monotonic() < plan.deadline:
             shape = base_shape
@@ -137,15 +141,13 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
                 my_turn = co.all_set(co.released) and (i == 0 or co.switched[i - 1].is_set())
                 if my_turn or co.switched[i].is_set():
                     shape = new_shape
-            t0 = time.perf_counter()
+            # Monotonic, not perf_counter: steps of threads in other processes are compared.
+            t0 = time.monotonic()
             result = run.replica.step(shape)
             sync_device(run.device)
-            dt = time.perf_counter() - t0
-            run.steps.append(
-                StepLog(
-                    shape, dt, int(result.tokens), shape not in seen_shapes, _mem_peak(run.device)
-                )
-            )
+            compiled = shape not in seen_shapes
+            step = Step(shape, t0, time.monotonic(), int(result.tokens), compiled, None)
+            run.steps.append(step if run.device == "cpu" else _with_mem(step, run.device))
             seen_shapes.add(shape)
             done += 1
             if done == plan.warmup_steps + 1:
@@ -156,6 +158,8 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
                     co.hook_done.set()
             if shape == new_shape:
                 co.switched[i].set()
+            if done == quota:
+                co.reached_quota(i)
             if done >= quota and _may_stop(co, i):
                 break
         run.eager_fallbacks = run.replica.eager_fallbacks()
@@ -169,17 +173,22 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
         with contextlib.suppress(Exception):
             run.eager_fallbacks = run.replica.eager_fallbacks()
     finally:
-        run.end = time.monotonic()
         co.released[i].set()
         co.switched[i].set()
+        co.reached_quota(i)
 
 
 def _may_stop(co: _Coordinator, i: int) -> bool:
-    """A thread keeps stepping until the schedule no longer needs it as steady-state company."""
-    schedule = co.plan.schedule
-    if schedule is Schedule.STAGGERED:
+    """A thread keeps stepping until no other thread (here or in a sibling process) still needs
+    it as company: every thread's steps must overlap others' steps (the judge checks)."""
+    plan = co.plan
+    if not co.all_set(co.quota_done):
+        return False
+    if plan.siblings_done is not None and not plan.siblings_done():
+        return False
+    if plan.schedule is Schedule.STAGGERED:
         return co.all_set(co.released)
-    if schedule is Schedule.RECOMPILE and len(co.plan.shapes) > 1:
+    if plan.schedule is Schedule.RECOMPILE and len(plan.shapes) > 1:
         return co.all_set(co.switched)
     return True
 
@@ -197,6 +206,8 @@ def run_threads(
     ]
     for t in threads:
         t.start()
+    # One deadline for the whole join: N hung threads cost the grace once, not N times.
+    join_deadline = plan.deadline + join_grace_s
     for t in threads:
-        t.join(max(0.0, plan.deadline - time.monotonic()) + join_grace_s)
+        t.join(max(0.0, join_deadline - time.monotonic()))
     return [t for t in threads if t.is_alive()]

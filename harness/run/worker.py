@@ -1,28 +1,38 @@
-"""The isolated child process: build replicas, warm up if asked, drive threads, write a result.
+"""The isolated child process: build replicas, warm up if asked, drive threads, write a report.
 
 Run as `python -m harness.run.worker RUN_DIR` by harness.run.runner, with the scenario in
-RUN_DIR/scenario.json. Thread outcomes are appended to RUN_DIR/progress.jsonl as they
-happen, so a crash later in the run loses nothing already known.
+RUN_DIR/scenario.json. Thread reports are appended to RUN_DIR/progress.jsonl as they land and
+the whole run goes to RUN_DIR/result.json (harness.run.protocol), so a crash later in the run
+loses nothing already known.
 """
 
 from __future__ import annotations
 
-import faulthandler
-import json
+# First, before torch is imported (seconds, during which a dying runner must take us along).
 import os
-import signal
-import sys
-import threading
-import time
-from pathlib import Path
-from typing import Any
 
-import torch
+from harness.run import lifeline
 
-from harness.run import cache_state, threads
-from harness.scenario import Scenario
-from harness.vocab import WARMED_UP, CacheState, Schedule, Strategy
-from harness.workload_api import WorkloadSpec, check_replica, load_workload
+_runner = os.environ.get("RACEGATE_RUNNER_PID")
+lifeline.die_with_parent(int(_runner) if _runner and _runner.isdigit() else None)
+
+import faulthandler  # noqa: E402
+import json  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import IO, Any  # noqa: E402
+
+import torch  # noqa: E402
+
+from harness.run import cache_state, threads  # noqa: E402
+from harness.run.protocol import ChildReport, ProgressEvent, ThreadReport  # noqa: E402
+from harness.scenario import Scenario  # noqa: E402
+from harness.vocab import WARMED_UP, CacheState, Strategy  # noqa: E402
+from harness.workload_api import Workload, WorkloadSpec, check_replica, load_workload  # noqa: E402
 
 
 def versions() -> dict[str, str]:
@@ -48,18 +58,27 @@ def hardware(devices: tuple[str, ...]) -> dict[str, Any]:
     return info
 
 
+def _mark(gate: dict[str, Any], what: str, me: int) -> None:
+    folder = Path(gate["dir"])
+    folder.mkdir(mode=0o700, exist_ok=True)
+    (folder / f"{what}-{me}").touch()
+
+
+def _count(gate: dict[str, Any], what: str) -> int:
+    return sum(1 for _ in Path(gate["dir"]).glob(f"{what}-*"))
+
+
 def wait_for_siblings(gate: dict[str, Any], me: int, until: float) -> bool:
     """The `processes` strategy's start barrier: announce this process ready, wait for all.
 
     On files, not multiprocessing.Barrier: the processes are independent `python -m
     harness.run.worker` children of the runner, with no multiprocessing parent to share one.
+    The same folder holds `done-<i>` marks, so each process keeps stepping until all are done.
     True when every sibling arrived before `until` (time.monotonic()).
     """
-    folder = Path(gate["dir"])
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"ready-{me}").touch()
+    _mark(gate, "ready", me)
     while True:
-        if sum(1 for _ in folder.glob("ready-*")) >= int(gate["parties"]):
+        if _count(gate, "ready") >= int(gate["parties"]):
             return True
         if time.monotonic() >= until:
             return False
@@ -75,24 +94,80 @@ def runner_start(spec: dict[str, Any], timeout_s: float) -> float:
     return t0 if isinstance(t0, (int, float)) and 0 <= now - t0 < timeout_s else now
 
 
-def _append(path: Path, event: dict[str, Any]) -> None:
-    with path.open("a") as fh:
-        fh.write(json.dumps(event) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+def thread_report(run: threads.ThreadRun) -> ThreadReport:
+    return ThreadReport(
+        index=run.index,
+        device=run.device,
+        finished=run.finished,
+        error_text=run.error_text,
+        eager_fallbacks=run.eager_fallbacks,
+        steps=tuple(run.steps),
+    )
 
 
-def thread_event(run: threads.ThreadRun) -> dict[str, Any]:
-    return {
-        "event": "thread",
-        "index": run.index,
-        "device": run.device,
-        "finished": run.finished,
-        "error_text": run.error_text,
-        "eager_fallbacks": run.eager_fallbacks,
-        "span": [run.start, run.end] if run.start is not None and run.end is not None else None,
-        "steps": [[s.shape, s.seconds, s.tokens, s.compiled_shape, s.mem_peak] for s in run.steps],
-    }
+@dataclass
+class Child:
+    """This process's run: its folder, scenario, spec, and the stacks file faulthandler writes."""
+
+    run_dir: Path
+    spec: dict[str, Any]
+    scenario: Scenario
+    stacks: IO[str]
+    started: float  # the runner's start (monotonic)
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.scenario.timeout_s * 0.9
+
+    def emit(self, kind: str, **data: Any) -> None:
+        with (self.run_dir / "progress.jsonl").open("a") as fh:
+            fh.write(ProgressEvent(kind, time.monotonic(), data).to_line())
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def final_dump(self) -> None:
+        """Every thread's stack, once: the watchdog and SIGUSR1 dumps are disarmed first so no
+        two dumps ever write the file at once."""
+        faulthandler.cancel_dump_traceback_later()
+        faulthandler.unregister(signal.SIGUSR1)
+        faulthandler.dump_traceback(file=self.stacks, all_threads=True)
+        self.stacks.flush()
+
+
+def arm_stack_dumps(run_dir: Path, started: float, timeout_s: float) -> IO[str]:
+    stacks = (run_dir / "stacks.txt").open("w")
+    faulthandler.enable(file=stacks, all_threads=True)  # a segfault leaves every stack too
+    # On SIGUSR1 (the runner's hang timeout) write every thread's stack before being killed.
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    # And from faulthandler's own watchdog thread just before the runner's deadline: it needs
+    # no signal delivery and no GIL, so it works even if torch deadlocks holding the GIL.
+    faulthandler.dump_traceback_later(
+        max(0.1, started + timeout_s * 0.97 - time.monotonic()), exit=False, file=stacks
+    )
+    return stacks
+
+
+def build_runs(child: Child, workload: Workload) -> list[threads.ThreadRun]:
+    sc, spec = child.scenario, child.spec
+    mode = spec["mode"]
+    strategy = Strategy.PER_DEVICE if sc.strategy is Strategy.PROCESSES else sc.strategy
+    devices = list(spec.get("process_devices", sc.devices))
+    # A prime builds one replica per device: compiled artifacts are keyed by device.
+    per_device = 1 if mode in ("prime", "process") else sc.threads_per_device
+    runs: list[threads.ThreadRun] = []
+    for device in devices:
+        for _ in range(per_device):
+            index = spec.get("thread_offset", 0) + len(runs)
+            kwargs = {}
+            if sc.target_devices:  # the incident's topology: the target on other GPUs
+                target = sc.target_devices[sc.devices.index(device) % len(sc.target_devices)]
+                kwargs["target_device"] = torch.device(target)
+            replica = workload.make_replica(
+                torch.device(device), str(strategy), seed=sc.seed + index, **kwargs
+            )
+            check_replica(replica, sc.workload)
+            runs.append(threads.ThreadRun(index, device, replica))
+    return runs
 
 
 def warm_up(runs: list[threads.ThreadRun], shapes: list[int]) -> float:
@@ -106,127 +181,101 @@ def warm_up(runs: list[threads.ThreadRun], shapes: list[int]) -> float:
     return time.perf_counter() - t0
 
 
-def exit_with_parent() -> None:
-    """Leave when the runner dies (e.g. pytest-timeout's os._exit): never run on as an orphan."""
-    parent = os.getppid()
+def prime(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> float:
+    """Fill the private cache: every replica steps every shape once (a warm/deleted state)."""
+    seconds = warm_up(runs, shapes)
+    torch.compiler.set_stance("default")
+    for run in runs:
+        run.finished = True
+    return seconds
 
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(3)
 
-    threading.Thread(target=watch, name="racegate-parent-watch", daemon=True).start()
+def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> float | None:
+    """A measured run: warm up if the strategy does, then the threads under the schedule."""
+    sc, spec = child.scenario, child.spec
+    warmup_s = None
+    if sc.strategy in WARMED_UP:
+        warmup_s = warm_up(runs, shapes)
+        child.emit("warmed_up", seconds=warmup_s)
+
+    def delete_cache() -> None:
+        root = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parent
+        child.emit("cache_deleted", bytes=cache_state.delete_cache(root))
+
+    is_deleted = sc.cache_state is CacheState.DELETED
+    gate = spec.get("start_gate")
+    plan = threads.Plan(
+        schedule=sc.schedule,
+        warmup_steps=sc.warmup_steps,
+        steps=sc.steps,
+        shapes=shapes,
+        deadline=child.deadline,
+        fail_on_recompile=sc.strategy in WARMED_UP,
+        on_first_steady_step=delete_cache if is_deleted else None,
+        switch_shape_after_hook=is_deleted,
+        on_quota=(lambda: _mark(gate, "done", spec["thread_offset"])) if gate else None,
+        siblings_done=(lambda: _count(gate, "done") >= int(gate["parties"])) if gate else None,
+    )
+    if gate:
+        # Half the time left at most: a sibling that died before the gate must not turn this
+        # process's run into a hang (the concurrency check still sees a late start).
+        limit = time.monotonic() + (child.deadline - time.monotonic()) / 2
+        met = wait_for_siblings(spec["start_gate"], spec.get("thread_offset", 0), limit)
+        child.emit("start_gate", met=met)
+    grace = min(30.0, sc.timeout_s * 0.05)  # deadline (0.9) + grace stays inside the timeout
+    if threads.run_threads(runs, plan, join_grace_s=grace):
+        child.final_dump()
+    for run in runs:
+        child.emit("thread", **thread_report(run).to_json())
+    return warmup_s
+
+
+def flops(workload: Workload, shapes: list[int]) -> tuple[dict[str, float | None], str | None]:
+    """The workload's analytic FLOPs per shape; a raising workload still gets its report out."""
+    try:
+        return {str(s): workload.flops_per_step(s) for s in shapes}, None
+    except Exception as exc:
+        return {}, "".join(traceback.format_exception_only(exc)).strip()
 
 
 def main(run_dir: Path) -> int:
-    exit_with_parent()
     spec = json.loads((run_dir / "scenario.json").read_text())
     scenario = Scenario.from_json(spec["scenario"])
-    mode = spec.get("mode", "run")  # "run" | "prime" | "process" (one device of `processes`)
-    progress = run_dir / "progress.jsonl"
-    # On SIGUSR1 (the runner's hang timeout) write every thread's stack before being killed.
-    stacks = (run_dir / "stacks.txt").open("w")
-    faulthandler.enable(file=stacks, all_threads=True)  # a segfault leaves every stack too
-    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
-    # And from faulthandler's own watchdog thread just before the runner's deadline: it needs
-    # no signal delivery and no GIL, so it works even if torch deadlocks holding the GIL or
-    # installs its own SIGUSR1 handler.
     started = runner_start(spec, scenario.timeout_s)
-    faulthandler.dump_traceback_later(
-        max(0.1, started + scenario.timeout_s * 0.97 - time.monotonic()), exit=False, file=stacks
-    )
+    stacks = arm_stack_dumps(run_dir, started, scenario.timeout_s)
+    child = Child(run_dir, spec, scenario, stacks, started)
     if scenario.switch_interval_s:
         sys.setswitchinterval(scenario.switch_interval_s)
-    deadline = started + scenario.timeout_s * 0.9
-
     workload = load_workload(
         WorkloadSpec(scenario.workload, dict(scenario.extra, preset=scenario.preset))
     )
     shapes = list(workload.shapes())
-    strategy = Strategy.PER_DEVICE if scenario.strategy is Strategy.PROCESSES else scenario.strategy
-    devices = list(spec.get("process_devices", scenario.devices))
-    per_device = 1 if mode in ("prime", "process") else scenario.threads_per_device
-    # A prime builds one replica per device: compiled artifacts are keyed by device.
-
-    runs: list[threads.ThreadRun] = []
-    for device in devices:
-        for _ in range(per_device):
-            index = spec.get("thread_offset", 0) + len(runs)
-            kwargs = {}
-            if scenario.target_devices:  # the incident's topology: the target on other GPUs
-                targets = scenario.target_devices
-                target = targets[scenario.devices.index(device) % len(targets)]
-                kwargs["target_device"] = torch.device(target)
-            replica = workload.make_replica(
-                torch.device(device), str(strategy), seed=scenario.seed + index, **kwargs
-            )
-            check_replica(replica, scenario.workload)
-            runs.append(threads.ThreadRun(index, device, replica))
-    # The hardware goes out now too: a run that hangs later writes no result to carry it.
-    built = {"event": "built", "threads": len(runs), "hardware": hardware(tuple(devices))}
-    _append(progress, built | {"at": time.monotonic()})
-
-    warmup_s = None
-    if mode == "prime":
-        plan_shapes = shapes
-        warmup_s = warm_up(runs, shapes)
-        torch.compiler.set_stance("default")
-        for run in runs:  # Steps recorded for the prime's own record, not throughput.
-            run.finished = True
+    runs = build_runs(child, workload)
+    # The hardware goes out now too: a run that hangs later writes no report to carry it.
+    devices = tuple(spec.get("process_devices", scenario.devices))
+    machine = hardware(devices)
+    child.emit("built", threads=len(runs), hardware=machine)
+    # Read now, not after the threads: importing transformers takes seconds, and a run whose
+    # threads hung has only the join's grace left to write its report before the runner kills it.
+    software = versions()
+    if spec["mode"] == "prime":
+        warmup_s: float | None = prime(child, runs, shapes)
     else:
-        if scenario.strategy in WARMED_UP:
-            warmup_s = warm_up(runs, shapes)
-            _append(progress, {"event": "warmed_up", "seconds": warmup_s})
-        deleted: dict[str, int] = {}
-
-        def delete_cache() -> None:
-            root = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parent
-            deleted["bytes"] = cache_state.delete_cache(root)
-            _append(
-                progress,
-                {"event": "cache_deleted", "bytes": deleted["bytes"], "at": time.monotonic()},
-            )
-
-        is_deleted = scenario.cache_state is CacheState.DELETED
-        plan = threads.Plan(
-            schedule=scenario.schedule,
-            warmup_steps=scenario.warmup_steps,
-            steps=scenario.steps,
-            shapes=shapes,
-            deadline=deadline,
-            fail_on_recompile=scenario.strategy in WARMED_UP,
-            on_first_steady_step=delete_cache if is_deleted else None,
-            switch_shape_after_hook=is_deleted,
-        )
-        plan_shapes = shapes
-        if "start_gate" in spec:
-            # Half the time left at most: a sibling that died before the gate must not turn
-            # this process's run into a hang (the concurrency check still sees a late start).
-            limit = time.monotonic() + (deadline - time.monotonic()) / 2
-            met = wait_for_siblings(spec["start_gate"], spec.get("thread_offset", 0), limit)
-            _append(progress, {"event": "start_gate", "met": met, "at": time.monotonic()})
-        grace = min(30.0, max(2.0, scenario.timeout_s * 0.05))  # inside the runner's timeout
-        hung = threads.run_threads(runs, plan, join_grace_s=grace)
-        if hung:
-            faulthandler.dump_traceback(file=stacks, all_threads=True)
-            stacks.flush()
-        for run in runs:
-            _append(progress, thread_event(run))
-
-    result = {
-        "mode": mode,
-        "threads": [thread_event(r) for r in runs],
-        "versions": versions(),
-        "hardware": built["hardware"],
-        "cache_counters": cache_state.cache_counters(),
-        "warmup_s": warmup_s,
-        "shapes": plan_shapes,
-        "flops_per_step": {str(s): workload.flops_per_step(s) for s in shapes},
-        "schedule": str(scenario.schedule if mode == "run" else Schedule.BARRIER),
-    }
+        warmup_s = drive(child, runs, shapes)
+    per_shape, flops_error = flops(workload, shapes)
+    report = ChildReport(
+        mode=spec["mode"],
+        threads=tuple(thread_report(r) for r in runs),
+        versions=software,
+        hardware=machine,
+        cache_counters=cache_state.cache_counters(),
+        warmup_s=warmup_s,
+        flops_per_step=per_shape,
+        flops_error=flops_error,
+    )
     faulthandler.cancel_dump_traceback_later()
     tmp = run_dir / "result.json.tmp"
-    tmp.write_text(json.dumps(result))
+    tmp.write_text(report.to_json())
     tmp.replace(run_dir / "result.json")
     stacks.flush()
     # Hung threads cannot be joined; leave without running interpreter teardown on them.

@@ -1,0 +1,333 @@
+"""The one decision point: all the evidence of a run → its outcome, the reasons, its RunRecord.
+
+`decide(evidence)` is pure (no subprocess, no clock, no torch): exit statuses, each thread's
+report and steps, cache proof and deleted bytes go in; nothing else assigns or downgrades an
+outcome. `run_scenario` runs a scenario (harness.run.runner.collect) and decides it.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness.judge import metrics, outcomes
+from harness.record import UNREPORTED_DEVICE, RunRecord, ThreadRecord
+from harness.run import runner
+from harness.run.cache_state import proves_warm
+from harness.run.protocol import CacheEvidence, ChildEvidence, RunEvidence, Step, ThreadReport
+from harness.scenario import Scenario
+from harness.vocab import UNCOMPILED, WARMED_UP, CacheState, Outcome
+
+N_WINDOWS = 3  # tokens/s is the median of this many steady-state windows
+# Each thread's steady steps must have overlapped other threads' steps (compiling or steady)
+# for at least this share of its steady time, or the run proves nothing about the race.
+CONCURRENCY_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason the run is not `ok`: the outcome it implies and what was seen."""
+
+    outcome: Outcome
+    reason: str
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
+
+
+def _last_error_line(stderr: str) -> str:
+    """The last `Type: message` line of a traceback in the child's stderr ("" if none)."""
+    for line in reversed(stderr.splitlines()):
+        if _EXCEPTION_LINE.match(line.strip()):
+            return line.strip()[:300]
+    return ""
+
+
+def exit_finding(child: ChildEvidence, timeout_s: float, what: str = "child") -> Finding | None:
+    """The process-level finding, or None for a child that exited 0 and reported."""
+    rc = child.returncode
+    if child.timed_out:
+        return Finding(Outcome.HANG, f"{what} killed at the {timeout_s:g} s timeout")
+    if rc is None:
+        return Finding(Outcome.CRASH, f"{what} has no exit status")
+    if rc == -signal.SIGKILL:
+        if child.oom_kills:
+            why = f"killed by the kernel's OOM killer (SIGKILL; cgroup oom_kill +{child.oom_kills})"
+            return Finding(Outcome.OOM, f"{what} {why}")
+        seen = "unreadable" if child.oom_kills is None else "unchanged"
+        why = f"killed by SIGKILL (cgroup oom_kill count {seen}: not the OOM killer)"
+        return Finding(Outcome.CRASH, f"{what} {why}")
+    if rc < 0:
+        return Finding(Outcome.CRASH, f"{what} killed by {_signal_name(-rc)}")
+    last = _last_error_line(child.stderr_tail)
+    if rc > 0:
+        found = outcomes.classify_error(last)
+        outcome = Outcome.OOM if found is Outcome.OOM else Outcome.CRASH
+        return Finding(outcome, f"{what} exit code {rc}" + (f": {last}" if last else ""))
+    if child.report is None:
+        why = child.report_error or "no result.json"
+        return Finding(Outcome.CRASH, f"{what} exited 0 without a result ({why})")
+    return None
+
+
+def thread_record(report: ThreadReport, compiled: bool) -> ThreadRecord:
+    steps = report.steps
+    outcome = outcomes.classify_thread(
+        error_text=report.error_text,
+        finished=report.finished,
+        eager_fallbacks=report.eager_fallbacks,
+        compiled=compiled,
+    )
+    return ThreadRecord(
+        index=report.index,
+        device=report.device,
+        outcome=str(outcome),
+        steps_done=len(steps),
+        error=report.error_text.splitlines()[0] if report.error_text else None,
+        error_text=report.error_text,
+        eager_fallbacks=report.eager_fallbacks,
+        compile_s=steps[0].seconds if steps else None,
+        step_s=[s.seconds for s in steps],
+        shapes=[s.shape for s in steps],
+        span=(steps[0].start, steps[-1].end) if steps else None,
+    )
+
+
+def steady_steps(report: ThreadReport, warmup_steps: int) -> list[Step]:
+    return [
+        s
+        for n, s in enumerate(report.steps)
+        if metrics.is_steady(n, s.compiled_shape, warmup_steps)
+    ]
+
+
+def overlap_shares(
+    reports: list[ThreadReport], warmup_steps: int, steps: int
+) -> list[float | None]:
+    """Per thread: share of its steady time during which another thread was inside a step.
+
+    A thread's own steps count up to the quota it was asked for (warm-up + steps): past it, it
+    only keeps the others company until they have theirs, and its last such step may run alone.
+    """
+    intervals = [[(s.start, s.end) for s in r.steps] for r in reports]
+    quota = warmup_steps + steps
+    shares = []
+    for i, report in enumerate(reports):
+        mine = replace(report, steps=report.steps[:quota])
+        own = [(s.start, s.end) for s in steady_steps(mine, warmup_steps)]
+        others = [iv for j, ivs in enumerate(intervals) if j != i for iv in ivs]
+        shares.append(metrics.overlap_share(own, others))
+    return shares
+
+
+def concurrency_findings(
+    records: list[ThreadRecord], shares: list[float | None], asked: int
+) -> list[Finding]:
+    """A clean thread whose steady steps mostly ran alone makes the run `not_concurrent`."""
+    if asked <= 1 or any(rec.outcome != Outcome.OK for rec in records):
+        # One thread races nobody; a thread that failed left the others alone, and its own
+        # outcome already says what went wrong.
+        return []
+    found = []
+    for rec, share in zip(records, shares, strict=True):
+        seen = "no steady step" if share is None else f"{share:.0%} of its steady time"
+        if share is None or share < CONCURRENCY_SHARE:
+            found.append(
+                Finding(
+                    Outcome.NOT_CONCURRENT,
+                    f"thread {rec.index}'s steady steps overlapped other threads' steps for "
+                    f"{seen} (needs ≥ {CONCURRENCY_SHARE:.0%})",
+                )
+            )
+    return found
+
+
+def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[dict, list[Finding]]:
+    """The record's cache proof, and why a warm or deleted state is not proven (if it isn't)."""
+    state = scenario.cache_state
+    out: dict = {"state": cache.state, "dir": cache.dir, "counters": cache.counters}
+    out["deleted_bytes"] = cache.deleted_bytes
+    found: list[Finding] = []
+    if cache.prime is not None:
+        prime_exit = exit_finding(cache.prime, scenario.timeout_s, "priming run")
+        out["prime_ok"] = prime_exit is None
+        out["prime_counters"] = cache.prime.report.cache_counters if cache.prime.report else {}
+        out["bytes_before_run"] = cache.bytes_before_run
+        if prime_exit is not None:
+            out["prime_error"] = cache.prime.stderr_tail[-1000:]
+    if state is CacheState.WARM:
+        out["proven_warm"] = proves_warm(cache.counters)
+    if scenario.strategy in UNCOMPILED:
+        return out, []  # nothing compiles: there is no cache state to prove
+    if state in (CacheState.WARM, CacheState.DELETED) and not out.get("prime_ok"):
+        found.append(
+            Finding(Outcome.OTHER_ERROR, f"cache state {str(state)!r} not reached: priming failed")
+        )
+    elif state is CacheState.WARM and not out["proven_warm"]:
+        why = f"cache state 'warm' not proven: counters {cache.counters}"
+        found.append(Finding(Outcome.OTHER_ERROR, why))
+    elif state is CacheState.DELETED and not cache.deleted_bytes:
+        why = "cache state 'deleted' not reached: nothing was deleted mid-run"
+        found.append(Finding(Outcome.OTHER_ERROR, why))
+    return out, found
+
+
+def _unreported(
+    child: ChildEvidence, reported: int, exit_found: Finding | None
+) -> list[ThreadRecord]:
+    """Placeholders for the threads a child that died before reporting never reported."""
+    if exit_found is None or child.report is not None:
+        return []
+    built = child.threads_built() or 1
+    return [
+        ThreadRecord(index=k, device="?", outcome=str(exit_found.outcome))
+        for k in range(reported, built)
+    ]
+
+
+def _throughput(
+    scenario: Scenario, children: tuple[ChildEvidence, ...]
+) -> tuple[list[list[tuple[float, int]]], float, dict[str, list[int]], list[str]]:
+    """Per-thread steady (seconds, tokens), analytic FLOP/s, per-device memory, flops problems."""
+    steady_by_thread, mem_by_device, problems = [], {}, []
+    flops_rate = 0.0
+    for child in children:
+        per_shape = child.report.flops_per_step if child.report else {}
+        if child.report and child.report.flops_error:
+            problems.append(f"flops_per_step raised: {child.report.flops_error}")
+        for report in child.threads():
+            steady = steady_steps(report, scenario.warmup_steps)
+            steady_by_thread.append([(s.seconds, s.tokens) for s in steady])
+            secs = sum(s.seconds for s in steady)
+            if secs > 0 and all(per_shape.get(str(s.shape)) for s in steady):
+                flops_rate += sum(per_shape[str(s.shape)] or 0.0 for s in steady) / secs
+            if report.device not in mem_by_device:
+                memory = [(s.shape, s.mem_peak) for s in steady]
+                mem_by_device[report.device] = metrics.base_shape_memory(memory)
+    return steady_by_thread, flops_rate, mem_by_device, problems
+
+
+def decide(ev: RunEvidence) -> RunRecord:
+    """The run's record: every thread classified, every finding folded into one outcome."""
+    scenario = Scenario.from_json(ev.scenario)
+    compiled = scenario.strategy not in UNCOMPILED  # a fallback only exists if compiled
+    findings: list[Finding] = []
+    reported: list[ThreadRecord] = []  # one per ThreadReport, in order
+    placeholders: list[ThreadRecord] = []
+    reports: list[ThreadReport] = []
+    for child in ev.children:
+        exit_found = exit_finding(child, scenario.timeout_s)
+        findings += [exit_found] if exit_found else []
+        mine = list(child.threads())
+        reports += mine
+        reported += [thread_record(r, compiled) for r in mine]
+        placeholders += _unreported(child, len(mine), exit_found)
+    threads = reported + placeholders
+    asked = scenario.threads_per_device * len(scenario.devices)
+    if not threads:
+        findings.append(Finding(Outcome.CRASH, "no thread reported"))
+    elif len(reports) < asked and not findings:
+        why = f"only {len(reports)} of {asked} threads reported"
+        findings.append(Finding(Outcome.OTHER_ERROR, why))
+    shares = overlap_shares(reports, scenario.warmup_steps, scenario.steps)
+    for rec, share in zip(reported, shares, strict=True):
+        rec.overlap_share = share
+    findings += concurrency_findings(reported, shares, asked)
+    cache, cache_found = cache_findings(ev.cache, scenario)
+    findings += cache_found
+    steady, flops_rate, mem_by_device, flops_problems = _throughput(scenario, ev.children)
+    findings += [Finding(Outcome.OTHER_ERROR, p) for p in flops_problems]
+    for rec, rows in zip(reported, steady, strict=True):
+        rec.tokens_per_s = metrics.rate(rows)
+    window_rates = metrics.aggregate_windows(steady, N_WINDOWS)
+    tps, spread = metrics.median_and_spread(window_rates)
+
+    thread_outcomes = [Outcome(t.outcome) for t in threads]
+    outcome = outcomes.worst([*thread_outcomes, *(f.outcome for f in findings)] or [Outcome.CRASH])
+    concurrent = (
+        asked
+        if asked <= 1 and reports
+        else sum(1 for s in shares if s is not None and s >= CONCURRENCY_SHARE)
+    )
+    # Peak memory is per device: with several threads on one device it moves with how their
+    # steps interleave, so flatness is judged only where one thread owns its device.
+    growths = (
+        [metrics.memory_growth(s, 0) for s in mem_by_device.values()]
+        if scenario.threads_per_device == 1
+        else []
+    )
+    growths = [g for g in growths if g is not None]
+    first = next((c.report for c in ev.children if c.report), None)
+    built = (e.data["hardware"] for c in ev.children for e in c.events("built"))
+    hw = (first.hardware if first else next(built, None)) or {"device_name": UNREPORTED_DEVICE}
+    # Every outcome comes with its reason: the run's findings, then each failed thread's.
+    failed = [t for t in reported if t.outcome != Outcome.OK]
+    notes = [f.reason for f in findings] + [
+        f"thread {t.index} {t.outcome}: {t.error or 'did not finish its steps by the deadline'}"
+        for t in failed[:4]
+    ]
+    if len(failed) > 4:
+        notes.append(f"and {len(failed) - 4} more thread(s) not ok")
+    if ev.processes_left:
+        notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
+    stacks = "\n".join(c.stacks for c in ev.children if c.stacks.strip())
+    return RunRecord(
+        scenario=ev.scenario,
+        outcome=str(outcome),
+        outcome_counts=outcomes.count(thread_outcomes),
+        threads=threads,
+        threads_asked=asked,
+        threads_concurrent=concurrent,
+        versions=first.versions if first else ev.parent_versions,
+        hardware=hw,
+        tokens_per_s=tps,
+        tokens_per_s_spread=spread,
+        tokens_per_s_windows=window_rates,
+        compile_s=(first.warmup_s if first else None)
+        if scenario.strategy in WARMED_UP
+        else max((t.compile_s for t in threads if t.compile_s is not None), default=None),
+        peak_mem_bytes={d: max(s) for d, s in mem_by_device.items() if s},
+        mem_growth=max(growths) if growths else None,
+        mem_series=mem_by_device,
+        flops_per_s=flops_rate or None,
+        mfu=metrics.mfu(flops_rate or None, hw.get("device_name"), len(scenario.devices)),
+        cache=cache,
+        detail="; ".join(notes) or None,
+        stacks=stacks or None,
+        wall_s=ev.wall_s,
+        started_at=ev.started_at,
+        repeat_index=ev.repeat_index,
+        command=ev.command,
+        timing_valid=ev.timing_valid,
+        overridden_env=ev.overridden_env,
+    )
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    command: str = "",
+    repeat_index: int = 0,
+    work_dir: Path | None = None,
+    keep: bool = False,
+    timing_valid: bool = True,
+) -> RunRecord:
+    """Run one scenario in fresh processes and decide it (see harness.run.runner.collect)."""
+    evidence = runner.collect(
+        scenario,
+        command=command,
+        repeat_index=repeat_index,
+        work_dir=work_dir,
+        keep=keep,
+        timing_valid=timing_valid,
+    )
+    return decide(evidence)

@@ -1,0 +1,172 @@
+"""The child → parent protocol: typed, versioned reports of what a run did, and the evidence.
+
+The worker writes a `ChildReport` (result.json) and `ProgressEvent`s (progress.jsonl) as
+JSON; the runner reads them back into these dataclasses, adds what only the parent sees
+(exit status, kill, OOM-killer count, stacks, output tails) as `ChildEvidence`, and hands one
+`RunEvidence` to the judge. Nothing here decides an outcome.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+PROTOCOL_VERSION = 1
+
+# A thread that could not finish its steps before the run's deadline writes this mark in its
+# error; the judge files it as a hang (docs/vocabulary.md).
+DEADLINE_MARK = "racegate deadline"
+
+
+class ProtocolError(ValueError):
+    """A child's report does not match this protocol (version, kind or fields)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of one thread: monotonic start/end (system-wide on Linux), what it did."""
+
+    shape: int
+    start: float
+    end: float
+    tokens: int
+    compiled_shape: bool  # first step of this shape in this thread: it compiled, not steady
+    mem_peak: int | None  # device peak bytes after the step (None on CPU)
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class ThreadReport:
+    index: int
+    device: str
+    finished: bool
+    error_text: str | None
+    eager_fallbacks: int
+    steps: tuple[Step, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> ThreadReport:
+        data = _fields(cls, raw)
+        data["steps"] = tuple(Step(**_fields(Step, s)) for s in raw["steps"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class ChildReport:
+    """result.json: everything a child that got to the end says about its run."""
+
+    mode: str  # "run" | "prime" | "process"
+    threads: tuple[ThreadReport, ...]
+    versions: dict[str, str]
+    hardware: dict[str, Any]
+    cache_counters: dict[str, int]
+    warmup_s: float | None
+    flops_per_step: dict[str, float | None]  # str(shape) → analytic FLOPs
+    flops_error: str | None  # the workload's flops_per_step raised this (the report still lands)
+    version: int = PROTOCOL_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ChildReport:
+        raw = json.loads(text)
+        if raw.get("version") != PROTOCOL_VERSION:
+            raise ProtocolError(
+                f"child report version {raw.get('version')!r}; this runner reads {PROTOCOL_VERSION}"
+            )
+        data = _fields(cls, raw)
+        data["threads"] = tuple(ThreadReport.from_json(t) for t in raw["threads"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One progress.jsonl line: `built` (threads, hardware), `thread` (a ThreadReport as it
+    lands), `cache_deleted` (bytes), `warmed_up` (seconds), `start_gate` (met)."""
+
+    kind: str
+    at: float
+    data: dict[str, Any]
+    version: int = PROTOCOL_VERSION
+
+    def to_line(self) -> str:
+        return json.dumps(asdict(self)) + "\n"
+
+    @classmethod
+    def from_line(cls, line: str) -> ProgressEvent:
+        raw = json.loads(line)
+        if raw.get("version") != PROTOCOL_VERSION:
+            raise ProtocolError(f"progress event version {raw.get('version')!r}")
+        return cls(**_fields(cls, raw))
+
+
+@dataclass(frozen=True)
+class ChildEvidence:
+    """What the parent knows of one child after it ended (or was killed)."""
+
+    returncode: int | None  # negative: killed by that signal
+    timed_out: bool  # the runner's deadline passed; the runner killed it
+    oom_kills: int | None  # rise of the cgroup's memory.events oom_kill in its life (None: unread)
+    report: ChildReport | None  # result.json, when the child got that far
+    report_error: str | None  # result.json present but unreadable (why)
+    progress: tuple[ProgressEvent, ...]  # always, up to a crash
+    stacks: str  # every thread's last stack, one block per thread
+    stderr_tail: str
+    wall_s: float
+
+    def events(self, kind: str) -> list[ProgressEvent]:
+        return [e for e in self.progress if e.kind == kind]
+
+    def threads(self) -> tuple[ThreadReport, ...]:
+        """Per-thread reports: the final report's, else what progress got before a crash."""
+        if self.report is not None:
+            return self.report.threads
+        return tuple(ThreadReport.from_json(e.data) for e in self.events("thread"))
+
+    def threads_built(self) -> int | None:
+        built = self.events("built")
+        return int(built[0].data["threads"]) if built else None
+
+
+@dataclass(frozen=True)
+class CacheEvidence:
+    state: str
+    dir: str
+    prime: ChildEvidence | None  # the priming run of a warm/deleted state
+    bytes_before_run: int | None
+    counters: dict[str, int]  # summed over the run's children
+    deleted_bytes: int | None  # summed `cache_deleted` events; None: no deletion happened
+
+
+@dataclass(frozen=True)
+class RunEvidence:
+    """Everything the judge needs to decide one run; made by harness.run.runner."""
+
+    scenario: dict[str, Any]
+    children: tuple[ChildEvidence, ...]
+    cache: CacheEvidence
+    overridden_env: dict[str, str]  # the user's value of each variable the run replaced
+    timing_valid: bool  # False when other runs overlapped this one on the host
+    command: str
+    repeat_index: int
+    started_at: str
+    wall_s: float
+    parent_versions: dict[str, str]  # read by the runner, for children that never reported
+    processes_left: list[int]  # pids of the run still alive after its children ended (killed)
+
+
+def _fields(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` limited to `cls`'s fields, every one of them present (no silent defaults)."""
+    names = [f.name for f in fields(cls)]
+    missing = [n for n in names if n not in raw and n != "version"]
+    if missing:
+        raise ProtocolError(f"{cls.__name__} lacks {', '.join(missing)}")
+    return {n: raw[n] for n in names if n in raw}

@@ -1,0 +1,1 @@
+python scripts/fault_table.py

@@ -1,0 +1,204 @@
+"""decide(): the one decision point, tested as a pure function on hand-made evidence."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import replace
+
+import pytest
+
+from harness.judge.decide import CONCURRENCY_SHARE, decide
+from harness.judge.metrics import merge, overlap_share
+from harness.run.protocol import (
+    CacheEvidence,
+    ChildEvidence,
+    ChildReport,
+    ProgressEvent,
+    RunEvidence,
+    Step,
+    ThreadReport,
+)
+from harness.scenario import make_scenario
+
+FAULT = "tests.fault_workloads:make_workload"
+
+
+def steps(*spans: tuple[float, float]) -> tuple[Step, ...]:
+    """A compiling first step (shape 0) then steady steps, at the given (start, end) times."""
+    return tuple(Step(0, a, b, 10, n == 0, None) for n, (a, b) in enumerate(spans))
+
+
+def thread(i: int, spans: list[tuple[float, float]], error: str | None = None) -> ThreadReport:
+    return ThreadReport(i, "cpu", error is None, error, 0, steps(*spans))
+
+
+TOGETHER = [[(0, 1), (1, 2), (2, 3)], [(0, 1.1), (1.1, 2.1), (2.1, 3.1)]]
+APART = [[(0, 1), (1, 2), (2, 3)], [(3, 4), (4, 5), (5, 6)]]
+
+
+def child(
+    threads: list[ThreadReport] | None,
+    *,
+    rc: int | None = 0,
+    timed_out: bool = False,
+    oom_kills: int | None = 0,
+    stderr: str = "",
+    flops_error: str | None = None,
+    progress: tuple[ProgressEvent, ...] = (),
+) -> ChildEvidence:
+    report = None
+    if threads is not None:
+        report = ChildReport(
+            "run", tuple(threads), {"torch": "x"}, {"device_name": "cpu"}, {}, None, {}, flops_error
+        )
+    return ChildEvidence(rc, timed_out, oom_kills, report, None, progress, "", stderr, 1.0)
+
+
+def evidence(*children: ChildEvidence, threads: int = 2, cache: str = "cold", **kw) -> RunEvidence:
+    sc = make_scenario(
+        preset="ok", strategy=kw.pop("strategy", "eager"), workload=FAULT, steps=2,
+        warmup_steps=1, threads_per_device=threads, cache_state=cache, timeout_s=30,
+    )  # fmt: skip
+    cache_ev = CacheEvidence(cache, "/x", kw.pop("prime", None), None, kw.pop("counters", {}),
+                             kw.pop("deleted", None))  # fmt: skip
+    return RunEvidence(
+        sc.to_json(), tuple(children), cache_ev, {}, True, "", 0, "", 1.0, {"torch": "p"}, []
+    )
+
+
+def ok_threads(spans=TOGETHER) -> list[ThreadReport]:
+    return [thread(i, s) for i, s in enumerate(spans)]
+
+
+def test_clean_concurrent_run_is_ok() -> None:
+    rec = decide(evidence(child(ok_threads())))
+    assert rec.outcome == "ok", rec.detail
+    assert rec.threads_concurrent == 2
+    assert all(t.overlap_share and t.overlap_share > 0.9 for t in rec.threads)
+
+
+def test_exit_after_every_thread_reported_is_a_crash() -> None:
+    """Issue 17 item 1: the exit status reached only `detail` and the run was `ok`."""
+    for rc, words in ((7, "exit code 7"), (-signal.SIGSEGV, "SIGSEGV")):
+        rec = decide(evidence(child(ok_threads(), rc=rc)))
+        assert rec.outcome == "crash" and words in (rec.detail or ""), rec.detail
+
+
+def test_clean_exit_without_a_result_is_a_crash() -> None:
+    built = ProgressEvent("built", 0.0, {"threads": 2, "hardware": {"device_name": "cpu"}})
+    rec = decide(evidence(child(None, progress=(built,))))
+    assert rec.outcome == "crash" and "without a result" in (rec.detail or "")
+    assert len(rec.threads) == 2 and rec.hardware["device_name"] == "cpu"
+    assert rec.versions == {"torch": "p"}  # the parent's reading
+
+
+def test_serial_steps_are_not_concurrent() -> None:
+    rec = decide(evidence(child(ok_threads(APART))))
+    assert rec.outcome == "not_concurrent"
+    assert "thread 0's steady steps overlapped other threads' steps for 0%" in rec.detail
+    assert rec.threads_concurrent == 0
+
+
+def test_a_single_thread_is_exempt_from_concurrency() -> None:
+    rec = decide(evidence(child([thread(0, APART[0])]), threads=1))
+    assert rec.outcome == "ok" and rec.threads_concurrent == 1
+
+
+def test_share_below_the_bar_names_the_thread_and_the_share() -> None:
+    # Thread 1's two steady steps: one overlaps thread 0's steps, one runs alone (50% - ε).
+    spans = [[(0, 1), (1, 2), (2, 2.9)], [(0, 1), (1, 2), (2.9, 4)]]
+    rec = decide(evidence(child(ok_threads(spans))))
+    assert rec.outcome == "not_concurrent", rec.detail
+    assert "thread 1's" in rec.detail and f"needs ≥ {CONCURRENCY_SHARE:.0%}" in rec.detail
+
+
+@pytest.mark.parametrize(
+    ("oom_kills", "outcome", "words"),
+    [(1, "oom", "OOM killer"), (0, "crash", "SIGKILL"), (None, "crash", "unreadable")],
+)
+def test_sigkill_is_oom_only_with_the_oom_killers_count(oom_kills, outcome, words) -> None:
+    rec = decide(evidence(child(None, rc=-signal.SIGKILL, oom_kills=oom_kills)))
+    assert rec.outcome == outcome and words in rec.detail, rec.detail
+
+
+def test_memory_errors_are_oom() -> None:
+    rec = decide(evidence(child([thread(0, TOGETHER[0], "MemoryError"), thread(1, TOGETHER[1])])))
+    assert rec.outcome == "oom"
+    tail = "Traceback (most recent call last):\n  File x\nMemoryError\nsome later warning\n"
+    rec = decide(evidence(child(None, rc=1, stderr=tail)))
+    assert rec.outcome == "oom" and "MemoryError" in rec.detail
+
+
+def test_a_timeout_is_a_hang_whatever_the_threads_say() -> None:
+    rec = decide(evidence(child(ok_threads(), rc=-signal.SIGKILL, timed_out=True)))
+    assert rec.outcome == "hang" and "timeout" in rec.detail
+
+
+def test_flops_failure_is_not_ok() -> None:
+    rec = decide(evidence(child(ok_threads(), flops_error="ValueError: no")))
+    assert rec.outcome == "other_error" and "flops_per_step raised" in rec.detail
+
+
+def test_missing_threads_are_not_ok() -> None:
+    rec = decide(evidence(child(ok_threads()[:1])))
+    assert rec.outcome == "other_error" and "only 1 of 2 threads reported" in rec.detail
+
+
+def test_no_thread_at_all_is_a_crash() -> None:
+    assert decide(evidence(child([]))).outcome == "crash"
+
+
+def test_unproven_cache_states_are_never_ok() -> None:
+    good_prime = child([thread(0, [(0, 1)])])
+    run = child(ok_threads())
+    kw = dict(strategy="per_device")
+    warm = decide(evidence(run, cache="warm", prime=good_prime, counters={}, **kw))
+    assert warm.outcome == "other_error" and "not proven" in warm.detail
+    hits = {"inductor.fxgraph_cache_hit": 2}
+    warm = decide(evidence(run, cache="warm", prime=good_prime, counters=hits, **kw))
+    assert warm.outcome == "ok", warm.detail
+    bad_prime = replace(good_prime, returncode=-signal.SIGSEGV)
+    warm = decide(evidence(run, cache="warm", prime=bad_prime, counters=hits, **kw))
+    assert warm.outcome == "other_error" and "priming failed" in warm.detail
+    deleted = decide(evidence(run, cache="deleted", prime=good_prime, deleted=0, **kw))
+    assert deleted.outcome == "other_error" and "nothing was deleted" in deleted.detail
+    deleted = decide(evidence(run, cache="deleted", prime=good_prime, deleted=10, **kw))
+    assert deleted.outcome == "ok"
+    # Nothing compiles under an uncompiled strategy, so there is nothing to prove.
+    eager = decide(evidence(run, cache="warm", prime=good_prime, counters={}))
+    assert eager.outcome == "ok"
+
+
+def test_processes_are_judged_across_children() -> None:
+    a, b = child([thread(0, TOGETHER[0])]), child([thread(1, TOGETHER[1])])
+    rec = decide(evidence(a, b, strategy="processes"))
+    assert rec.outcome == "ok" and rec.threads_concurrent == 2
+    a, b = child([thread(0, APART[0])]), child([thread(1, APART[1])])
+    assert decide(evidence(a, b, strategy="processes")).outcome == "not_concurrent"
+
+
+def test_overlap_share() -> None:
+    assert merge([(2, 3), (0, 1), (1, 2)]) == [(0, 3)]
+    assert overlap_share([(0, 10)], [(5, 15), (6, 7)]) == 0.5
+    assert overlap_share([(0, 1), (2, 3)], [(0.5, 2.5)]) == 0.5
+    assert overlap_share([(0, 1)], [(1, 2)]) == 0.0  # touching is not overlapping
+    assert overlap_share([], [(0, 1)]) is None
+    with pytest.raises(ValueError, match="ends before"):
+        merge([(2, 1)])
+
+
+def test_steps_kept_as_company_past_the_quota_are_not_judged() -> None:
+    """A thread that has its steps keeps the others company; its last such step may run alone
+    (seen on CPU: a 0.5 s step after the other thread stopped) and proves nothing either way."""
+    spans = [[(0, 1), (1, 2), (2, 3)], [(0, 1), (1, 2), (2, 3), (3, 9)]]
+    rec = decide(evidence(child(ok_threads(spans))))
+    assert rec.outcome == "ok", rec.detail
+
+
+def test_every_outcome_but_ok_has_a_reason() -> None:
+    hung = ThreadReport(1, "cpu", False, None, 0, steps((0, 1)))
+    rec = decide(evidence(child([thread(0, TOGETHER[0]), hung])))
+    assert rec.outcome == "hang"
+    assert "thread 1 hang: did not finish its steps by the deadline" in rec.detail
+    rec = decide(evidence(child([thread(0, TOGETHER[0], "ValueError: x"), thread(1, TOGETHER[1])])))
+    assert rec.outcome == "other_error" and "thread 0 other_error: ValueError: x" in rec.detail

@@ -1,0 +1,67 @@
+"""Records survive killed and concurrent writers: a torn tail is closed off, torn lines counted."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from harness.record import (
+    SCHEMA_VERSION,
+    RunRecord,
+    TornRecordsError,
+    append_jsonl,
+    read_jsonl,
+    read_jsonl_counted,
+)
+from tests.test_baselines import make_record
+
+
+def test_an_append_after_a_torn_line_is_not_glued_onto_it(tmp_path: Path) -> None:
+    out = tmp_path / "runs.jsonl"
+    append_jsonl(out, make_record())
+    with out.open("a") as fh:  # what a writer killed mid-line leaves
+        fh.write(json.dumps(make_record().to_json())[:200])
+    append_jsonl(out, make_record(strategy="per_device"))
+    records, torn = read_jsonl_counted(out)
+    assert [r.scenario["strategy"] for r in records] == ["warmup", "per_device"]
+    assert torn == [2]
+    with pytest.raises(TornRecordsError, match="1 torn line"):
+        read_jsonl(out)
+    assert len(read_jsonl(out, skip_torn=True)) == 2
+
+
+def _append_many(path: str, strategy: str, n: int) -> None:
+    for _ in range(n):
+        append_jsonl(Path(path), make_record(strategy=strategy))
+
+
+def test_two_writers_appending_to_one_file(tmp_path: Path) -> None:
+    out = tmp_path / "runs.jsonl"
+    ctx = multiprocessing.get_context("spawn")
+    args = [(str(out), s, 50) for s in ("warmup", "eager")]
+    writers = [ctx.Process(target=_append_many, args=a) for a in args]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(120)
+    records, torn = read_jsonl_counted(out)
+    assert torn == [] and len(records) == 100
+    assert sorted({r.scenario["strategy"] for r in records}) == ["eager", "warmup"]
+
+
+def test_schema_2_needs_every_field() -> None:
+    raw = make_record().to_json()
+    assert raw["schema_version"] == SCHEMA_VERSION == 2
+    RunRecord.from_json(raw)
+    for missing in ("timing_valid", "overridden_env"):
+        broken = {k: v for k, v in raw.items() if k != missing}
+        with pytest.raises(ValueError, match=f"missing \\['{missing}'\\]"):
+            RunRecord.from_json(broken)
+    thread = {k: v for k, v in raw["threads"][0].items() if k != "overlap_share"}
+    with pytest.raises(ValueError, match="overlap_share"):
+        RunRecord.from_json(raw | {"threads": [thread]})
+    with pytest.raises(ValueError, match="unknown \\['colour'\\]"):
+        RunRecord.from_json(raw | {"colour": "red"})

@@ -1,0 +1,149 @@
+"""Fault injection: every fault of tests/fault_workloads.py gets its outcome, and leaves nothing.
+
+Each run is a real subprocess with real torch and the real fault. For each: the outcome the
+judge must give, every record written before it still intact, no process of the run left, and
+no file outside its run root (the parent gets a fresh HOME and TMPDIR, so the defaults a child
+would fall back to, ~/.cache, ~/.triton and <tmp>/torchinductor_<user>, are watched).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from harness.judge.decide import run_scenario
+from harness.record import append_jsonl, read_jsonl
+from harness.run import cache_state, runner
+from harness.run.lifeline import processes_with
+from harness.scenario import make_scenario
+from tests.fault_workloads import FAULTS
+
+FAULT = "tests.fault_workloads:make_workload"
+HANGS = [f for f, (outcome, _, _) in FAULTS.items() if outcome == "hang"]
+HANG_TIMEOUT_S = 20.0  # each hang costs this much; a slow, loaded CI box imports torch in ~10 s
+TIMEOUT_S = 90.0  # the others end on their own in seconds
+
+
+def fault_scenario(fault: str, **kw):
+    fields = dict(
+        preset=fault, strategy="eager", workload=FAULT, steps=2, warmup_steps=1,
+        timeout_s=HANG_TIMEOUT_S if fault in HANGS else TIMEOUT_S,
+        threads_per_device=FAULTS[fault][1],
+    )  # fmt: skip
+    return make_scenario(**(fields | kw))
+
+
+def files_under(*roots: Path) -> list[str]:
+    return sorted(str(p) for root in roots for p in root.rglob("*"))
+
+
+@pytest.fixture
+def private_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A fresh, empty HOME and TMPDIR for this process, and no cache variable of the user's."""
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir(mode=0o700)
+    tmp.mkdir(mode=0o700)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    for var in cache_state.PRIVATE_DIRS:
+        if var != "TMPDIR":
+            monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() caches its first answer
+    return home, tmp
+
+
+def left_behind() -> list[int]:
+    """Processes of runs this process started (children carry the runner's pid)."""
+    return processes_with("RACEGATE_RUNNER_PID", str(os.getpid()))
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One records file every fault appends to: each run must leave the earlier ones intact."""
+    return tmp_path_factory.mktemp("ledger") / "faults.jsonl"
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_fault(fault: str, private_parent: tuple[Path, Path], ledger: Path) -> None:
+    expected = FAULTS[fault][0]
+    before = read_jsonl(ledger) if ledger.exists() else []
+    record = run_scenario(fault_scenario(fault))
+    append_jsonl(ledger, record)
+    assert record.outcome == expected, record.detail
+    after = read_jsonl(ledger)
+    as_json = [json.dumps(r.to_json(), sort_keys=True) for r in after]
+    assert as_json == [json.dumps(r.to_json(), sort_keys=True) for r in [*before, record]]
+    assert left_behind() == []
+    assert files_under(*private_parent) == []
+    if fault in HANGS:
+        # One deadline for the whole join: the run ends at its timeout, not N × grace later.
+        assert record.wall_s < HANG_TIMEOUT_S + 8, record.wall_s
+        if fault != "gil_hang":  # a process frozen holding the GIL can only be killed
+            # The child wrote its report (with the hung threads' stacks) before the kill.
+            assert "killed at the" not in (record.detail or ""), record.detail
+            assert record.stacks and "fault_workloads.py" in record.stacks
+
+
+@pytest.mark.parametrize("fault", ["deadlock2", "deadlock4"])
+def test_every_hung_threads_stack_is_kept(fault: str) -> None:
+    record = run_scenario(fault_scenario(fault))
+    assert record.outcome == "hang"
+    blocks = [b for b in (record.stacks or "").split("\n\n") if "fault_workloads.py" in b]
+    text = record.stacks or ""
+    n = FAULTS[fault][1]
+    hung = [line for line in text.splitlines() if line.startswith(("Thread 0x", "Current thread"))]
+    in_deadlock = text.count("in _deadlock")
+    assert in_deadlock == n, text  # each thread's stack once, deduplicated across dumps
+    assert len(hung) == len(set(hung)), hung
+    assert blocks
+
+
+MEASURE_PEAK = """
+import resource, sys
+from harness.judge.decide import run_scenario
+from tests.test_faults import fault_scenario
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+record = run_scenario(fault_scenario("big_output"))
+print(record.outcome, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+def test_runner_reads_only_the_tail_of_big_output() -> None:
+    """In a runner of its own: this process's peak RSS already holds whatever earlier tests read."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE_PEAK], cwd=root, env=env, capture_output=True,
+        text=True, timeout=300, check=True,
+    ).stdout.split()  # fmt: skip
+    outcome, grown_mib = out[-2], int(out[-1])
+    assert outcome == "ok"
+    assert grown_mib < 50, f"runner peak RSS grew {grown_mib} MiB over 100 MB of child output"
+
+
+def test_user_cache_variables_overridden_are_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/nonexistent/mine")
+    record = run_scenario(fault_scenario("ok"))
+    assert record.overridden_env == {"TORCHINDUCTOR_CACHE_DIR": "/nonexistent/mine"}
+
+
+def test_a_planted_symlink_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o777)
+    (tmp_path / "root").mkdir(mode=0o700)
+    (tmp_path / "root" / "tmp").symlink_to(target)
+    with pytest.raises(PermissionError, match="not a private directory"):
+        cache_state.private_env(tmp_path / "root")
+
+
+def test_tail_reads_the_end_only(tmp_path: Path) -> None:
+    path = tmp_path / "big"
+    path.write_bytes(b"a" * 1000 + b"END")
+    assert runner.tail(path, 3) == "END"
+    assert runner.tail(tmp_path / "absent") == ""
