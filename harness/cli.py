@@ -239,7 +239,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from harness.run.runner import STOPPING, kill_live_children, run_scenario
+    from harness.judge.decide import run_scenario
+    from harness.run.runner import STOPPING, kill_live_children
 
     STOPPING.clear()  # a run interrupted earlier in this process must not block this one
     if args.jobs < 1:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.judge.decide import run_scenario
 from harness.judge.outcomes import is_spurious_recompile, worst
 from harness.judge.race_expectations import ExpectedFailure
 from harness.record import RunRecord, append_jsonl
-from harness.run.runner import run_scenario
 from harness.scenario import Scenario
 from harness.vocab import CacheState, Outcome, Schedule, Strategy
 
