@@ -278,6 +278,10 @@ def run_suite(
     """pytest with this cell's records (JSON Lines) and JUnit XML written to its results dir."""
     out = results_dir(session)
     env = {k: v for k in ("RACEGATE_WORKLOAD",) if (v := os.environ.get(k))}
+    # A runner image's pytest-benchmark warns once per xdist worker: not loaded.
+    env["PYTEST_ADDOPTS"] = " ".join(
+        filter(None, [os.environ.get("PYTEST_ADDOPTS"), "-p no:benchmark"])
+    )
     session.run(
         "python", "-m", "pytest", *args,
         f"--results={out / 'records.jsonl'}", f"--junitxml={out / junit}",

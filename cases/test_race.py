@@ -165,9 +165,12 @@ def test_race(race_case, racegate_config, pytestconfig) -> None:
     )
     if strategy != rc.production:
         repeat, stop, why = case_repeats(strategy, rc, cal)
-        records = run(repeat, stop_on_failure=stop, jobs=rc.case_jobs if not stop else 1)
+        # Side by side in batches of --case-jobs (a stopping case ends after its batch).
+        records = run(repeat, stop_on_failure=stop, jobs=rc.case_jobs)
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
-        records, enough, batch = [], False, 1
+        records, enough = [], False
+        left = production_runs_left(0, cell, rc, cal, session_records(pytestconfig))
+        batch = min(rc.case_jobs, left)
         while not enough and all(r.outcome == Outcome.OK for r in records):
             records += run(batch, stop_on_failure=True, first_index=len(records), jobs=batch)
             seen = session_records(pytestconfig)

@@ -203,7 +203,10 @@ def test_gpu_cell_system_torch_old_transformers(
     assert f"--results={cell / 'records.jsonl'}" in args
     assert f"--junitxml={cell / 'junit.xml'}" in args
     assert args[-2:] == ("--repeat", "3") and cell.is_dir() and "-n" not in args
-    assert kwargs["env"] == {"RACEGATE_WORKLOAD": "examples.llama_workload:make_workload"}
+    assert kwargs["env"] == {
+        "RACEGATE_WORKLOAD": "examples.llama_workload:make_workload",
+        "PYTEST_ADDOPTS": "-p no:benchmark",  # a runner image's pytest-benchmark stays off
+    }
 
 
 def test_cpu_cell_pins_torch_and_goes_offline_with_a_wheelhouse(
