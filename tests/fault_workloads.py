@@ -201,6 +201,8 @@ class FaultWorkload:
 
 
 def make_workload(preset: str = "ok") -> FaultWorkload:
+    if preset not in FAULTS:  # an unknown fault must not run as the harmless one
+        raise ValueError(f"unknown preset {preset!r}; choose from: {', '.join(FAULTS)}")
     return FaultWorkload(preset)
 
 

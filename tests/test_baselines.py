@@ -211,7 +211,7 @@ def test_read_records_from_folders(tmp_path: Path) -> None:
         baselines.read_records([tmp_path / "empty"])
 
 
-def test_nested_fx_off_is_held_to_the_race_free_floor(tmp_path: Path) -> None:
+def test_nested_fx_off_is_held_to_the_clean_compiled_floor(tmp_path: Path) -> None:
     """The incident's silent 'fix' loses ~13–36% of its speed: it must fail through throughput."""
     runs = [make_record(strategy="warmup", tps=t) for t in (19_000.0, 20_000.0, 21_000.0)]
     runs.append(make_record(strategy="nested_fx_off", tps=20_000.0))  # never a floor itself

@@ -74,8 +74,9 @@ def test_example_runs_end_to_end_through_the_cli(tmp_path: Path) -> None:
         ("[tool.racegate\n", "cannot read [tool.racegate]"),
         ("[tool.racegate]\nworklaod = 'x:y'\n", "unknown [tool.racegate] key(s) ['worklaod']"),
     ],
+    ids=["workload-int", "table-int", "broken-toml", "misspelled-key"],  # no "race" (-k race)
 )
-def test_bad_racegate_settings_are_one_line_errors(
+def test_bad_project_settings_are_one_line_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, needle: str
 ) -> None:
     (tmp_path / "pyproject.toml").write_text(text)

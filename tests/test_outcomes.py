@@ -34,6 +34,7 @@ NESTED = (
         ("ValueError: shapes do not match", Outcome.OTHER_ERROR),
         ("TimeoutError: racegate deadline: deadline reached after 3 of 9 steps", Outcome.HANG),
     ],
+    ids=lambda v: v.value if isinstance(v, Outcome) else v.split(":")[0],  # no "racegate" (-k race)
 )
 def test_classify_error(text: str, expected: Outcome) -> None:
     assert outcomes.classify_error(text) is expected

@@ -54,7 +54,7 @@ def test_processes_start_their_steps_together() -> None:
     assert record.threads_concurrent == record.threads_asked == 2
 
 
-def test_error_is_other_error_not_a_race() -> None:
+def test_error_is_other_error_not_nested_fx() -> None:
     record = run_scenario(fault_scenario("raise"))
     assert record.outcome == "other_error"
     assert any("injected failure" in (t.error or "") for t in record.threads)

@@ -253,15 +253,15 @@ def test_run_prints_table_failure_and_verdict_on_stdout(tmp_path: Path) -> None:
     out = tmp_path / "runs.jsonl"
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "run",
-         "--workload", "tests.fault_workloads:make_workload", "--preset", "crash",
+         "--workload", "tests.fault_workloads:make_workload", "--preset", "abort",
          "--strategies", "eager", "--steps", "2", "--run-timeout", "120", "--results", str(out)],
         cwd=ENTRY.parent, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("scenario ") and "tiny" not in proc.stdout
-    assert any(ln.startswith("crash/eager/cold/recompile/cpu×2 ") for ln in lines), proc.stdout
-    assert any(ln.startswith("    why: crash: child") for ln in lines), proc.stdout
+    assert any(ln.startswith("abort/eager/cold/recompile/cpu×2 ") for ln in lines), proc.stdout
+    assert any(ln.startswith("    why: child killed by SIGABRT") for ln in lines), proc.stdout
     assert any(ln.startswith("    stderr: ") for ln in lines), proc.stdout
     assert "FAIL: 1 of 1 runs failed (crash 1)" in lines
     assert f"records: {out}" in lines

@@ -66,13 +66,15 @@ def exit_finding(child: ChildEvidence, timeout_s: float, what: str = "child") ->
         seen = "unreadable" if child.oom_kills is None else "unchanged"
         why = f"killed by SIGKILL (cgroup oom_kill count {seen}: not the OOM killer)"
         return Finding(Outcome.CRASH, f"{what} {why}")
+    # A crashed child's own last words: the tail of its stderr, where the error is.
+    tail = f"; stderr: {child.stderr_tail[-500:]}" if child.stderr_tail.strip() else ""
     if rc < 0:
-        return Finding(Outcome.CRASH, f"{what} killed by {_signal_name(-rc)}")
+        return Finding(Outcome.CRASH, f"{what} killed by {_signal_name(-rc)}{tail}")
     last = _last_error_line(child.stderr_tail)
     if rc > 0:
         found = outcomes.classify_error(last)
         outcome = Outcome.OOM if found is Outcome.OOM else Outcome.CRASH
-        return Finding(outcome, f"{what} exit code {rc}" + (f": {last}" if last else ""))
+        return Finding(outcome, f"{what} exit code {rc}" + (f": {last}" if last else "") + tail)
     if child.report is None:
         why = child.report_error or "no result.json"
         return Finding(Outcome.CRASH, f"{what} exited 0 without a result ({why})")
