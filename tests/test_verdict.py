@@ -4,6 +4,7 @@ end to end on CPU with a workload whose race probability is a knob (tests/race_k
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -241,3 +242,12 @@ def test_cases_skip_one_thread_and_put_the_control_first() -> None:
     enough, why = production_runs_done(25, "cold 1×2", rc, cal, runs("per_device", 2, 2))
     assert not enough and "2 of 4 runs" in why
     assert production_runs_done(30, "cold 1×2", rc, cal, [])[0]  # the cap ends it
+
+
+def test_control_runs_that_never_reached_their_cache_state_measure_nothing() -> None:
+    """Seen on one H200 with 13 runs of a case at once: every priming run timed out and every
+    control run hung. Those hangs are not the race: the rate counts only primed runs."""
+    primed = runs("per_device", 4, 4, cache_state="warm")
+    unprimed = [dataclasses.replace(r, cache={**r.cache, "prime_ok": False}) for r in primed]
+    assert control_rates(primed, "per_device")["warm 1×2"].hits == 4
+    assert "warm 1×2" not in control_rates(unprimed, "per_device")

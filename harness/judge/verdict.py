@@ -109,7 +109,9 @@ def control_rates(records: Iterable[RunRecord], control: str) -> dict[str, Contr
     hits: Counter[str] = Counter()
     runs: Counter[str] = Counter()
     for r in records:
-        if r.scenario["strategy"] == control:
+        # A run whose priming failed never reached its cache state: it measures no detection
+        # there (on an overloaded host every such run hangs, which would read as a hit).
+        if r.scenario["strategy"] == control and r.cache.get("prime_ok") is not False:
             runs[cell_of(r)] += 1
             hits[cell_of(r)] += r.outcome != Outcome.OK
     return {c: ControlRate(c, hits[c], runs[c]) for c in sorted(runs)}
