@@ -165,8 +165,10 @@ def test_race(race_case, racegate_config, pytestconfig) -> None:
     )
     if strategy != rc.production:
         repeat, stop, why = case_repeats(strategy, rc, cal)
-        # Side by side in batches of --case-jobs (a stopping case ends after its batch).
-        records = run(repeat, stop_on_failure=stop, jobs=rc.case_jobs)
+        # The control's runs side by side (--case-jobs); a case that stops at its first failure
+        # one at a time: batching those too put ~50 runs on 16 cores on one H200 and every run
+        # hung (results/2026-12-01-h200-cell, call 2).
+        records = run(repeat, stop_on_failure=stop, jobs=1 if stop else rc.case_jobs)
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
         records, enough = [], False
         left = production_runs_left(0, cell, rc, cal, session_records(pytestconfig))
