@@ -251,3 +251,19 @@ def test_control_runs_that_never_reached_their_cache_state_measure_nothing() -> 
     unprimed = [dataclasses.replace(r, cache={**r.cache, "prime_ok": False}) for r in primed]
     assert control_rates(primed, "per_device")["warm 1×2"].hits == 4
     assert "warm 1×2" not in control_rates(unprimed, "per_device")
+
+
+def test_one_thread_runs_are_no_evidence_and_a_control_that_fired_elsewhere_is_no_mask() -> (
+    None
+):
+    """Throughput runs (one thread in total) ask for no power; a cell the control skipped while it
+    fired in others is INCONCLUSIVE, not MASKED."""
+    alone = runs("warmup_locked", 3, tpd=1)
+    v = decide(alone, production="warmup_locked", probes=HAZARD)
+    assert status(v, "warmup_locked") is Status.INCONCLUSIVE
+    assert "one thread in total" in v.production_verdict.why
+    mixed = [*runs("per_device", 8, 8), *runs("warmup_locked", 5), *runs("warmup_locked", 2,
+             cache_state="warm")]  # fmt: skip
+    v = decide([*mixed, *alone], production="warmup_locked", probes=HAZARD)
+    assert status(v, "warmup_locked") is Status.INCONCLUSIVE
+    assert "did not run in warm 1×2" in v.production_verdict.why

@@ -202,16 +202,24 @@ def _clean(
 ) -> StrategyVerdict:
     """A strategy none of whose runs failed: SAFE only on the control's evidence (or upstream's)."""
     n = len(records)
-    per_cell = Counter(cell_of(r) for r in records)
-    covered = tuple(f"{c}: {k} run{'s' * (k != 1)}" for c, k in sorted(per_cell.items()))
     base = f"0 of {n} runs failed"
     c = cal.control
+    # One thread in total cannot race: such runs (throughput runs, say) are no race evidence and
+    # ask for no power.
+    racing = [r for r in records if r.threads_asked > 1]
+    if not racing:
+        return StrategyVerdict(
+            strategy, Status.INCONCLUSIVE, n, 0, {}, (),
+            f"{base}, but every run had one thread in total: nothing could race",
+        )  # fmt: skip
+    per_cell = Counter(cell_of(r) for r in racing)
+    covered = tuple(f"{c}: {k} run{'s' * (k != 1)}" for c, k in sorted(per_cell.items()))
     uncalibrated = [cell for cell in per_cell if cell not in rates or rates[cell].hits == 0]
     if uncalibrated:
         hazards, gone = _hazards(probes), _gone(probes)
         fired_nowhere = all(r.hits == 0 for r in rates.values())
         missing = [cell for cell in uncalibrated if cell not in rates]
-        if hazards:
+        if hazards and fired_nowhere:  # (it fired elsewhere here: then only inconclusive)
             where = ", ".join(
                 rates[x].describe() if x in rates else f"{x} not run" for x in uncalibrated
             )
