@@ -27,12 +27,16 @@ NO_DATA = "NO DATA"  # a strategy with no run in this group (the verdict's NOT R
 FILES = ("matrix.md", "matrix.html", "runs.html", "summary.json", "gate.json")  # + charts
 
 LEGEND = [
-    "SAFE: every run of the strategy in this group ended ok. UNSAFE: some run failed (counts:"
-    " failed/runs; the details say which outcome). MASKED: every run ended ok here, but a probe"
-    " in expectations/probes.toml shows the cross-thread tracing hazard on this torch, so the"
-    " strategy was lucky, not safe (docs/torch-releases.md). NO DATA: not run here.",
-    "Gate: per hardware × torch × transformers, the production strategy shows no nested-FX"
-    " error, silent fallback, hang or other failure in any cache state and topology, tokens/s"
+    "SAFE: every run ended ok, the positive control (per_device) failed here in the same cache"
+    " states and topologies, and the runs were as many as its rate asks for (99% power;"
+    " docs/vocabulary.md). UNSAFE: some run failed (counts: failed/runs; the details say which"
+    " outcome). INCONCLUSIVE: every run ended ok, but the evidence is short (the control did not"
+    " run or fire in a cell, or more runs are needed: the details say how many). MASKED: every"
+    " run ended ok, the control never failed here, and a probe in expectations/probes.toml shows"
+    " the hazard on this torch, so nothing could be seen (docs/torch-releases.md). NO DATA: not"
+    " run here.",
+    "Gate: per hardware × torch × transformers, the production strategy is SAFE (no nested-FX"
+    " error, silent fallback, hang or other failure in any cache state and topology), tokens/s"
     " within floor × (1 ± tolerance) where a floor exists, memory flat (docs/gate.md). `not"
     " gated`: no run of the production strategy in that group (older records): neither a pass"
     " nor a failure. The report passes only when some group was gated and all gated passed.",
