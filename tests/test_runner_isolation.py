@@ -109,3 +109,15 @@ def test_a_run_after_an_interrupted_one_still_starts(tmp_path: Path) -> None:
             "--devices", "cpu", "--steps", "2", "--timeout", "60", "--out", str(out)]  # fmt: skip
     assert cli.main(args) == 0
     assert [r.outcome for r in read_jsonl(out)] == ["ok"]
+
+
+def test_a_cases_runs_side_by_side_say_their_timings_are_void(tmp_path: Path) -> None:
+    """run_case(jobs=2): both runs land, in repeat order from first_index, appended as records,
+    and marked timing_valid False (they overlapped each other); one job keeps timings valid."""
+    out = tmp_path / "runs.jsonl"
+    both = run_case(fault_scenario("ok"), 2, out, "test", jobs=2, first_index=3)
+    assert [r.repeat_index for r in both] == [3, 4]
+    assert all(r.outcome == "ok" and not r.timing_valid for r in both)
+    alone = run_case(fault_scenario("ok"), 1, out, "test", jobs=2)
+    assert alone[0].timing_valid  # a batch of one overlapped nothing
+    assert len(read_jsonl(out)) == 3
