@@ -136,6 +136,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         repeat=opts.repeat,
         run_timeout=opts.run_timeout,
         switch_interval=opts.switch_interval,
+        stall=opts.stall,
         results=results,
         workload=opts.workload,
         production=opts.production,

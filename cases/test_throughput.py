@@ -103,6 +103,7 @@ def test_nested_fx_off_never_passes_the_gate(racegate_config) -> None:
         rc.devices[:2],
         1,
         schedule="recompile",
+        stall_s=rc.stall,
         switch_interval_s=rc.switch_interval,  # the race cases' setting: it makes the race
     )  # a hang counts as caught
     if Outcome(record.outcome) in (Outcome.OK, Outcome.SILENT_FALLBACK):

@@ -175,6 +175,7 @@ def scenarios_from_args(args: argparse.Namespace, opts: options.RunOptions) -> l
             warmup_steps=args.warmup_steps,
             timeout_s=opts.run_timeout,
             switch_interval_s=opts.switch_interval,
+            stall_s=opts.stall,
             workload=opts.workload,
             seed=args.seed,
         )

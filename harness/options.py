@@ -7,6 +7,7 @@ ValueError of one line naming the value, where it came from and the allowed valu
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import settings
-from harness.scenario import parse_devices
+from harness.scenario import STALL_S, parse_devices
 from harness.vocab import CacheState, Schedule, Strategy, parse_choice, strategies_where
 from harness.workload_api import Workload, WorkloadError, WorkloadSpec, load_workload
 
@@ -77,6 +78,14 @@ SHARED: tuple[Option, ...] = (
         "switch_interval",
         "sys.setswitchinterval in each run: short GIL slices let steady threads call compiled "
         f"code while another thread traces (default: {SWITCH_INTERVAL_S:g})",
+        type=float,
+        metavar="SECONDS",
+    ),
+    Option(
+        "--stall",
+        "stall",
+        "seconds every stack of a run may stay unchanged, its processes idle, before the run "
+        f"is called a hang; 0: wait for the timeout (default: {STALL_S:g})",
         type=float,
         metavar="SECONDS",
     ),
@@ -150,6 +159,7 @@ class RunOptions:
     cache_states: tuple[CacheState, ...]
     schedule: Schedule
     switch_interval: float
+    stall: float
     preset: str
     repeat: int
     run_timeout: float | None
@@ -270,6 +280,9 @@ def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str 
         raise ValueError(f"--schedule takes one value, got {v['schedule']!r}")
     switch_interval = SWITCH_INTERVAL_S if v["switch_interval"] is None else v["switch_interval"]
     _positive(switch_interval, "--switch-interval")
+    stall = STALL_S if v["stall"] is None else v["stall"]
+    if not math.isfinite(stall) or stall < 0:
+        raise ValueError(f"--stall must be ≥ 0 seconds (0: off), got {stall!r}")
     run_timeout = v["run_timeout"]
     if run_timeout is None and for_cli:
         run_timeout = CLI_RUN_TIMEOUT_S
@@ -287,6 +300,7 @@ def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str 
         cache_states=tuple(dict.fromkeys(cache_states)),
         schedule=schedule,
         switch_interval=switch_interval,
+        stall=stall,
         preset=v["preset"] or (GPU_PRESET if on_gpu else CPU_PRESET),
         repeat=repeat,
         run_timeout=run_timeout,

@@ -14,6 +14,9 @@ from harness.vocab import CacheState, Schedule, Strategy, parse_choice
 from harness.workload_api import DEFAULT_WORKLOAD
 
 _CUDA_DEVICE = re.compile(r"^cuda:(\d+)$")
+# Seconds every stack of a run may stay unchanged, its processes idle, before the run is a
+# `hang` (harness.run.stall): a deadlock is then called in seconds, not at the timeout.
+STALL_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Scenario:
     steps: int = 6  # steady-state steps per thread, after warm-up
     warmup_steps: int = 1  # first steps per thread excluded from tokens/s (they compile)
     timeout_s: float = 300.0
+    stall_s: float = STALL_S  # 0: no early stall detection, only the timeout
     switch_interval_s: float | None = None  # sys.setswitchinterval in the child, to widen races
     target_devices: tuple[str, ...] = ()  # where the target runs; () = on each drafter's device
     workload: str = DEFAULT_WORKLOAD
@@ -112,6 +116,8 @@ def make_scenario(**fields: Any) -> Scenario:
         raise ValueError(f"warmup steps must be ≥ 0, got {f['warmup_steps']!r}")
     if float(f.get("timeout_s", 1)) <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {f['timeout_s']!r}")
+    if float(f.get("stall_s", STALL_S)) < 0:
+        raise ValueError(f"stall must be ≥ 0 seconds (0: off), got {f['stall_s']!r}")
     si = f.get("switch_interval_s")
     if si is not None and float(si) <= 0:
         raise ValueError(f"switch interval must be > 0 seconds, got {si!r}")

@@ -44,9 +44,12 @@ FAULTS: dict[str, tuple[str, int, str]] = {
     "gil_hang": ("hang", 2, "thread 0 calls libc sleep() holding the GIL"),
     "sleep_past": ("hang", 2, "thread 0 sleeps past the timeout inside a step"),
     "first_step_block": ("hang", 2, "thread 1's first step blocks until thread 0 stops stepping"),
-    # Not caught: each step's time includes its wait for the lock, so by step times the steps
-    # do overlap; told apart from contention only by knowing the workload (issue 17, item 2).
-    "serial": ("ok", 2, "every step holds one process-wide lock (NOT caught by step times)"),
+    # Not caught by the run: each step's time includes its wait for the lock, so by step times
+    # the steps do overlap (as GIL-bound threads' do). The verdict fails closed instead: under
+    # such a lock the positive control cannot fire either, so no case of it can be SAFE
+    # (tests/test_verdict.py, test_end_to_end_a_control_that_never_fires_masks).
+    "serial": ("ok", 2, "every step holds one process-wide lock (the run cannot tell)"),
+    "busy_step": ("ok", 2, "thread 0's 2nd step computes for 6 s (busy: not a stall)"),
     "flops_raise": ("other_error", 2, "flops_per_step raises ValueError"),
     "flops_segv": ("crash", 2, "flops_per_step segfaults (ctypes.string_at(0))"),
     "abort": ("crash", 2, "thread 0 calls os.abort() at its 2nd step"),
@@ -134,6 +137,10 @@ class _Replica:
             ctypes.PyDLL(None).sleep(600)  # a PyDLL call never releases the GIL
         if fault == "sleep_past":
             time.sleep(600)
+        if fault == "busy_step":
+            end = time.monotonic() + 6.0
+            while time.monotonic() < end:  # one frame, one line: only the CPU shows it works
+                pass
 
     def _deadlock(self, n: int) -> None:
         """Thread i takes lock i, waits until every thread holds its own, then takes lock i+1."""

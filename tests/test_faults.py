@@ -28,12 +28,17 @@ FAULT = "tests.fault_workloads:make_workload"
 HANGS = [f for f, (outcome, _, _) in FAULTS.items() if outcome == "hang"]
 HANG_TIMEOUT_S = 20.0  # each hang costs this much; a slow, loaded CI box imports torch in ~10 s
 TIMEOUT_S = 90.0  # the others end on their own in seconds
+# The others run under a stall watch far keener than the default: none may be taken for a hang.
+KEEN_STALL_S = 3.0
 
 
 def fault_scenario(fault: str, **kw):
+    """Hangs wait out their timeout here (the timeout's path); test_a_stall_is_called_early
+    runs them under the stall watch."""
     fields = dict(
         preset=fault, strategy="eager", workload=FAULT, steps=2, warmup_steps=1,
         timeout_s=HANG_TIMEOUT_S if fault in HANGS else TIMEOUT_S,
+        stall_s=0.0 if fault in HANGS else KEEN_STALL_S,
         threads_per_device=FAULTS[fault][1],
     )  # fmt: skip
     return make_scenario(**(fields | kw))
@@ -88,6 +93,24 @@ def test_fault(fault: str, private_parent: tuple[Path, Path], ledger: Path) -> N
             # The child wrote its report (with the hung threads' stacks) before the kill.
             assert "killed at the" not in (record.detail or ""), record.detail
             assert record.stacks and "fault_workloads.py" in record.stacks
+
+
+@pytest.mark.parametrize("fault", ["deadlock2", "deadlock4", "gil_hang", "sleep_past"])
+def test_a_stall_is_called_early(fault: str) -> None:
+    """Every stack unchanged and the run idle for stall_s: a hang in seconds, with its stacks,
+    not at the timeout. A thread hung holding the GIL cannot give up and is killed after the
+    grace; the others' child still writes its report."""
+    timeout = 120.0
+    record = run_scenario(fault_scenario(fault, stall_s=KEEN_STALL_S, timeout_s=timeout))
+    assert record.outcome == "hang", record.detail
+    assert "stalled: every stack unchanged" in (record.detail or ""), record.detail
+    grace = runner.STOP_GRACE_S if fault == "gil_hang" else 0.0
+    # Start-up (torch import, replicas) + stall_s + two samples (+ the grace): far below 120 s.
+    assert record.wall_s < 30 + KEEN_STALL_S + grace, record.wall_s
+    assert record.stacks and "fault_workloads.py" in record.stacks
+    if fault != "gil_hang":
+        assert "did not finish its steps" in (record.detail or "")  # the child's own report
+    assert left_behind() == []
 
 
 @pytest.mark.parametrize("fault", ["deadlock2", "deadlock4"])

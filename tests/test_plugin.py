@@ -196,7 +196,7 @@ def test_keyword_selection_of_the_main_job_is_exact() -> None:
 def test_run_timeout_only_shortens_a_cases_share() -> None:
     fields = dict(
         gpus=0, devices=("cpu",), threads_per_device=(2,), cache_states=(), strategies=(),
-        schedule=Schedule.RECOMPILE, switch_interval=1e-5, preset="tiny", repeat=1,
+        schedule=Schedule.RECOMPILE, switch_interval=1e-5, stall=15.0, preset="tiny", repeat=1,
         results=None, workload="model.workload:make_workload", production=Strategy.WARMUP,
         expectations=[], versions={},
     )  # fmt: skip

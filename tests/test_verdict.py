@@ -219,7 +219,7 @@ def _rc(**kw: object) -> RacegateConfig:
     fields = dict(
         gpus=2, devices=("cuda:0", "cuda:1"), threads_per_device=(1, 2), cache_states=(),
         strategies=(Strategy.WARMUP_LOCKED, Strategy.WARMUP), schedule=Schedule.RECOMPILE,
-        switch_interval=1e-5, preset="small", repeat=3, run_timeout=None, results=None,
+        switch_interval=1e-5, stall=15.0, preset="small", repeat=3, run_timeout=None, results=None,
         workload="w:f", production=Strategy.WARMUP_LOCKED, expectations=[], versions={},
     )  # fmt: skip
     return RacegateConfig(**(fields | kw))

@@ -55,6 +55,13 @@ def _last_error_line(stderr: str) -> str:
 def exit_finding(child: ChildEvidence, timeout_s: float, what: str = "child") -> Finding | None:
     """The process-level finding, or None for a child that exited 0 and reported."""
     rc = child.returncode
+    if child.stalled_s is not None:
+        return Finding(
+            Outcome.HANG,
+            f"{what} stalled: every stack unchanged, its processes idle, for "
+            f"{child.stalled_s:.0f} s; stopped {child.wall_s:.0f} s into its {timeout_s:g} s "
+            "timeout",
+        )
     if child.timed_out:
         return Finding(Outcome.HANG, f"{what} killed at the {timeout_s:g} s timeout")
     if rc is None:
@@ -274,7 +281,7 @@ def decide(ev: RunEvidence) -> RunRecord:
     # Every outcome comes with its reason: the run's findings, then each failed thread's.
     failed = [t for t in reported if t.outcome != Outcome.OK]
     notes = [f.reason for f in findings] + [
-        f"thread {t.index} {t.outcome}: {t.error or 'did not finish its steps by the deadline'}"
+        f"thread {t.index} {t.outcome}: {t.error or 'did not finish its steps'}"
         for t in failed[:4]
     ]
     if len(failed) > 4:

@@ -31,6 +31,7 @@ class RacegateConfig:
     strategies: tuple[Strategy, ...]
     schedule: Schedule
     switch_interval: float
+    stall: float  # --stall: seconds unchanged and idle before a run is a hang
     preset: str
     repeat: int
     run_timeout: float | None  # --run-timeout; None: each case splits its own budget

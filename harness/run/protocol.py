@@ -121,6 +121,7 @@ class ChildEvidence:
     stacks: str  # every thread's last stack, one block per thread
     stderr_tail: str
     wall_s: float
+    stalled_s: float | None = None  # every stack unchanged, idle, this long: stopped early
 
     def events(self, kind: str) -> list[ProgressEvent]:
         return [e for e in self.progress if e.kind == kind]

@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.run import cache_state, lifeline
+from harness.run import cache_state, lifeline, stall
 from harness.run.protocol import (
     CacheEvidence,
     ChildEvidence,
@@ -166,18 +166,48 @@ def _read_progress(run_dir: Path) -> tuple[ProgressEvent, ...]:
     return tuple(events)
 
 
-def wait_child(
-    proc: subprocess.Popen[bytes], run_dir: Path, timeout_s: float, t0: float, ooms: int | None
-) -> ChildEvidence:
-    timed_out = False
+STOP_GRACE_S = 10.0  # a stalled child's time to give up its threads and write its report
+
+
+def wait_all(
+    procs: list[subprocess.Popen[bytes]], t0: float, timeout_s: float, watch: stall.StallWatch
+) -> float | None:
+    """Wait until every child exits, the run stalls, or its timeout passes (children still
+    alive then are the caller's to kill). Returns how long the run had stalled, if it did."""
+    deadline = t0 + timeout_s
     try:
-        proc.wait(timeout=max(1.0, timeout_s - (time.monotonic() - t0)))
-    except BaseException as exc:
-        if not isinstance(exc, subprocess.TimeoutExpired):
+        while live := [p for p in procs if p.poll() is None]:
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            stalled = watch.sample([p.pid for p in live], now)
+            if stalled is not None:
+                for p in live:  # give up your threads, write your report (worker.py)
+                    with contextlib.suppress(ProcessLookupError):
+                        p.send_signal(signal.SIGUSR2)
+                end = min(deadline, now + STOP_GRACE_S)
+                for p in live:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        p.wait(timeout=max(0.0, end - time.monotonic()))
+                return stalled
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                live[0].wait(timeout=min(0.25, max(0.0, deadline - now)))
+    except BaseException:
+        for p in procs:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            raise
-        timed_out = True
+                os.killpg(p.pid, signal.SIGKILL)
+        raise
+    return None
+
+
+def finish_child(
+    proc: subprocess.Popen[bytes], run_dir: Path, t0: float, ooms: int | None,
+    stalled_s: float | None,
+) -> ChildEvidence:  # fmt: skip
+    """Kill the child if it is still alive (its stacks dumped first), reap its session, read
+    what it left."""
+    killed = proc.poll() is None
+    if killed:
         proc.send_signal(signal.SIGUSR1)  # faulthandler in the child dumps every stack
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=2.0)
@@ -193,7 +223,7 @@ def wait_child(
     report, report_error = _read_report(run_dir)
     return ChildEvidence(
         returncode=proc.returncode,
-        timed_out=timed_out,
+        timed_out=killed and stalled_s is None,
         oom_kills=None if ooms is None or after is None else after - ooms,
         report=report,
         report_error=report_error,
@@ -201,11 +231,12 @@ def wait_child(
         stacks=dedupe_stacks(tail(run_dir / "stacks.txt", STACKS_BYTES)),
         stderr_tail=tail(run_dir / "stderr.txt"),
         wall_s=time.monotonic() - t0,
+        stalled_s=stalled_s,
     )
 
 
 def run_children(
-    specs: list[dict[str, Any]], base: Path, env: dict[str, str], timeout_s: float
+    specs: list[dict[str, Any]], base: Path, env: dict[str, str], scenario: Scenario
 ) -> list[ChildEvidence]:
     """Start every child at once (one per device for `processes`), wait for all."""
     cache_state.private_dir(base, exist_ok=True)
@@ -217,7 +248,18 @@ def run_children(
     procs = [
         start_child(spec | {"runner_t0": t0}, d, env) for spec, d in zip(specs, dirs, strict=True)
     ]
-    return [wait_child(p, d, timeout_s, t0, ooms) for p, d in zip(procs, dirs, strict=True)]
+    run_id = env[lifeline.RUN_MARKER]
+    watch = stall.StallWatch(
+        stall_s=scenario.stall_s,
+        children={p.pid: d / "stacks.txt" for p, d in zip(procs, dirs, strict=True)},
+        pids_of_run=lambda: lifeline.processes_of_run(run_id),
+        # Past the children's own deadline their final dumps and the timeout's take over.
+        until=t0 + scenario.timeout_s * 0.85,
+    )
+    stalled_s = wait_all(procs, t0, scenario.timeout_s, watch)
+    return [
+        finish_child(p, d, t0, ooms, stalled_s) for p, d in zip(procs, dirs, strict=True)
+    ]
 
 
 def installed_versions() -> dict[str, str]:
@@ -301,10 +343,10 @@ def collect(
         prime, before = None, None
         if scenario.cache_state in (CacheState.WARM, CacheState.DELETED):
             spec = {"scenario": scenario.to_json(), "mode": "prime"}
-            prime = run_children([spec], base / "prime", env, scenario.timeout_s)[0]
+            prime = run_children([spec], base / "prime", env, scenario)[0]
             lifeline.kill_run(run_id)
             before = cache_state.tree_size(root)
-        children = run_children(child_specs(scenario, base), base / "run", env, scenario.timeout_s)
+        children = run_children(child_specs(scenario, base), base / "run", env, scenario)
         return RunEvidence(
             scenario=scenario.to_json(),
             children=tuple(children),

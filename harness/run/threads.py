@@ -20,6 +20,9 @@ from harness.vocab import Schedule
 from harness.workload_api import Replica
 
 _MAX_ERROR_CHARS = 4000
+# Set when the runner found the run stalled (harness.run.stall, via SIGUSR2): threads stop
+# stepping and the join stops waiting, so the child reports before it is killed.
+GIVE_UP = threading.Event()
 
 
 @dataclass
@@ -133,7 +136,7 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
                 f"{DEADLINE_MARK}: thread {i} never got its turn, thread {i - 1} never got steady"
             )
         done = 0
-        while time.monotonic() < plan.deadline:
+        while time.monotonic() < plan.deadline and not GIVE_UP.is_set():
             shape = base_shape
             if plan.switch_shape_after_hook and co.hook_done.is_set() and new_shape is not None:
                 shape = new_shape
@@ -165,9 +168,8 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
         run.eager_fallbacks = run.replica.eager_fallbacks()
         run.finished = done >= quota
         if not run.finished:
-            run.error_text = (
-                f"TimeoutError: {DEADLINE_MARK}: deadline reached after {done} of {quota} steps"
-            )
+            why = "the run stalled" if GIVE_UP.is_set() else "deadline reached"
+            run.error_text = f"TimeoutError: {DEADLINE_MARK}: {why} after {done} of {quota} steps"
     except BaseException as exc:
         run.error_text = error_chain_text(exc)
         with contextlib.suppress(Exception):
@@ -209,5 +211,7 @@ def run_threads(
     # One deadline for the whole join: N hung threads cost the grace once, not N times.
     join_deadline = plan.deadline + join_grace_s
     for t in threads:
-        t.join(max(0.0, join_deadline - time.monotonic()))
+        # In slices: a stall (GIVE_UP, set by a signal handler on this thread) ends the wait.
+        while t.is_alive() and not GIVE_UP.is_set() and time.monotonic() < join_deadline:
+            t.join(min(0.5, max(0.0, join_deadline - time.monotonic())))
     return [t for t in threads if t.is_alive()]

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 # First, before torch is imported (seconds, during which a dying runner must take us along).
 import os
+import signal
 
 from harness.run import lifeline
 
 _runner = os.environ.get("RACEGATE_RUNNER_PID")
 lifeline.die_with_parent(int(_runner) if _runner and _runner.isdigit() else None)
+# The runner's stall watch signals (harness.run.stall) must never kill a child that has not
+# armed their handlers yet: ignored until then.
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
 import faulthandler  # noqa: E402
 import json  # noqa: E402
-import signal  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -80,7 +84,7 @@ def wait_for_siblings(gate: dict[str, Any], me: int, until: float) -> bool:
     while True:
         if _count(gate, "ready") >= int(gate["parties"]):
             return True
-        if time.monotonic() >= until:
+        if time.monotonic() >= until or threads.GIVE_UP.is_set():
             return False
         time.sleep(0.005)
 
@@ -130,11 +134,14 @@ class Child:
         two dumps ever write the file at once."""
         faulthandler.cancel_dump_traceback_later()
         faulthandler.unregister(signal.SIGUSR1)
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a late request must not kill us
         faulthandler.dump_traceback(file=self.stacks, all_threads=True)
         self.stacks.flush()
 
 
 def arm_stack_dumps(run_dir: Path, started: float, timeout_s: float) -> IO[str]:
+    # The stall watch's "give up" (harness.run.stall): stop waiting for hung threads, report.
+    signal.signal(signal.SIGUSR2, lambda *_: threads.GIVE_UP.set())
     stacks = (run_dir / "stacks.txt").open("w")
     faulthandler.enable(file=stacks, all_threads=True)  # a segfault leaves every stack too
     # On SIGUSR1 (the runner's hang timeout) write every thread's stack before being killed.

@@ -1,0 +1,109 @@
+"""Tell a stalled run early: every stack unchanged while the run's processes sit idle.
+
+A deadlocked run otherwise waits out its whole timeout (minutes), although its threads stop
+moving within seconds. The runner samples each live child through the faulthandler dump it
+already arms (SIGUSR1, written by a C signal handler: it needs no GIL, so a thread hung holding
+the GIL is seen too), but only while the run's processes burn (almost) no CPU, so a busy run is
+never interrupted. When every child's dump stayed identical for `stall_s` seconds, the run is
+stalled: the runner asks the child to stop (SIGUSR2: its threads are given up, its report
+written) and kills it after a short grace if it cannot.
+
+Why not a heartbeat from the threads: a step may legitimately take long (a compile, a big
+kernel), and a heartbeat says nothing about *where* a thread stopped; the stacks do both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SAMPLE_EVERY_S = 2.0  # between two looks at the run's CPU time (and, when idle, its stacks)
+IDLE_CORES = 0.15  # below this many cores' worth of CPU over a sample, the run counts as idle
+DUMP_WAIT_S = 1.0  # longest wait for a requested dump to land in the stacks file
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_CURRENT = re.compile(r"^Current thread (0x[0-9a-f]+)", re.MULTILINE)
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of these processes and of their reaped children (/proc/<pid>/stat)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = Path(f"/proc/{pid}/stat").read_text()
+            fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+            total += sum(int(fields[k]) for k in (11, 12, 13, 14))  # utime stime cutime cstime
+    return total / _TICK
+
+
+def normalise(dump: str) -> str:
+    """A dump compared with the next: which thread took the signal is not a change."""
+    return _CURRENT.sub(r"Thread \1", dump).strip()
+
+
+def request_dump(pid: int, stacks: Path) -> str:
+    """Ask the child for one dump of every stack (SIGUSR1); its text, or "" if none came."""
+    try:
+        start = stacks.stat().st_size
+        os.kill(pid, signal.SIGUSR1)
+    except (OSError, ProcessLookupError):
+        return ""
+    deadline = time.monotonic() + DUMP_WAIT_S
+    size = start
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        new = stacks.stat().st_size
+        if new > start and new == size:  # grew, then stopped growing: the dump is complete
+            break
+        size = new
+    with stacks.open("rb") as fh:
+        fh.seek(start)
+        return fh.read(4 * 1024 * 1024).decode(errors="replace")
+
+
+@dataclass
+class StallWatch:
+    """One run's watch over its live children (pid → stacks file); `sample()` as time passes."""
+
+    stall_s: float
+    children: dict[int, Path]
+    pids_of_run: Callable[[], list[int]]  # every process of the run, for its CPU time
+    until: float  # time.monotonic() after which it stops sampling (the timeout's dumps take over)
+    _last_cpu: float | None = None
+    _last_at: float = 0.0
+    _dumps: dict[int, str] = field(default_factory=dict)
+    _same_since: float | None = None
+    idle_cores: float | None = None  # CPU over the last sample, in cores (for the reason)
+
+    def sample(self, live: list[int], now: float) -> float | None:
+        """Seconds the run has been stalled when that reaches stall_s, else None."""
+        if self.stall_s <= 0 or now >= self.until or now - self._last_at < SAMPLE_EVERY_S:
+            return None
+        cpu = cpu_seconds(self.pids_of_run())
+        elapsed = now - self._last_at
+        last_cpu, self._last_cpu, self._last_at = self._last_cpu, cpu, now
+        if last_cpu is None:
+            return None
+        self.idle_cores = max(0.0, cpu - last_cpu) / elapsed
+        if self.idle_cores >= IDLE_CORES:
+            self._forget()
+            return None
+        dumps = {pid: normalise(request_dump(pid, self.children[pid])) for pid in live}
+        unchanged = all(d and self._dumps.get(pid) == d for pid, d in dumps.items())
+        self._dumps = dumps
+        if not unchanged or not dumps:
+            self._same_since = None
+            return None
+        if self._same_since is None:
+            # The previous sample already showed these stacks: they have not moved since then.
+            self._same_since = now - elapsed
+        stalled = now - self._same_since
+        return stalled if stalled >= self.stall_s else None
+
+    def _forget(self) -> None:
+        self._dumps, self._same_since = {}, None
