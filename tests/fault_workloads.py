@@ -41,6 +41,9 @@ FAULTS: dict[str, tuple[str, int, str]] = {
     "setsid_grandchild": ("ok", 2, "thread 0 starts `sleep` in a new session"),
     "deadlock2": ("hang", 2, "lock-order deadlock between 2 threads"),
     "deadlock4": ("hang", 4, "lock-order deadlock in a ring of 4 threads"),
+    # As torch's own helper threads do (inductor's compile-worker timer, tqdm's monitor): a
+    # thread that polls, so its stack moves while the deadlocked threads' do not.
+    "deadlock_poller": ("hang", 2, "lock-order deadlock beside a thread that keeps polling"),
     "gil_hang": ("hang", 2, "thread 0 calls libc sleep() holding the GIL"),
     "sleep_past": ("hang", 2, "thread 0 sleeps past the timeout inside a step"),
     "first_step_block": ("hang", 2, "thread 1's first step blocks until thread 0 stops stepping"),
@@ -64,6 +67,13 @@ def _vm_bytes() -> int:
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError("no VmSize in /proc/self/status")
+
+
+def _poll() -> None:
+    """Wake up every 0.3 s, at one of two lines in turn: a stack that moves, using no CPU."""
+    while True:
+        time.sleep(0.3)
+        time.sleep(0.3)
 
 
 class _Shared:
@@ -92,7 +102,9 @@ class _Replica:
         me, fault = self.seed, self.fault
         if self.calls == 2 and me == 0:
             self._fire_in_thread_0(fault)
-        if fault in ("deadlock2", "deadlock4") and self.calls == 2:
+        if fault == "deadlock_poller" and self.calls == 2 and me == 0:
+            threading.Thread(target=_poll, daemon=True).start()
+        if fault in ("deadlock2", "deadlock4", "deadlock_poller") and self.calls == 2:
             self._deadlock(4 if fault == "deadlock4" else 2)
         if fault == "hang" and me == 1 and self.calls == 2:
             threading.Event().wait()  # one thread never returns

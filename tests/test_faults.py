@@ -95,7 +95,9 @@ def test_fault(fault: str, private_parent: tuple[Path, Path], ledger: Path) -> N
             assert record.stacks and "fault_workloads.py" in record.stacks
 
 
-@pytest.mark.parametrize("fault", ["deadlock2", "deadlock4", "gil_hang", "sleep_past"])
+@pytest.mark.parametrize(
+    "fault", ["deadlock2", "deadlock4", "deadlock_poller", "gil_hang", "sleep_past"]
+)
 def test_a_stall_is_called_early(fault: str) -> None:
     """Every stack unchanged and the run idle for stall_s: a hang in seconds, with its stacks,
     not at the timeout. A thread hung holding the GIL cannot give up and is killed after the

@@ -281,11 +281,13 @@ def decide(ev: RunEvidence) -> RunRecord:
     # Every outcome comes with its reason: the run's findings, then each failed thread's.
     failed = [t for t in reported if t.outcome != Outcome.OK]
     notes = [f.reason for f in findings] + [
-        f"thread {t.index} {t.outcome}: {t.error or 'did not finish its steps'}"
-        for t in failed[:4]
+        f"thread {t.index} {t.outcome}: {t.error or 'did not finish its steps'}" for t in failed[:4]
     ]
     if len(failed) > 4:
         notes.append(f"and {len(failed) - 4} more thread(s) not ok")
+    if outcome is Outcome.HANG:
+        # A hang the stall watch did not call: what it saw, so a missed stall can be told.
+        notes += [c.watch_note for c in ev.children if c.watch_note][:1]
     if ev.processes_left:
         notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
     stacks = "\n".join(c.stacks for c in ev.children if c.stacks.strip())

@@ -122,6 +122,7 @@ class ChildEvidence:
     stderr_tail: str
     wall_s: float
     stalled_s: float | None = None  # every stack unchanged, idle, this long: stopped early
+    watch_note: str = ""  # what the stall watch saw, when it did not call a stall
 
     def events(self, kind: str) -> list[ProgressEvent]:
         return [e for e in self.progress if e.kind == kind]

@@ -202,7 +202,7 @@ def wait_all(
 
 def finish_child(
     proc: subprocess.Popen[bytes], run_dir: Path, t0: float, ooms: int | None,
-    stalled_s: float | None,
+    stalled_s: float | None, watch_note: str = "",
 ) -> ChildEvidence:  # fmt: skip
     """Kill the child if it is still alive (its stacks dumped first), reap its session, read
     what it left."""
@@ -232,6 +232,7 @@ def finish_child(
         stderr_tail=tail(run_dir / "stderr.txt"),
         wall_s=time.monotonic() - t0,
         stalled_s=stalled_s,
+        watch_note="" if stalled_s is not None else watch_note,
     )
 
 
@@ -257,9 +258,8 @@ def run_children(
         until=t0 + scenario.timeout_s * 0.85,
     )
     stalled_s = wait_all(procs, t0, scenario.timeout_s, watch)
-    return [
-        finish_child(p, d, t0, ooms, stalled_s) for p, d in zip(procs, dirs, strict=True)
-    ]
+    note = watch.note(time.monotonic())
+    return [finish_child(p, d, t0, ooms, stalled_s, note) for p, d in zip(procs, dirs, strict=True)]
 
 
 def installed_versions() -> dict[str, str]:

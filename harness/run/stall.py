@@ -28,6 +28,9 @@ IDLE_CORES = 0.15  # below this many cores' worth of CPU over a sample, the run 
 DUMP_WAIT_S = 1.0  # longest wait for a requested dump to land in the stacks file
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _CURRENT = re.compile(r"^Current thread (0x[0-9a-f]+)", re.MULTILINE)
+_HEADER = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+", re.MULTILINE)
+# racegate's own threads (the stepping threads, the worker's main thread) have a frame here.
+_OURS = f"{os.sep}harness{os.sep}run{os.sep}"
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -42,8 +45,15 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 def normalise(dump: str) -> str:
-    """A dump compared with the next: which thread took the signal is not a change."""
-    return _CURRENT.sub(r"Thread \1", dump).strip()
+    """The part of a dump compared with the next: racegate's own threads' stacks.
+
+    Other threads poll on their own (inductor's compile-worker timer, tqdm's monitor), so
+    their stacks move in a deadlock too; racegate's threads are the ones that must progress.
+    Which thread took the signal is not a change either."""
+    dump = _CURRENT.sub(r"Thread \1", dump)
+    starts = [m.start() for m in _HEADER.finditer(dump)]
+    blocks = [dump[a:b].strip() for a, b in zip(starts, [*starts[1:], len(dump)], strict=True)]
+    return "\n".join(b for b in blocks if _OURS in b)
 
 
 def request_dump(pid: int, stacks: Path) -> str:
@@ -79,6 +89,20 @@ class StallWatch:
     _dumps: dict[int, str] = field(default_factory=dict)
     _same_since: float | None = None
     idle_cores: float | None = None  # CPU over the last sample, in cores (for the reason)
+    dumps_taken: int = 0
+    _changed_at: float | None = None  # when a dump last differed from the one before
+
+    def note(self, now: float) -> str:
+        """What the watch saw, for a run it did not call stalled (e.g. one that timed out)."""
+        if self.stall_s <= 0:
+            return "stall watch off"
+        cpu = "no sample" if self.idle_cores is None else f"{self.idle_cores:.2f} cores"
+        moved = (
+            ""
+            if self._changed_at is None
+            else f", stacks last moved {now - self._changed_at:.0f} s before"
+        )
+        return f"stall watch: last CPU {cpu}, {self.dumps_taken} dump(s) taken{moved}"
 
     def sample(self, live: list[int], now: float) -> float | None:
         """Seconds the run has been stalled when that reaches stall_s, else None."""
@@ -94,7 +118,10 @@ class StallWatch:
             self._forget()
             return None
         dumps = {pid: normalise(request_dump(pid, self.children[pid])) for pid in live}
+        self.dumps_taken += 1
         unchanged = all(d and self._dumps.get(pid) == d for pid, d in dumps.items())
+        if self._dumps and not unchanged:
+            self._changed_at = now
         self._dumps = dumps
         if not unchanged or not dumps:
             self._same_since = None
