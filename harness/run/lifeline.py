@@ -15,6 +15,8 @@ import sys
 import time
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
+THREAD_PREFIX = "racegate-"  # the stepping threads' names, in Python and for the kernel
 PR_SET_CHILD_SUBREAPER = 36
 # Every process of a run carries this variable (inherited through fork/exec, kept by setsid),
 # so what is left of a run can be found however it re-parented or re-sessioned itself.
@@ -37,6 +39,16 @@ def die_with_parent(expected_parent: int | None) -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if expected_parent is not None and os.getppid() != expected_parent:
         os._exit(3)
+
+
+def name_this_thread(name: str) -> bool:
+    """Name the calling thread for the kernel (/proc/<pid>/task/<tid>/comm, 15 bytes): Python
+    3.12 names threads only for itself, and the runner's stall watch finds racegate's threads
+    by this name."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0) == 0
 
 
 def become_subreaper() -> bool:

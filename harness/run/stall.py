@@ -23,8 +23,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.run.lifeline import THREAD_PREFIX
+
 SAMPLE_EVERY_S = 2.0  # between two looks at the run's CPU time (and, when idle, its stacks)
-IDLE_CORES = 0.15  # below this many cores' worth of CPU over a sample, the run counts as idle
+# Idle: racegate's stepping threads (named by harness.run.threads) use below OURS_IDLE_CORES
+# and the whole run below RUN_IDLE_CORES; a deadlocked GPU run still burns 0.2-0.6 of a core
+# in torch's helper threads and processes (results/2026-12-01-h200-cell-stall, call 2). With
+# no stepping thread to look at (a priming run), the whole run must stay below IDLE_CORES.
+OURS_IDLE_CORES = 0.05
+RUN_IDLE_CORES = 1.0
+IDLE_CORES = 0.15
 DUMP_WAIT_S = 1.0  # longest wait for a requested dump to land in the stacks file
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _CURRENT = re.compile(r"^Current thread (0x[0-9a-f]+)", re.MULTILINE)
@@ -42,6 +50,26 @@ def cpu_seconds(pids: list[int]) -> float:
             fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
             total += sum(int(fields[k]) for k in (11, 12, 13, 14))  # utime stime cutime cstime
     return total / _TICK
+
+
+def stepping_cpu_seconds(pids: list[int]) -> tuple[float, int]:
+    """CPU of racegate's stepping threads in these processes, and how many there are."""
+    total, found = 0, 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # it exited
+            continue
+        for tid in tasks:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                task = Path(f"/proc/{pid}/task/{tid}")
+                if not task.joinpath("comm").read_text().startswith(THREAD_PREFIX):
+                    continue
+                text = task.joinpath("stat").read_text()
+                fields = text[text.rindex(")") + 2 :].split()
+                total += int(fields[11]) + int(fields[12])
+                found += 1
+    return total / _TICK, found
 
 
 def normalise(dump: str) -> str:
@@ -85,6 +113,7 @@ class StallWatch:
     pids_of_run: Callable[[], list[int]]  # every process of the run, for its CPU time
     until: float  # time.monotonic() after which it stops sampling (the timeout's dumps take over)
     _last_cpu: float | None = None
+    _last_ours: float = 0.0
     _last_at: float = 0.0
     _dumps: dict[int, str] = field(default_factory=dict)
     _same_since: float | None = None
@@ -109,12 +138,19 @@ class StallWatch:
         if self.stall_s <= 0 or now >= self.until or now - self._last_at < SAMPLE_EVERY_S:
             return None
         cpu = cpu_seconds(self.pids_of_run())
+        ours, stepping = stepping_cpu_seconds(live)
         elapsed = now - self._last_at
         last_cpu, self._last_cpu, self._last_at = self._last_cpu, cpu, now
+        last_ours, self._last_ours = self._last_ours, ours
         if last_cpu is None:
             return None
         self.idle_cores = max(0.0, cpu - last_cpu) / elapsed
-        if self.idle_cores >= IDLE_CORES:
+        ours_cores = max(0.0, ours - last_ours) / elapsed
+        if stepping:
+            idle = ours_cores < OURS_IDLE_CORES and self.idle_cores < RUN_IDLE_CORES
+        else:
+            idle = self.idle_cores < IDLE_CORES
+        if not idle:
             self._forget()
             return None
         dumps = {pid: normalise(request_dump(pid, self.children[pid])) for pid in live}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from harness.run import lifeline
 from harness.run.protocol import DEADLINE_MARK, Step
 from harness.vocab import Schedule
 from harness.workload_api import Replica
@@ -113,6 +114,9 @@ class _Coordinator:
 
 def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
     """`i` is the thread's slot in this process (run.index is its id across processes)."""
+    lifeline.name_this_thread(
+        f"{lifeline.THREAD_PREFIX}{run.index}"
+    )  # for the runner's stall watch
     plan = co.plan
     seen_shapes: set[int] = set()
     base_shape = plan.shapes[0]
@@ -202,7 +206,10 @@ def run_threads(
     co = _Coordinator(len(runs), plan)
     threads = [
         threading.Thread(
-            target=_thread_main, args=(r, co, i), name=f"racegate-{r.index}", daemon=True
+            target=_thread_main,
+            args=(r, co, i),
+            name=f"{lifeline.THREAD_PREFIX}{r.index}",
+            daemon=True,
         )
         for i, r in enumerate(runs)
     ]
