@@ -80,7 +80,8 @@ def normalise(dump: str) -> str:
     Which thread took the signal is not a change either."""
     dump = _CURRENT.sub(r"Thread \1", dump)
     starts = [m.start() for m in _HEADER.finditer(dump)]
-    blocks = [dump[a:b].strip() for a, b in zip(starts, [*starts[1:], len(dump)], strict=True)]
+    ends = [*starts[1:], len(dump)] if starts else []  # no header (an empty dump): no block
+    blocks = [dump[a:b].strip() for a, b in zip(starts, ends, strict=True)]
     return "\n".join(b for b in blocks if _OURS in b)
 
 
