@@ -22,6 +22,7 @@ from harness import options, state
 from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, append_jsonl
 from harness.scenario import Scenario, check_devices_present, make_scenario
+from harness.versions import ABSENT
 from harness.vocab import CacheState, Outcome, Strategy
 from harness.workload_api import WorkloadError
 
@@ -222,8 +223,9 @@ def _probe_expectations(torch_version: str, device: str) -> dict[str, str]:
 def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: TextIO) -> None:
     from harness.judge.verdict import decide, render
 
-    torch_version = records[0].versions.get("torch", "0") if records else "0"
-    probes = _probe_expectations(torch_version, "cuda" if opts.on_gpu else "cpu")
+    torch_version = records[0].versions.get("torch", ABSENT) if records else ABSENT
+    device = "cuda" if opts.on_gpu else "cpu"
+    probes = {} if torch_version == ABSENT else _probe_expectations(torch_version, device)
     verdict = decide(
         records, production=str(opts.production), probes=probes, strategies=opts.strategies
     )

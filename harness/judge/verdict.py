@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from harness.judge.metrics import wilson_interval
 from harness.record import RunRecord
+from harness.versions import ABSENT
 from harness.vocab import STRATEGIES, Outcome, Strategy
 
 # The probes that show the nested-FX hazard itself (a compiled call in one thread broken by a
@@ -395,11 +396,12 @@ _DECISION = {Status.SAFE: "PASS", Status.UNSAFE: "FAIL"}
 def render(verdict: Verdict) -> list[str]:
     """The verdict block: at most WIDTH columns a line, no emoji (plain terminals, CI logs)."""
     v = verdict.versions
+    cuda = v.get("cuda")  # "None": records from before harness/versions.py said ABSENT
     lines = [" racegate verdict ".center(WIDTH, "=")]
     lines += wrap(
         f"torch {v.get('torch', '?')} · transformers {v.get('transformers', '?')} · python "
         f"{v.get('python', '?')} · {verdict.hardware}"
-        + (f" · cuda {v['cuda']}" if v.get("cuda") not in (None, "None") else ""),
+        + (f" · cuda {cuda}" if cuda not in (None, "None", ABSENT) else ""),
         2,
     )
     if verdict.rates:

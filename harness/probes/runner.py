@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from harness import versions
 from harness.run import cache_state
 
 SCHEMA_VERSION = 1
@@ -161,16 +162,16 @@ def select(names: Sequence[str] | None) -> list[Probe]:
 
 def environment() -> dict[str, str]:
     """Where the probes ran (imports torch)."""
-    import torch
-
-    cuda = torch.cuda.is_available()
+    installed = versions.software(import_torch=True)
+    machine = versions.hardware(("cuda:0",))
+    cuda = machine["cuda_device_count"] > 0
     return {
-        "torch": torch.__version__,
-        "python": platform.python_version(),
+        "torch": installed["torch"],
+        "python": installed["python"],
         "platform": platform.platform(),
         "device": "cuda" if cuda else "cpu",
-        "device_name": torch.cuda.get_device_name(0) if cuda else platform.processor() or "cpu",
-        "cpu_count": str(os.cpu_count()),
+        "device_name": machine["device_name"] if cuda else platform.processor() or "cpu",
+        "cpu_count": str(machine["cpu_count"]),
     }
 
 
