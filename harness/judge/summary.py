@@ -12,16 +12,8 @@ from dataclasses import dataclass, field
 
 from harness.judge.metrics import wilson_interval
 from harness.record import RunRecord
+from harness.scenario import scenario_key
 from harness.vocab import Outcome
-
-
-def scenario_key(record: RunRecord) -> str:
-    s = record.scenario
-    devices = ",".join(s["devices"])
-    return (
-        f"{s['preset']}/{s['strategy']}/{s['cache_state']}/{s['schedule']}/"
-        f"{devices}×{s['threads_per_device']}"
-    )
 
 
 @dataclass
@@ -38,7 +30,7 @@ class ScenarioSummary:
 def summarise(records: list[RunRecord]) -> list[ScenarioSummary]:
     groups: dict[str, list[RunRecord]] = defaultdict(list)
     for r in records:
-        groups[scenario_key(r)].append(r)
+        groups[scenario_key(r.scenario)].append(r)
     out = []
     for key, runs in groups.items():
         s = ScenarioSummary(key=key, runs=len(runs), versions=runs[0].versions)
@@ -101,7 +93,9 @@ def format_table(summaries: list[ScenarioSummary], records: list[RunRecord]) -> 
     lines = [fmt(head)]
     for s, row in zip(summaries, rows, strict=True):
         lines.append(fmt(row))
-        failed = [r for r in records if scenario_key(r) == s.key and r.outcome != Outcome.OK]
+        failed = [
+            r for r in records if scenario_key(r.scenario) == s.key and r.outcome != Outcome.OK
+        ]
         last = {r.outcome: r for r in failed}  # one run per failing outcome speaks for it
         for r in last.values():
             lines += [f"    {ln}" for ln in failure_lines(r)]
