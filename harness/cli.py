@@ -99,21 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--baselines", type=Path, default=Path("baselines"), help="(default: %(default)s)"
     )
     report.add_argument("--title", default="racegate matrix", help="(default: %(default)s)")
-    report.add_argument(
-        "--outcomes-only",
-        action="store_true",
-        help="show and gate no tokens/s: for records of runs that overlapped other runs",
-    )
-    report.add_argument(
-        "--overlapped",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="PATH",
-        help="records (file or folder, repeatable) of runs that overlapped other runs but were "
-        "written before records said so: their tokens/s are neither shown nor gated; the other "
-        "records keep theirs",
-    )
 
     base = sub.add_parser("baseline", help="show or update throughput floors from run records")
     base.add_argument("records", nargs="*", type=Path, help="JSON Lines files with throughput runs")
@@ -368,8 +353,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import build as report
 
-    records, overlapped, out_dir = args.records, args.overlapped, args.out_dir
-    if not records and not overlapped:
+    records, out_dir = args.records, args.out_dir
+    if not records:
         root = state.checkout_root()
         latest = state.latest_records(root)
         if latest is None:
@@ -381,14 +366,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         out_dir = out_dir or latest.parent / "report"
         print(f"racegate: reporting the latest run, {latest}", file=sys.stderr)
     out_dir = out_dir or Path("report")
-    if args.outcomes_only:  # every record as one that overlapped others
-        records, overlapped = [], [*records, *overlapped]
     paths = report.write_reports(
         records,
         out_dir,
         baselines_dir=args.baselines,
         title=args.title,
-        overlapped_paths=overlapped,
     )
     for p in paths:
         print(p)
