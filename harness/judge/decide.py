@@ -264,6 +264,9 @@ def _notes(findings: list[Finding], reported: list[ThreadRecord], ev: RunEvidenc
         notes.append(f"and {len(failed) - 4} more thread(s) not ok")
     if ev.processes_left:
         notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
+    alone = sum(1 for c in ev.children for e in c.events("start_gate") if not e.data["met"])
+    if alone:  # the concurrency check judges what followed; this says why it may have failed
+        notes.append(f"{alone} process(es) started without their siblings (start gate timed out)")
     return notes
 
 

@@ -180,8 +180,7 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
     sc, spec = child.scenario, child.spec
     warmup_s = None
     if sc.strategy in WARMED_UP:
-        warmup_s = warm_up(runs, shapes)
-        child.emit("warmed_up", seconds=warmup_s)
+        warmup_s = warm_up(runs, shapes)  # reported in ChildReport.warmup_s
 
     def delete_cache() -> None:
         root = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parent
@@ -249,7 +248,6 @@ def main(run_dir: Path) -> int:
         warmup_s = drive(child, runs, shapes)
     per_shape, flops_error = flops(workload, shapes)
     report = ChildReport(
-        mode=spec["mode"],
         threads=tuple(thread_report(r) for r in runs),
         versions=installed,
         hardware=machine,
