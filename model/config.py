@@ -151,22 +151,51 @@ def _fail(field_name: str, value: object, allowed: str) -> None:
     raise ValueError(f"invalid {field_name} {value!r}; allowed: {allowed}")
 
 
+POSITIVE_FIELDS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_layers",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "target_intermediate_size",
+    "target_num_heads",
+    "target_num_kv_heads",
+    "target_head_dim",
+    "token_budget",
+    "loss_chunk_tokens",
+)
+
+
+def _validate_blocks(cfg: DrafterConfig) -> None:
+    """The sequence buckets, anchor blocks and loss chunks fit each other."""
+    if not cfg.seq_buckets or len(set(cfg.seq_buckets)) != len(cfg.seq_buckets):
+        _fail("seq_buckets", cfg.seq_buckets, "a non-empty tuple of distinct lengths")
+    shortest = min(cfg.seq_buckets)
+    if not 2 <= cfg.block_size <= shortest // 2:
+        _fail(
+            "block_size",
+            cfg.block_size,
+            f"2..{shortest // 2} (half the shortest bucket {shortest}, so context fits)",
+        )
+    if not 1 <= cfg.max_anchors <= shortest - cfg.block_size + 1:
+        _fail(
+            "max_anchors",
+            cfg.max_anchors,
+            f"1..{shortest - cfg.block_size + 1} (anchor positions 0..S-block_size of the "
+            f"shortest bucket {shortest})",
+        )
+    if cfg.loss_chunk_tokens % cfg.block_size:
+        _fail(
+            "loss_chunk_tokens",
+            cfg.loss_chunk_tokens,
+            f"a multiple of block_size={cfg.block_size} (chunks are whole anchor blocks)",
+        )
+
+
 def validate(cfg: DrafterConfig) -> None:
     """Raise ValueError naming the first bad field and what it may be."""
-    for name in (
-        "hidden_size",
-        "intermediate_size",
-        "num_layers",
-        "num_heads",
-        "num_kv_heads",
-        "head_dim",
-        "target_intermediate_size",
-        "target_num_heads",
-        "target_num_kv_heads",
-        "target_head_dim",
-        "token_budget",
-        "loss_chunk_tokens",
-    ):
+    for name in POSITIVE_FIELDS:
         if getattr(cfg, name) < 1:
             _fail(name, getattr(cfg, name), "a positive integer")
     if cfg.hidden_size != cfg.target_hidden_size:
@@ -194,28 +223,7 @@ def validate(cfg: DrafterConfig) -> None:
         )
     if cfg.vocab_size < 8:
         _fail("vocab_size", cfg.vocab_size, "at least 8 (the last two ids are pad and mask)")
-    if not cfg.seq_buckets or len(set(cfg.seq_buckets)) != len(cfg.seq_buckets):
-        _fail("seq_buckets", cfg.seq_buckets, "a non-empty tuple of distinct lengths")
-    shortest = min(cfg.seq_buckets)
-    if not 2 <= cfg.block_size <= shortest // 2:
-        _fail(
-            "block_size",
-            cfg.block_size,
-            f"2..{shortest // 2} (half the shortest bucket {shortest}, so context fits)",
-        )
-    if not 1 <= cfg.max_anchors <= shortest - cfg.block_size + 1:
-        _fail(
-            "max_anchors",
-            cfg.max_anchors,
-            f"1..{shortest - cfg.block_size + 1} (anchor positions 0..S-block_size of the "
-            f"shortest bucket {shortest})",
-        )
-    if cfg.loss_chunk_tokens % cfg.block_size:
-        _fail(
-            "loss_chunk_tokens",
-            cfg.loss_chunk_tokens,
-            f"a multiple of block_size={cfg.block_size} (chunks are whole anchor blocks)",
-        )
+    _validate_blocks(cfg)
     if cfg.micro_batch_size < 0:
         _fail("micro_batch_size", cfg.micro_batch_size, "0 (whole budget) or a positive integer")
     per_micro = max(cfg.seq_buckets) * max(cfg.micro_batch_size, 1)
