@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import tomllib
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness import options, state
+from harness import options, state, versions
 from harness.judge import race_expectations
 from harness.judge.suite import RacegateConfig, racegate_key
 
@@ -81,16 +80,6 @@ def _assign_worker_gpus(config: pytest.Config, gpus: int) -> int:
     return len(mine)
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for dist in ("torch", "transformers"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "0"
-    return out
-
-
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -141,7 +130,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         workload=opts.workload,
         production=opts.production,
         expectations=expectations,
-        versions=_versions(),
+        versions=versions.software(),  # imports nothing: metadata for what is not loaded
         overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
         case_jobs=config.option.racegate_case_jobs,
     )

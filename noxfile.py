@@ -131,15 +131,12 @@ def cell_pins(transformers: str) -> list[str]:
 
 def check_versions(session: nox.Session, torch: str, transformers: str) -> None:
     """Fail the cell unless its Python imports the asked torch (any local tag) and transformers."""
-    got = session.run(
-        "python",
-        "-c",
-        "import torch, transformers as t; print(torch.__version__, t.__version__)",
-        silent=True,
-    )
+    # harness/versions.py, run by the cell's own Python (it imports torch there, not here)
+    got = session.run("python", "-m", "harness.versions", "--import-torch", silent=True)
     if got is None:
         return
-    torch_got, tf_got = got.split()[-2:]
+    found = json.loads(got.strip().splitlines()[-1])
+    torch_got, tf_got = found["torch"], found["transformers"]
     if tf_got != transformers or (torch != SYSTEM and torch_got.split("+")[0] != torch):
         session.error(f"asked torch {torch}, transformers {transformers}; got {torch_got} {tf_got}")
 

@@ -18,13 +18,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 REQUIREMENTS = ROOT / "requirements" / "ci.txt"
+# Each command is one or more steps, run in turn until one fails; the arguments after the
+# command go to its last step.
 COMMANDS = {
     # The race cases only (`-m race` selects exactly them); ends with the verdict block.
-    "race": ["-m", "pytest", "-m", "race"],
+    "race": [["-m", "pytest", "-m", "race"]],
     # Every test: the harness's own tests and the suite (what .ci/run calls).
-    "test": ["-m", "pytest", "-n", "2", "--durations=15"],
-    # Lint (what .ci/run calls before the tests).
-    "lint": ["-m", "ruff", "check", "."],
+    "test": [["-m", "pytest", "-n", "2", "--durations=15"]],
+    # Lint and the formatting check (what .ci/run calls before the tests).
+    "lint": [["-m", "ruff", "check", "."], ["-m", "ruff", "format", "--check", "."]],
 }
 USAGE = f"usage: python3 racegate.py {{{','.join(COMMANDS)}}} [arguments passed on to pytest]"
 
@@ -73,12 +75,17 @@ def main(argv: list[str]) -> int:
     except subprocess.CalledProcessError as exc:
         print(f"racegate: error: installing the requirements failed ({exc})", file=sys.stderr)
         return 1
-    command = [str(python), *COMMANDS[argv[0]], *argv[1:]]
-    print(f"racegate: {' '.join(command)}", file=sys.stderr, flush=True)
-    try:
-        return subprocess.run(command, cwd=ROOT).returncode
-    except KeyboardInterrupt:
-        return 130
+    *first, last = COMMANDS[argv[0]]
+    for step in [*first, [*last, *argv[1:]]]:
+        command = [str(python), *step]
+        print(f"racegate: {' '.join(command)}", file=sys.stderr, flush=True)
+        try:
+            rc = subprocess.run(command, cwd=ROOT).returncode
+        except KeyboardInterrupt:
+            return 130
+        if rc != 0:
+            return rc
+    return 0
 
 
 if __name__ == "__main__":

@@ -256,52 +256,33 @@ class Result:
     schema_version: int = 1
 
 
-def run(s: Shape, device: torch.device, steps: int, warmup: int, seed: int = 0) -> Result:
-    cuda = device.type == "cuda"
-    dtype = torch.bfloat16 if cuda else torch.float32
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    with torch.device(device):
-        model = PlainDrafter(s).to(dtype)
-        embed = torch.randn(s.vocab, s.hidden, dtype=dtype) * 0.02  # frozen, like the target's
-        lm_head = torch.randn(s.vocab, s.hidden, dtype=dtype) * 0.02
-    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, fused=cuda)
-    block_ids, target, positions, anchors, valid, labels, weights = make_batch(
-        s, device, dtype, gen
-    )
-    cos, sin = rope(positions, s, dtype)
+def _attention(
+    s: Shape, anchors: torch.Tensor, valid: torch.Tensor, device: torch.device
+) -> tuple[Callable[..., torch.Tensor], str]:
+    """(attend(q, k, v), its name): compiled flex on CUDA, dense SDPA on CPU."""
     q_len, kv_len = s.anchors * s.block, s.context + s.anchors * s.block
     mod = mask_mod_for(anchors, valid, s.context, s.block)
-    visible = visible_pairs(anchors, valid, s.block)
-    density = visible / (s.batch * q_len * kv_len)
     scale = s.head_dim**-0.5
-    if cuda:  # built once: anchors are fixed for the whole benchmark
+    if device.type == "cuda":  # built once: anchors are fixed for the whole benchmark
         block_mask = create_block_mask(mod, s.batch, None, q_len, kv_len, device=device)
 
         def attend(q, k, v):
             return compiled_flex(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True)
 
-        kind = "flex (compiled)"
-    else:
-        dense = dense_mask(mod, s.batch, q_len, kv_len, device)
+        return attend, "flex (compiled)"
+    dense = dense_mask(mod, s.batch, q_len, kv_len, device)
 
-        def attend(q, k, v):
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=dense, scale=scale, enable_gqa=True
-            )
-            return out.nan_to_num()  # a row that sees nothing (invalid block): 0, like flex
+    def attend_dense(q, k, v):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=dense, scale=scale, enable_gqa=True)
+        return out.nan_to_num()  # a row that sees nothing (invalid block): 0, like flex
 
-        kind = "dense sdpa"
-    noise = embed[block_ids]
+    return attend_dense, "dense sdpa"
 
-    def one_step() -> torch.Tensor:
-        hidden = model(noise, target, cos, sin, attend)
-        loss = chunked_ce(hidden.reshape(-1, s.hidden), lm_head, labels, weights, s.loss_chunk)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
 
+def _timed(
+    one_step: Callable[[], torch.Tensor], warmup: int, steps: int, cuda: bool
+) -> tuple[list[float], torch.Tensor]:
+    """Seconds of each step after `warmup` (CUDA events on GPU), and the last loss."""
     times: list[float] = []
     loss = torch.zeros(())
     for i in range(warmup + steps):
@@ -318,6 +299,38 @@ def run(s: Shape, device: torch.device, steps: int, warmup: int, seed: int = 0) 
             dt = time.perf_counter() - t0
         if i >= warmup:
             times.append(dt)
+    return times, loss
+
+
+def run(s: Shape, device: torch.device, steps: int, warmup: int, seed: int = 0) -> Result:
+    cuda = device.type == "cuda"
+    dtype = torch.bfloat16 if cuda else torch.float32
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = PlainDrafter(s).to(dtype)
+        embed = torch.randn(s.vocab, s.hidden, dtype=dtype) * 0.02  # frozen, like the target's
+        lm_head = torch.randn(s.vocab, s.hidden, dtype=dtype) * 0.02
+    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, fused=cuda)
+    block_ids, target, positions, anchors, valid, labels, weights = make_batch(
+        s, device, dtype, gen
+    )
+    cos, sin = rope(positions, s, dtype)
+    q_len, kv_len = s.anchors * s.block, s.context + s.anchors * s.block
+    visible = visible_pairs(anchors, valid, s.block)
+    density = visible / (s.batch * q_len * kv_len)
+    attend, kind = _attention(s, anchors, valid, device)
+    noise = embed[block_ids]
+
+    def one_step() -> torch.Tensor:
+        hidden = model(noise, target, cos, sin, attend)
+        loss = chunked_ce(hidden.reshape(-1, s.hidden), lm_head, labels, weights, s.loss_chunk)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    times, loss = _timed(one_step, warmup, steps, cuda)
     med = statistics.median(times)
     thirds = [times[i::3] for i in range(min(3, len(times)))]  # interleaved windows
     windows = [s.query_tokens / statistics.median(w) for w in thirds if w]

@@ -180,7 +180,6 @@ def test_race(race_case, racegate_config, pytestconfig) -> None:
             enough, why = production_runs_done(len(records), cell, rc, cal, seen)
             # Once the control's rate is complete the runs still needed are known: a batch.
             batch = min(rc.case_jobs, production_runs_left(len(records), cell, rc, cal, seen))
-    assert all(r.threads_asked == tpd * len(devices) for r in records)
     judge(records)  # raises on a failed run (which ended the case unless it is the control)
     print(f"{strategy} {cell}: {len(records)} runs; {why}")
 
@@ -218,6 +217,4 @@ def test_race_incident_topology_production_strategy(racegate_config) -> None:
         scenario, rc.repeat, rc.results, command,
         stop_on_failure=True, timing_valid=not rc.overlapping,
     )  # fmt: skip
-    assert all(r.scenario["target_devices"] == list(targets) for r in records)
     judge(records)
-    assert len(records) == rc.repeat

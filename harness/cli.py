@@ -16,12 +16,13 @@ import textwrap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from harness import options, state
 from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, append_jsonl
 from harness.scenario import Scenario, check_devices_present, make_scenario
+from harness.versions import ABSENT
 from harness.vocab import CacheState, Outcome, Strategy
 from harness.workload_api import WorkloadError
 
@@ -98,21 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--baselines", type=Path, default=Path("baselines"), help="(default: %(default)s)"
     )
     report.add_argument("--title", default="racegate matrix", help="(default: %(default)s)")
-    report.add_argument(
-        "--outcomes-only",
-        action="store_true",
-        help="show and gate no tokens/s: for records of runs that overlapped other runs",
-    )
-    report.add_argument(
-        "--overlapped",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="PATH",
-        help="records (file or folder, repeatable) of runs that overlapped other runs but were "
-        "written before records said so: their tokens/s are neither shown nor gated; the other "
-        "records keep theirs",
-    )
 
     base = sub.add_parser("baseline", help="show or update throughput floors from run records")
     base.add_argument("records", nargs="*", type=Path, help="JSON Lines files with throughput runs")
@@ -222,15 +208,17 @@ def _probe_expectations(torch_version: str, device: str) -> dict[str, str]:
 def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: TextIO) -> None:
     from harness.judge.verdict import decide, render
 
-    torch_version = records[0].versions.get("torch", "0") if records else "0"
-    probes = _probe_expectations(torch_version, "cuda" if opts.on_gpu else "cpu")
+    torch_version = records[0].versions.get("torch", ABSENT) if records else ABSENT
+    device = "cuda" if opts.on_gpu else "cpu"
+    probes = {} if torch_version == ABSENT else _probe_expectations(torch_version, device)
     verdict = decide(
         records, production=str(opts.production), probes=probes, strategies=opts.strategies
     )
     print("\n".join(render(verdict)), file=stream, flush=True)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _progress() -> Any:
+    """A rich progress bar on stderr (stdout holds the table and the verdict)."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -240,28 +228,42 @@ def cmd_run(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from harness.judge.decide import run_scenario
-    from harness.run.runner import STOPPING, kill_live_children
-
-    STOPPING.clear()  # a run interrupted earlier in this process must not block this one
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be ≥ 1, got {args.jobs}")
-    opts = options.resolve(vars(args), gpus=options.count_gpus(), for_cli=True)
-    scenarios = scenarios_from_args(args, opts)
-    validate_against_workload(scenarios, opts.workload_source)
-    out = opts.results or state.new_run(state.checkout_root())
-    command = shlex.join(["python", "-m", "harness", *sys.argv[1:]])
-    console = Console(stderr=True, highlight=False, soft_wrap=True)  # progress: stderr
-    records: list[RunRecord] = []
-    jobs = [(sc, k) for sc in scenarios for k in range(opts.repeat)]
-    timing_valid = args.jobs == 1 or len(jobs) == 1  # runs side by side time nothing
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    progress = Progress(*columns, console=console, redirect_stdout=False, redirect_stderr=False)
+    return Progress(*columns, console=console, redirect_stdout=False, redirect_stderr=False)
+
+
+def _show_run(progress: Any, sc: Scenario, k: int, record: RunRecord, as_json: bool) -> None:
+    """One landed run: its JSON on stdout under --json, its line (and why it failed) on stderr."""
+    if as_json:
+        print(json.dumps(record.to_json(), sort_keys=True), flush=True)
+    tps = f"{record.tokens_per_s:,.0f} tok/s" if record.tokens_per_s else "—"
+    nested = record.outcome_counts.get("nested_fx_error", 0)
+    progress.console.print(
+        f"{sc.label()} #{k + 1}: {record.outcome}, "
+        f"{nested}/{record.threads_asked} nested-FX, {tps}, {record.wall_s:.0f}s",
+        markup=False,
+    )
+    for line in failure_lines(record):
+        progress.console.print(f"    {line}", markup=False)
+
+
+def _run_all(
+    jobs: list[tuple[Scenario, int]], args: argparse.Namespace, command: str, out: Path
+) -> list[RunRecord]:
+    """Every (scenario, repeat index) run, `args.jobs` at once; each record appended to `out`
+    as it lands."""
+    from harness.judge.decide import run_scenario
+    from harness.run.runner import kill_live_children
+
+    records: list[RunRecord] = []
+    timing_valid = args.jobs == 1 or len(jobs) == 1  # runs side by side time nothing
+    progress = _progress()
     with progress, ThreadPoolExecutor(args.jobs) as pool:
         task = progress.add_task(f"{len(jobs)} run(s)", total=len(jobs))
         # Each run is its own subprocess; the pool only waits on them, so threads are enough.
@@ -278,23 +280,29 @@ def cmd_run(args: argparse.Namespace) -> int:
                 record = future.result()
                 records.append(record)
                 append_jsonl(out, record)
-                if args.json:
-                    print(json.dumps(record.to_json(), sort_keys=True), flush=True)
-                tps = f"{record.tokens_per_s:,.0f} tok/s" if record.tokens_per_s else "—"
-                nested = record.outcome_counts.get("nested_fx_error", 0)
-                progress.console.print(
-                    f"{sc.label()} #{k + 1}: {record.outcome}, "
-                    f"{nested}/{record.threads_asked} nested-FX, {tps}, {record.wall_s:.0f}s",
-                    markup=False,
-                )
-                for line in failure_lines(record):
-                    progress.console.print(f"    {line}", markup=False)
+                _show_run(progress, sc, k, record, args.json)
                 progress.advance(task)
         except BaseException:
             # Ctrl-C, SIGTERM or a failed write: start nothing more, take running children down.
             kill_live_children()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
+    return records
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.run.runner import STOPPING
+
+    STOPPING.clear()  # a run interrupted earlier in this process must not block this one
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be ≥ 1, got {args.jobs}")
+    opts = options.resolve(vars(args), gpus=options.count_gpus(), for_cli=True)
+    scenarios = scenarios_from_args(args, opts)
+    validate_against_workload(scenarios, opts.workload_source)
+    out = opts.results or state.new_run(state.checkout_root())
+    command = shlex.join(["python", "-m", "harness", *sys.argv[1:]])
+    jobs = [(sc, k) for sc in scenarios for k in range(opts.repeat)]
+    records = _run_all(jobs, args, command, out)
     # stdout holds the table and the verdict, unless --json gave it to the records.
     stream = sys.stderr if args.json else sys.stdout
     print("\n".join(format_table(summarise(records), records)), file=stream, flush=True)
@@ -366,8 +374,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import build as report
 
-    records, overlapped, out_dir = args.records, args.overlapped, args.out_dir
-    if not records and not overlapped:
+    records, out_dir = args.records, args.out_dir
+    if not records:
         root = state.checkout_root()
         latest = state.latest_records(root)
         if latest is None:
@@ -379,14 +387,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         out_dir = out_dir or latest.parent / "report"
         print(f"racegate: reporting the latest run, {latest}", file=sys.stderr)
     out_dir = out_dir or Path("report")
-    if args.outcomes_only:  # every record as one that overlapped others
-        records, overlapped = [], [*records, *overlapped]
     paths = report.write_reports(
         records,
         out_dir,
         baselines_dir=args.baselines,
         title=args.title,
-        overlapped_paths=overlapped,
     )
     for p in paths:
         print(p)

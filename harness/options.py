@@ -242,13 +242,9 @@ def check_workload(
         raise WorkloadError(f"{exc} (from {where})") from None
 
 
-def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str = "") -> RunOptions:
-    """Check and default the `SHARED` option values (namespace keys `prefix + dest`)."""
-    v = {o.dest: values.get(prefix + o.dest) for o in SHARED}
-    workload, workload_source, production = project_settings(
-        v["workload"]
-    )  # [tool.racegate] first: all runs
-    devices_text = v["devices"] or (",".join(map(str, range(gpus))) or "cpu")
+def _devices(given: str | None, gpus: int) -> tuple[str, ...]:
+    """--devices checked (default: every GPU, else cpu)."""
+    devices_text = given or (",".join(map(str, range(gpus))) or "cpu")
     try:
         devices = parse_devices(devices_text)
     except ValueError as exc:
@@ -260,6 +256,17 @@ def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str 
         raise ValueError(f"--devices {devices_text!r} mixes cpu and GPUs; choose one kind")
     if on_gpu and gpus == 0:
         raise ValueError(f"--devices {devices_text!r} names GPUs but this machine has none")
+    return devices
+
+
+def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str = "") -> RunOptions:
+    """Check and default the `SHARED` option values (namespace keys `prefix + dest`)."""
+    v = {o.dest: values.get(prefix + o.dest) for o in SHARED}
+    workload, workload_source, production = project_settings(
+        v["workload"]
+    )  # [tool.racegate] first: all runs
+    devices = _devices(v["devices"], gpus)
+    on_gpu = devices != ("cpu",)
     tpd_text = v["threads_per_device"] or ("1,2" if on_gpu else "2")
     if not all(t.isdigit() and int(t) > 0 for t in csv(tpd_text)) or not csv(tpd_text):
         raise ValueError(

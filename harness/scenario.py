@@ -7,6 +7,7 @@ compile state, so it is safe to import anywhere.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -49,12 +50,8 @@ class Scenario:
         return any(d.startswith("cuda") for d in self.devices + self.target_devices)
 
     def label(self) -> str:
-        """Short human name, e.g. `tiny/per_device/cold/barrier/cpu×2`."""
-        devs = ",".join(self.devices)
-        return (
-            f"{self.preset}/{self.strategy}/{self.cache_state}/{self.schedule}/"
-            f"{devs}×{self.threads_per_device}"
-        )
+        """Short human name, e.g. `tiny/per_device/cold/barrier/cpu×2` (see `scenario_key`)."""
+        return scenario_key(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -67,6 +64,25 @@ class Scenario:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Scenario:
         return make_scenario(**data)
+
+
+def scenario_key(scenario: Mapping[str, Any]) -> str:
+    """A scenario's one name, from its JSON form (`Scenario.to_json()`, a record's `scenario`):
+    `preset/strategy/cache_state/schedule/devices×threads`, as `tiny/per_device/cold/barrier/cpu×2`.
+
+    Records, the CLI's lines and the summaries group runs by it. Three keys group coarser, on
+    purpose, and are built beside their one reader: a throughput floor
+    (`harness.judge.baselines.floor_key`: no cache state, the step count, the GPU count not the
+    GPU names), a report column (`harness.report.matrix.Column.key`: the hardware model instead
+    of device names, so two machines' runs meet in one column) and a race case's pytest id
+    (cases/test_race.py: `strategy-cache_state-devicesxthreads`, the run-wide preset and
+    schedule left out, no `/` so `-k` selects it).
+    """
+    devices = ",".join(scenario["devices"])
+    return (
+        f"{scenario['preset']}/{scenario['strategy']}/{scenario['cache_state']}/"
+        f"{scenario['schedule']}/{devices}×{scenario['threads_per_device']}"
+    )
 
 
 def parse_devices(

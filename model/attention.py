@@ -35,7 +35,10 @@ def _note_uncompiled_run() -> None:
 
 # ---- kernels ---------------------------------------------------------------------------------
 def flex_kernel(
-    q_BHTD: torch.Tensor, k_BKSD: torch.Tensor, v_BKSD: torch.Tensor, mask: BlockMask,
+    q_BHTD: torch.Tensor,
+    k_BKSD: torch.Tensor,
+    v_BKSD: torch.Tensor,
+    mask: BlockMask,
     scale: float,
 ) -> torch.Tensor:
     """flex_attention on the DFlash BlockMask; rows that see nothing come out as zeros."""
@@ -43,7 +46,10 @@ def flex_kernel(
 
 
 def dense_kernel(
-    q_BHTD: torch.Tensor, k_BKSD: torch.Tensor, v_BKSD: torch.Tensor, mask: torch.Tensor,
+    q_BHTD: torch.Tensor,
+    k_BKSD: torch.Tensor,
+    v_BKSD: torch.Tensor,
+    mask: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
     """SDPA with a dense boolean [B, 1, T, S] mask, matching flex on fully masked rows.
@@ -122,7 +128,10 @@ def serialized(fn: Attend) -> Attend:
 
 
 def transformers_singleton(
-    q_BHTD: torch.Tensor, k_BKSD: torch.Tensor, v_BKSD: torch.Tensor, mask: BlockMask,
+    q_BHTD: torch.Tensor,
+    k_BKSD: torch.Tensor,
+    v_BKSD: torch.Tensor,
+    mask: BlockMask,
     scale: float,
 ) -> torch.Tensor:
     """transformers' own process-global compiled flex (WrappedFlexAttention), no lock.

@@ -79,25 +79,56 @@ def derive_target_layer_ids(target_layers: int, drafter_layers: int) -> tuple[in
 PRESETS: dict[str, dict[str, Any]] = {
     # CPU debug shape: one full train step (target included) well under 2 s on 2 cores.
     "tiny": dict(
-        hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
-        head_dim=16, vocab_size=512, target_hidden_size=64, target_intermediate_size=128,
-        target_num_layers=6, target_num_heads=4, target_num_kv_heads=2, target_head_dim=16,
-        block_size=8, max_anchors=12, seq_buckets=(128, 96, 64), token_budget=512,
-        micro_batch_size=0, loss_chunk_tokens=64, lr=3e-3, lr_warmup_steps=0,
+        hidden_size=64,
+        intermediate_size=128,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=16,
+        vocab_size=512,
+        target_hidden_size=64,
+        target_intermediate_size=128,
+        target_num_layers=6,
+        target_num_heads=4,
+        target_num_kv_heads=2,
+        target_head_dim=16,
+        block_size=8,
+        max_anchors=12,
+        seq_buckets=(128, 96, 64),
+        token_budget=512,
+        micro_batch_size=0,
+        loss_chunk_tokens=64,
+        lr=3e-3,
+        lr_warmup_steps=0,
     ),
     # GPU shape that compiles in seconds: the 3-layer 1024-wide block of docs/race.md's table.
     "small": dict(
-        hidden_size=1024, intermediate_size=3072, num_layers=3, num_heads=8, num_kv_heads=4,
-        head_dim=128, vocab_size=32000, target_hidden_size=1024, target_intermediate_size=3072,
-        target_num_layers=8, target_num_heads=8, target_num_kv_heads=4, target_head_dim=128,
-        max_anchors=128, seq_buckets=(2048, 1024), token_budget=8192, micro_batch_size=0,
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_layers=3,
+        num_heads=8,
+        num_kv_heads=4,
+        head_dim=128,
+        vocab_size=32000,
+        target_hidden_size=1024,
+        target_intermediate_size=3072,
+        target_num_layers=8,
+        target_num_heads=8,
+        target_num_kv_heads=4,
+        target_head_dim=128,
+        max_anchors=128,
+        seq_buckets=(2048, 1024),
+        token_budget=8192,
+        micro_batch_size=0,
         lr=3e-4,
     ),
     # The reference shape (docs/workload.md): the dataclass defaults.
     "qwen3-8b-drafter": dict(),
     # Qwen3-4B target (36 layers, 2560/9728, 32/8 heads x 128, tied embeddings upstream).
     "qwen3-4b-drafter": dict(
-        hidden_size=2560, intermediate_size=9728, target_hidden_size=2560,
+        hidden_size=2560,
+        intermediate_size=9728,
+        target_hidden_size=2560,
         target_intermediate_size=9728,
     ),
 }
@@ -120,11 +151,51 @@ def _fail(field_name: str, value: object, allowed: str) -> None:
     raise ValueError(f"invalid {field_name} {value!r}; allowed: {allowed}")
 
 
+POSITIVE_FIELDS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_layers",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "target_intermediate_size",
+    "target_num_heads",
+    "target_num_kv_heads",
+    "target_head_dim",
+    "token_budget",
+    "loss_chunk_tokens",
+)
+
+
+def _validate_blocks(cfg: DrafterConfig) -> None:
+    """The sequence buckets, anchor blocks and loss chunks fit each other."""
+    if not cfg.seq_buckets or len(set(cfg.seq_buckets)) != len(cfg.seq_buckets):
+        _fail("seq_buckets", cfg.seq_buckets, "a non-empty tuple of distinct lengths")
+    shortest = min(cfg.seq_buckets)
+    if not 2 <= cfg.block_size <= shortest // 2:
+        _fail(
+            "block_size",
+            cfg.block_size,
+            f"2..{shortest // 2} (half the shortest bucket {shortest}, so context fits)",
+        )
+    if not 1 <= cfg.max_anchors <= shortest - cfg.block_size + 1:
+        _fail(
+            "max_anchors",
+            cfg.max_anchors,
+            f"1..{shortest - cfg.block_size + 1} (anchor positions 0..S-block_size of the "
+            f"shortest bucket {shortest})",
+        )
+    if cfg.loss_chunk_tokens % cfg.block_size:
+        _fail(
+            "loss_chunk_tokens",
+            cfg.loss_chunk_tokens,
+            f"a multiple of block_size={cfg.block_size} (chunks are whole anchor blocks)",
+        )
+
+
 def validate(cfg: DrafterConfig) -> None:
     """Raise ValueError naming the first bad field and what it may be."""
-    for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
-                 "head_dim", "target_intermediate_size", "target_num_heads",
-                 "target_num_kv_heads", "target_head_dim", "token_budget", "loss_chunk_tokens"):
+    for name in POSITIVE_FIELDS:
         if getattr(cfg, name) < 1:
             _fail(name, getattr(cfg, name), "a positive integer")
     if cfg.hidden_size != cfg.target_hidden_size:
@@ -136,35 +207,32 @@ def validate(cfg: DrafterConfig) -> None:
     if cfg.num_heads % cfg.num_kv_heads:
         _fail("num_kv_heads", cfg.num_kv_heads, f"a divisor of num_heads={cfg.num_heads}")
     if cfg.target_num_heads % cfg.target_num_kv_heads:
-        _fail("target_num_kv_heads", cfg.target_num_kv_heads,
-              f"a divisor of target_num_heads={cfg.target_num_heads}")
+        _fail(
+            "target_num_kv_heads",
+            cfg.target_num_kv_heads,
+            f"a divisor of target_num_heads={cfg.target_num_heads}",
+        )
     if cfg.target_num_layers < 1:
         _fail("target_num_layers", cfg.target_num_layers, "a positive integer")
     bad_ids = [i for i in cfg.target_layer_ids if not 0 <= i < cfg.target_num_layers]
     if bad_ids:
-        _fail("target_layer_ids", cfg.target_layer_ids,
-              f"layer indices in [0, {cfg.target_num_layers - 1}]")
+        _fail(
+            "target_layer_ids",
+            cfg.target_layer_ids,
+            f"layer indices in [0, {cfg.target_num_layers - 1}]",
+        )
     if cfg.vocab_size < 8:
         _fail("vocab_size", cfg.vocab_size, "at least 8 (the last two ids are pad and mask)")
-    if not cfg.seq_buckets or len(set(cfg.seq_buckets)) != len(cfg.seq_buckets):
-        _fail("seq_buckets", cfg.seq_buckets, "a non-empty tuple of distinct lengths")
-    shortest = min(cfg.seq_buckets)
-    if not 2 <= cfg.block_size <= shortest // 2:
-        _fail("block_size", cfg.block_size,
-              f"2..{shortest // 2} (half the shortest bucket {shortest}, so context fits)")
-    if not 1 <= cfg.max_anchors <= shortest - cfg.block_size + 1:
-        _fail("max_anchors", cfg.max_anchors,
-              f"1..{shortest - cfg.block_size + 1} (anchor positions 0..S-block_size of the "
-              f"shortest bucket {shortest})")
-    if cfg.loss_chunk_tokens % cfg.block_size:
-        _fail("loss_chunk_tokens", cfg.loss_chunk_tokens,
-              f"a multiple of block_size={cfg.block_size} (chunks are whole anchor blocks)")
+    _validate_blocks(cfg)
     if cfg.micro_batch_size < 0:
         _fail("micro_batch_size", cfg.micro_batch_size, "0 (whole budget) or a positive integer")
     per_micro = max(cfg.seq_buckets) * max(cfg.micro_batch_size, 1)
     if cfg.token_budget < per_micro:
-        _fail("token_budget", cfg.token_budget,
-              f">= {per_micro} (longest bucket x micro_batch_size: one micro-batch per step)")
+        _fail(
+            "token_budget",
+            cfg.token_budget,
+            f">= {per_micro} (longest bucket x micro_batch_size: one micro-batch per step)",
+        )
     if cfg.loss_gamma <= 0:
         _fail("loss_gamma", cfg.loss_gamma, "a positive number (7 for block 16)")
     if cfg.dtype not in DTYPES:

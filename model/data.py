@@ -35,11 +35,16 @@ def make_buckets(cfg: DrafterConfig) -> tuple[Bucket, ...]:
         shorter = [s for s in ascending if s < seq_len]
         per_step = cfg.token_budget // seq_len
         batch = cfg.micro_batch_size or per_step
-        buckets.append(Bucket(
-            index=index, seq_len=seq_len, min_len=shorter[-1] if shorter else seq_len // 2,
-            batch_size=batch, micro_batches=max(per_step // batch, 1),
-            num_anchors=min(cfg.max_anchors, seq_len - cfg.block_size + 1),
-        ))
+        buckets.append(
+            Bucket(
+                index=index,
+                seq_len=seq_len,
+                min_len=shorter[-1] if shorter else seq_len // 2,
+                batch_size=batch,
+                micro_batches=max(per_step // batch, 1),
+                num_anchors=min(cfg.max_anchors, seq_len - cfg.block_size + 1),
+            )
+        )
     return tuple(buckets)
 
 
@@ -73,8 +78,9 @@ class SyntheticText:
         noisy_BS = torch.rand(count, s, generator=g) < NOISE
         ids_BS[noisy_BS] = torch.randint(0, self.real_vocab, (int(noisy_BS.sum()),), generator=g)
         span = s - bucket.min_len
-        lengths_B = bucket.min_len + 1 + (torch.rand(count, generator=g) * span).long().clamp(
-            max=span - 1)
+        lengths_B = (
+            bucket.min_len + 1 + (torch.rand(count, generator=g) * span).long().clamp(max=span - 1)
+        )
         prompt_B = (lengths_B * (0.1 + 0.4 * torch.rand(count, generator=g))).long()
         pos_S = torch.arange(s)
         ids_BS[pos_S >= lengths_B[:, None]] = self.pad_id

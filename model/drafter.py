@@ -89,7 +89,10 @@ class DFlashAttention(nn.Module):
         super().__init__()
         h, d = qcfg.hidden_size, qcfg.head_dim
         self.num_heads, self.num_kv_heads, self.head_dim = (
-            qcfg.num_attention_heads, qcfg.num_key_value_heads, d)
+            qcfg.num_attention_heads,
+            qcfg.num_key_value_heads,
+            d,
+        )
         self.scale = d**-0.5
         self.q_proj = nn.Linear(h, self.num_heads * d, bias=False)
         self.k_proj = nn.Linear(h, self.num_kv_heads * d, bias=False)
@@ -110,9 +113,11 @@ class DFlashAttention(nn.Module):
         v_BNKD = self.v_proj(kv_in_BKH).view(batch, s + t, -1, d).transpose(1, 2)
         # RoPE: queries at draft positions (the last T of K), keys at context ++ draft positions
         q_BHTD, k_draft_BNTD = apply_rotary_pos_emb(
-            q_BHTD, k_BNKD[:, :, s:], cos_BKD[:, s:], sin_BKD[:, s:])
+            q_BHTD, k_BNKD[:, :, s:], cos_BKD[:, s:], sin_BKD[:, s:]
+        )
         k_ctx_BNSD, _ = apply_rotary_pos_emb(  # one tensor to rotate; the second output is unused
-            k_BNKD[:, :, :s], k_BNKD[:, :, :s], cos_BKD[:, :s], sin_BKD[:, :s])
+            k_BNKD[:, :, :s], k_BNKD[:, :, :s], cos_BKD[:, :s], sin_BKD[:, :s]
+        )
         k_BNKD = torch.cat([k_ctx_BNSD, k_draft_BNTD], dim=2)
         out_BHTD = self.attend(q_BHTD, k_BNKD, v_BNKD, mask, self.scale)
         return self.o_proj(out_BHTD.transpose(1, 2).reshape(batch, t, -1))

@@ -39,9 +39,11 @@ def micro_batch_flops(
     q_width, kv_width = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
     t = num_anchors * cfg.block_size
     keys = context_len + t
-    per_layer = (2 * batch * t * h * q_width * 2
-                 + 2 * batch * keys * h * kv_width * 2
-                 + 2 * batch * t * h * cfg.intermediate_size * 3)
+    per_layer = (
+        2 * batch * t * h * q_width * 2
+        + 2 * batch * keys * h * kv_width * 2
+        + 2 * batch * t * h * cfg.intermediate_size * 3
+    )
     fc = 2 * batch * context_len * len(cfg.target_layer_ids) * cfg.target_hidden_size * h
     gemm = 3 * per_layer * cfg.num_layers + 2 * fc
     attention = 3 * 4 * q_width * visible_pairs * cfg.num_layers

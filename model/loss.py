@@ -32,7 +32,9 @@ def block_targets(
 
 
 def _chunk_weighted_ce(
-    hidden_CH: torch.Tensor, lm_head_VH: torch.Tensor, labels_C: torch.Tensor,
+    hidden_CH: torch.Tensor,
+    lm_head_VH: torch.Tensor,
+    labels_C: torch.Tensor,
     weights_C: torch.Tensor,
 ) -> torch.Tensor:
     logits_CV = (hidden_CH @ lm_head_VH.t()).float()
@@ -58,7 +60,11 @@ def chunked_loss(
     for start in range(0, hidden_TH.shape[0], chunk_tokens):
         part = slice(start, start + chunk_tokens)
         total = total + checkpoint(
-            _chunk_weighted_ce, hidden_TH[part], lm_head_VH, labels_T[part], weights_T[part],
+            _chunk_weighted_ce,
+            hidden_TH[part],
+            lm_head_VH,
+            labels_T[part],
+            weights_T[part],
             use_reentrant=use_reentrant,
         )
     return total / weights_T.sum().clamp(min=1e-6)

@@ -93,8 +93,9 @@ class Target:
         picked: dict[int, torch.Tensor] = {}
         for i, layer in enumerate(inner.layers):
             # attention_mask=None: transformers' SDPA path then runs causal (is_causal=True)
-            x_BSH = layer(x_BSH, attention_mask=None, position_ids=positions_BS,
-                          position_embeddings=cos_sin)
+            x_BSH = layer(
+                x_BSH, attention_mask=None, position_ids=positions_BS, position_embeddings=cos_sin
+            )
             if isinstance(x_BSH, tuple):  # older decoder layers returned (hidden, ...)
                 x_BSH = x_BSH[0]
             if i in wanted:

@@ -40,8 +40,15 @@ class DFlashReplica:
     compiled attention kernel.
     """
 
-    def __init__(self, cfg: DrafterConfig, device: torch.device | str, strategy: str,
-                 *, seed: int, target_device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        cfg: DrafterConfig,
+        device: torch.device | str,
+        strategy: str,
+        *,
+        seed: int,
+        target_device: torch.device | str | None = None,
+    ) -> None:
         self.cfg = cfg
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(cfg, self.device)
@@ -52,7 +59,8 @@ class DFlashReplica:
         self.target_device = resolve_device(target_device or self.device)
         self.target = shared_target(cfg, self.target_device, self.dtype)
         self.frozen = (
-            self.target if self.target_device == self.device
+            self.target
+            if self.target_device == self.device
             else shared_frozen_heads(self.target, self.device)
         )
         with seeded(self.device, seed), torch.device(self.device):
@@ -151,8 +159,9 @@ class DFlashReplica:
         micros = [(*x[:3], anchors_MBN[m], valid_MBN[m]) for m, x in enumerate(inputs)]
         return micros, tokens
 
-    def _forward_loss(self, bucket: Bucket, ids_BS, loss_mask_BS, hidden_BSX, anchors_BN,
-                      valid_BN) -> torch.Tensor:
+    def _forward_loss(
+        self, bucket: Bucket, ids_BS, loss_mask_BS, hidden_BSX, anchors_BN, valid_BN
+    ) -> torch.Tensor:
         cfg, block = self.cfg, self.cfg.block_size
         noise_BT = self._noise_ids(ids_BS, anchors_BN, valid_BN)
         noise_BTH = self.frozen.embed_tokens(noise_BT)  # frozen: no grad flows into it
@@ -166,8 +175,12 @@ class DFlashReplica:
             ids_BS, loss_mask_BS, anchors_BN, valid_BN, block, cfg.loss_gamma
         )
         return loss.chunked_loss(
-            out_BTH, self.frozen.lm_head.weight, labels_BNK, weights_BNK,
-            cfg.loss_chunk_tokens, use_reentrant=cfg.use_reentrant,
+            out_BTH,
+            self.frozen.lm_head.weight,
+            labels_BNK,
+            weights_BNK,
+            cfg.loss_chunk_tokens,
+            use_reentrant=cfg.use_reentrant,
         )
 
     def _noise_ids(self, ids_BS, anchors_BN, valid_BN) -> torch.Tensor:

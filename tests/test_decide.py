@@ -49,7 +49,7 @@ def child(
     report = None
     if threads is not None:
         report = ChildReport(
-            "run", tuple(threads), {"torch": "x"}, {"device_name": "cpu"}, {}, None, {}, flops_error
+            tuple(threads), {"torch": "x"}, {"device_name": "cpu"}, {}, None, {}, flops_error
         )
     return ChildEvidence(rc, timed_out, oom_kills, report, None, progress, "", stderr, 1.0)
 
@@ -175,6 +175,19 @@ def test_processes_are_judged_across_children() -> None:
     assert rec.outcome == "ok" and rec.threads_concurrent == 2
     a, b = child([thread(0, APART[0])]), child([thread(1, APART[1])])
     assert decide(evidence(a, b, strategy="processes")).outcome == "not_concurrent"
+
+
+def test_a_start_gate_that_timed_out_is_named_in_the_detail() -> None:
+    """The `start_gate` event's only reader: a process that gave up waiting for its siblings
+    says so beside the not_concurrent it likely caused."""
+    late = (ProgressEvent("start_gate", 0.0, {"met": False}),)
+    a = child([thread(0, APART[0])], progress=late)
+    b = child([thread(1, APART[1])], progress=(ProgressEvent("start_gate", 0.0, {"met": True}),))
+    rec = decide(evidence(a, b, strategy="processes"))
+    assert rec.outcome == "not_concurrent"
+    assert "1 process(es) started without their siblings" in (rec.detail or "")
+    a = child([thread(0, TOGETHER[0])], progress=(ProgressEvent("start_gate", 0.0, {"met": True}),))
+    assert "siblings" not in (decide(evidence(a, b, strategy="processes")).detail or "")
 
 
 def test_overlap_share() -> None:

@@ -160,11 +160,13 @@ class FakeSession:
         code = args[-1] if args[:2] == ("python", "-c") else ""
         if "find_spec('torch')" in code:
             return "True\n"
-        if "transformers as t" in code:
+        if args[:3] == ("python", "-m", "harness.versions"):
             if self.purelib is not None:
-                return f"{self._installed('torch')} {self._installed('transformers')}\n"
-            tf = next(a for i in self.installs for a in i if a.startswith("transformers=="))
-            return f"{self.torch} {tf.removeprefix('transformers==')}\n"
+                found = {"torch": self._installed("torch"), "tf": self._installed("transformers")}
+            else:
+                tf = next(a for i in self.installs for a in i if a.startswith("transformers=="))
+                found = {"torch": self.torch, "tf": tf.removeprefix("transformers==")}
+            return json.dumps({"torch": found["torch"], "transformers": found["tf"]}) + "\n"
         if "device_count" in code:
             return f"{self.gpus} {self.gpu_bytes if self.gpus else 0}\n"
         if "purelib" in code and self.purelib is not None:

@@ -219,38 +219,31 @@ def test_overlapped_runs_count_for_outcomes_not_timings(floors: Path, tmp_path: 
     assert m.cells[m.rows["h200x2"][0], column_of(overlapped)].tokens_per_s is None
     notes = m.gates["h200x2", m.rows["h200x2"][0]].notes
     assert any("runs overlapped others: 1 of 1" in n for n in notes)
-    # Records written before timing_valid existed: the report is told instead.
-    report.write_reports(
-        [], tmp_path / "out", baselines_dir=floors, title="t",
-        overlapped_paths=[write(tmp_path / "old.jsonl", powered(slow))], production_strategy=PROD,
-    )  # fmt: skip
-    assert json.loads((tmp_path / "out" / "gate.json").read_text())["passed"]
 
 
-def test_overlapped_paths_void_only_their_own_records(
+def test_overlapped_records_void_only_their_own_timings(
     floors: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Old overlapped records (no timing_valid) beside runs timed alone: `--overlapped` voids the
-    first and still shows and gates the second."""
+    """Records that say timing_valid false beside runs timed alone: the report voids the first
+    (as its record says; nothing rewrites it at read time) and still shows and gates the second."""
     monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
     recs = tmp_path / "records"
     recs.mkdir()
     # Below the 40,000 floor, and more of them than the 5 cold runs timed alone.
-    old = write(recs / "old.jsonl", [make_record(tps=30_000.0)] * 6)
+    slow = [make_record(tps=30_000.0)] * 6
+    timed = write(recs / "timed.jsonl", slow)
     alone = write(recs / "alone.jsonl", clean_row())
     out = tmp_path / "out"
     common = ["--out-dir", str(out), "--baselines", str(floors)]
-    assert cli.main(["report", str(alone), str(old), *common]) == 1  # old's tokens/s gated
-    assert cli.main(["report", str(alone), "--overlapped", str(old), *common]) == 0
+    assert cli.main(["report", str(alone), str(timed), *common]) == 1  # the slow tokens/s gated
+    void = [dataclasses.replace(r, timing_valid=False) for r in slow]
+    overlapped = write(tmp_path / "overlapped.jsonl", void)
+    assert cli.main(["report", str(alone), str(overlapped), *common]) == 0
     cells = json.loads((out / "summary.json").read_text())["cells"]
     assert any(c.get("tokens_per_s") for c in cells)  # the alone runs' rate is still shown
+    assert sum(c["runs"] for c in cells) == len(clean_row()) + 6
     monkeypatch.chdir(tmp_path)  # no checkout here: no latest run to fall back on
     assert cli.main(["report", "--out-dir", str(out)]) == 2  # nothing to report: usage error
-    # The overlapped file also under a folder given positionally: read once, as overlapped.
-    assert cli.main(["report", str(recs), "--overlapped", str(old), *common]) == 0
-    runs = sum(c["runs"] for c in json.loads((out / "summary.json").read_text())["cells"])
-    assert runs == len(clean_row()) + 6
-    assert cli.main(["report", str(alone), str(old), "--outcomes-only", *common]) == 0
 
 
 def test_the_incident_topology_has_a_column_of_its_own(floors: Path) -> None:

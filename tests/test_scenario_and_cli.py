@@ -14,7 +14,7 @@ import pytest
 from harness.cli import main
 from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, ThreadRecord
-from harness.scenario import make_scenario, parse_devices
+from harness.scenario import make_scenario, parse_devices, scenario_key
 from harness.vocab import CacheState, Strategy
 
 
@@ -23,6 +23,15 @@ def test_make_scenario_parses_strings() -> None:
     assert sc.strategy is Strategy.WARMUP and sc.cache_state is CacheState.WARM
     assert sc.devices == ("cuda:0", "cuda:1") and sc.threads == 4 and sc.uses_cuda
     assert make_scenario(**sc.to_json()) == sc
+
+
+def test_one_scenario_key_for_labels_records_and_summaries() -> None:
+    """The format records, summaries and committed results are keyed by: it must not move."""
+    sc = make_scenario(strategy="warmup", cache_state="warm", devices="0,1", threads_per_device=2)
+    assert sc.label() == "tiny/warmup/warm/barrier/cuda:0,cuda:1×2"
+    assert scenario_key(sc.to_json()) == sc.label()
+    record = _record("ok")
+    assert summarise([record])[0].key == scenario_key(record.scenario)
 
 
 @pytest.mark.parametrize(

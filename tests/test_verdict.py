@@ -253,9 +253,7 @@ def test_control_runs_that_never_reached_their_cache_state_measure_nothing() -> 
     assert "warm 1×2" not in control_rates(unprimed, "per_device")
 
 
-def test_one_thread_runs_are_no_evidence_and_a_control_that_fired_elsewhere_is_no_mask() -> (
-    None
-):
+def test_one_thread_runs_are_no_evidence_and_a_control_that_fired_elsewhere_is_no_mask() -> None:
     """Throughput runs (one thread in total) ask for no power; a cell the control skipped while it
     fired in others is INCONCLUSIVE, not MASKED."""
     alone = runs("warmup_locked", 3, tpd=1)

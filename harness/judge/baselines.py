@@ -373,17 +373,16 @@ def check_record(record: RunRecord, where: str) -> RunRecord:
     return record
 
 
-def read_records(paths: list[Path], *, without: list[Path] = ()) -> list[RunRecord]:
-    """Records from JSON Lines files, or from every `*.jsonl` under the folders given, leaving
-    out the files under `without` (read apart by the caller). Each record is checked
-    (check_record): a bad one is a GateInputError naming its file and position."""
-    skip = {f.resolve() for f in record_files(list(without))}
-    files = record_files(paths)
-    kept = [f for f in files if f.resolve() not in skip]
+def read_records(paths: list[Path]) -> list[RunRecord]:
+    """Records from JSON Lines files, or from every `*.jsonl` under the folders given. Each
+    record is checked (check_record): a bad one is a GateInputError naming its file and
+    position."""
     records: list[RunRecord] = [
-        check_record(r, f"{f} record {n}") for f in kept for n, r in enumerate(read_jsonl(f), 1)
+        check_record(r, f"{f} record {n}")
+        for f in record_files(paths)
+        for n, r in enumerate(read_jsonl(f), 1)
     ]
-    if not records and len(kept) == len(files):  # empty, not merely all read apart
+    if not records:
         raise ValueError(
             f"no run records in {', '.join(map(str, paths))}; "
             "give JSON Lines files (pytest --results / harness run --out) or folders of them"

@@ -225,12 +225,14 @@ def _throughput(
     return steady_by_thread, flops_rate, mem_by_device, problems
 
 
-def decide(ev: RunEvidence) -> RunRecord:
-    """The run's record: every thread classified, every finding folded into one outcome."""
-    scenario = Scenario.from_json(ev.scenario)
+def _children(
+    ev: RunEvidence, scenario: Scenario
+) -> tuple[list[Finding], list[ThreadReport], list[ThreadRecord], list[ThreadRecord]]:
+    """(each child's exit finding, the thread reports, one record per report in order, a
+    placeholder record for each thread a child built but never reported)."""
     compiled = scenario.strategy not in UNCOMPILED  # a fallback only exists if compiled
     findings: list[Finding] = []
-    reported: list[ThreadRecord] = []  # one per ThreadReport, in order
+    reported: list[ThreadRecord] = []
     placeholders: list[ThreadRecord] = []
     reports: list[ThreadReport] = []
     for child in ev.children:
@@ -240,6 +242,43 @@ def decide(ev: RunEvidence) -> RunRecord:
         reports += mine
         reported += [thread_record(r, compiled) for r in mine]
         placeholders += _unreported(child, len(mine), exit_found)
+    return findings, reports, reported, placeholders
+
+
+def _memory_growths(scenario: Scenario, mem_by_device: dict[str, list[int]]) -> list[float]:
+    # Peak memory is per device: with several threads on one device it moves with how their
+    # steps interleave, so flatness is judged only where one thread owns its device.
+    if scenario.threads_per_device != 1:
+        return []
+    growths = [metrics.memory_growth(s, 0) for s in mem_by_device.values()]
+    return [g for g in growths if g is not None]
+
+
+def _notes(
+    findings: list[Finding], reported: list[ThreadRecord], ev: RunEvidence, outcome: Outcome
+) -> list[str]:
+    """Every outcome comes with its reason: the run's findings, then each failed thread's."""
+    failed = [t for t in reported if t.outcome != Outcome.OK]
+    notes = [f.reason for f in findings] + [
+        f"thread {t.index} {t.outcome}: {t.error or 'did not finish its steps'}" for t in failed[:4]
+    ]
+    if len(failed) > 4:
+        notes.append(f"and {len(failed) - 4} more thread(s) not ok")
+    if outcome is Outcome.HANG:
+        # A hang the stall watch did not call: what it saw, so a missed stall can be told.
+        notes += [c.watch_note for c in ev.children if c.watch_note][:1]
+    if ev.processes_left:
+        notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
+    alone = sum(1 for c in ev.children for e in c.events("start_gate") if not e.data["met"])
+    if alone:  # the concurrency check judges what followed; this says why it may have failed
+        notes.append(f"{alone} process(es) started without their siblings (start gate timed out)")
+    return notes
+
+
+def decide(ev: RunEvidence) -> RunRecord:
+    """The run's record: every thread classified, every finding folded into one outcome."""
+    scenario = Scenario.from_json(ev.scenario)
+    findings, reports, reported, placeholders = _children(ev, scenario)
     threads = reported + placeholders
     asked = scenario.threads_per_device * len(scenario.devices)
     if not threads:
@@ -267,29 +306,11 @@ def decide(ev: RunEvidence) -> RunRecord:
         if asked <= 1 and reports
         else sum(1 for s in shares if s is not None and s >= CONCURRENCY_SHARE)
     )
-    # Peak memory is per device: with several threads on one device it moves with how their
-    # steps interleave, so flatness is judged only where one thread owns its device.
-    growths = (
-        [metrics.memory_growth(s, 0) for s in mem_by_device.values()]
-        if scenario.threads_per_device == 1
-        else []
-    )
-    growths = [g for g in growths if g is not None]
+    growths = _memory_growths(scenario, mem_by_device)
     first = next((c.report for c in ev.children if c.report), None)
     built = (e.data["hardware"] for c in ev.children for e in c.events("built"))
     hw = (first.hardware if first else next(built, None)) or {"device_name": UNREPORTED_DEVICE}
-    # Every outcome comes with its reason: the run's findings, then each failed thread's.
-    failed = [t for t in reported if t.outcome != Outcome.OK]
-    notes = [f.reason for f in findings] + [
-        f"thread {t.index} {t.outcome}: {t.error or 'did not finish its steps'}" for t in failed[:4]
-    ]
-    if len(failed) > 4:
-        notes.append(f"and {len(failed) - 4} more thread(s) not ok")
-    if outcome is Outcome.HANG:
-        # A hang the stall watch did not call: what it saw, so a missed stall can be told.
-        notes += [c.watch_note for c in ev.children if c.watch_note][:1]
-    if ev.processes_left:
-        notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
+    notes = _notes(findings, reported, ev, outcome)
     stacks = "\n".join(c.stacks for c in ev.children if c.stacks.strip())
     return RunRecord(
         scenario=ev.scenario,

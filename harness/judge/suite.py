@@ -127,10 +127,10 @@ def explain(records: list[RunRecord]) -> str:
 
 
 def judge(records: list[RunRecord]) -> None:
-    """Raise the worst run's outcome error unless every run was ok with every thread concurrent."""
+    """Raise the worst run's outcome error unless every run was ok.
+
+    An `ok` run had every thread it asked for report and run concurrently: harness.judge.decide
+    makes a run with fewer `other_error` and one whose threads ran alone `not_concurrent`."""
     outcome = worst(Outcome(r.outcome) for r in records)
     if outcome is not Outcome.OK:
         raise OUTCOME_ERRORS[outcome](f"{outcome} in {len(records)} run(s):\n{explain(records)}")
-    short = [r for r in records if r.threads_concurrent < r.threads_asked]
-    if short:  # never reached while runner marks such runs other_error; kept as a second lock
-        raise OUTCOME_ERRORS[Outcome.OTHER_ERROR](f"fewer threads than asked:\n{explain(short)}")

@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from harness.judge.metrics import wilson_interval
 from harness.record import RunRecord
+from harness.versions import ABSENT
 from harness.vocab import STRATEGIES, Outcome, Strategy
 
 # The probes that show the nested-FX hazard itself (a compiled call in one thread broken by a
@@ -192,57 +193,62 @@ def _by_cache_state(rates: Iterable[ControlRate]) -> str:
     return (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + " runs"
 
 
-def _clean(
+def _uncalibrated(
     strategy: str,
     records: list[RunRecord],
+    covered: tuple[str, ...],
+    uncalibrated: list[str],
     probes: Mapping[str, str],
     rates: Mapping[str, ControlRate],
     cal: Calibration,
     torch_version: str,
 ) -> StrategyVerdict:
-    """A strategy none of whose runs failed: SAFE only on the control's evidence (or upstream's)."""
-    n = len(records)
+    """Clean runs in cells where the control never failed (or never ran): MASKED when a probe
+    shows the hazard, SAFE when a probe says it is gone upstream, else INCONCLUSIVE."""
+    n, c = len(records), cal.control
     base = f"0 of {n} runs failed"
-    c = cal.control
-    # One thread in total cannot race: such runs (throughput runs, say) are no race evidence and
-    # ask for no power.
-    racing = [r for r in records if r.threads_asked > 1]
-    if not racing:
+    hazards, gone = _hazards(probes), _gone(probes)
+    fired_nowhere = all(r.hits == 0 for r in rates.values())
+    missing = [cell for cell in uncalibrated if cell not in rates]
+    if hazards and fired_nowhere:  # (it fired elsewhere here: then only inconclusive)
+        where = ", ".join(
+            rates[x].describe() if x in rates else f"{x} not run" for x in uncalibrated
+        )
         return StrategyVerdict(
-            strategy, Status.INCONCLUSIVE, n, 0, {}, (),
-            f"{base}, but every run had one thread in total: nothing could race",
+            strategy, Status.MASKED, n, 0, {}, covered,
+            f"{base}, but {c} never failed here ({where}) while probe {hazards[0]} shows the "
+            f"hazard on torch {torch_version}: the race is masked on this machine, so these "
+            "runs prove nothing (inconclusive)",
         )  # fmt: skip
-    per_cell = Counter(cell_of(r) for r in racing)
-    covered = tuple(f"{c}: {k} run{'s' * (k != 1)}" for c, k in sorted(per_cell.items()))
-    uncalibrated = [cell for cell in per_cell if cell not in rates or rates[cell].hits == 0]
-    if uncalibrated:
-        hazards, gone = _hazards(probes), _gone(probes)
-        fired_nowhere = all(r.hits == 0 for r in rates.values())
-        missing = [cell for cell in uncalibrated if cell not in rates]
-        if hazards and fired_nowhere:  # (it fired elsewhere here: then only inconclusive)
-            where = ", ".join(
-                rates[x].describe() if x in rates else f"{x} not run" for x in uncalibrated
-            )
-            return StrategyVerdict(
-                strategy, Status.MASKED, n, 0, {}, covered,
-                f"{base}, but {c} never failed here ({where}) while probe {hazards[0]} shows the "
-                f"hazard on torch {torch_version}: the race is masked on this machine, so these "
-                "runs prove nothing (inconclusive)",
-            )  # fmt: skip
-        if gone and fired_nowhere and not missing:
-            return StrategyVerdict(
-                strategy, Status.SAFE, n, 0, {}, covered,
-                f"{base}; {c} never failed here either, and probe {gone[0]} says the hazard is "
-                f"gone on torch {torch_version} (fixed upstream)",
-            )  # fmt: skip
-        if missing:
-            why = f"{c}, the positive control, did not run in {', '.join(missing)}"
-        else:
-            why = f"{c} never failed in {', '.join(uncalibrated)} and no probe verdict decides"
+    if gone and fired_nowhere and not missing:
         return StrategyVerdict(
-            strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
-            f"{base}, but {why}: nothing shows this machine would have seen the race",
+            strategy, Status.SAFE, n, 0, {}, covered,
+            f"{base}; {c} never failed here either, and probe {gone[0]} says the hazard is "
+            f"gone on torch {torch_version} (fixed upstream)",
         )  # fmt: skip
+    if missing:
+        why = f"{c}, the positive control, did not run in {', '.join(missing)}"
+    else:
+        why = f"{c} never failed in {', '.join(uncalibrated)} and no probe verdict decides"
+    return StrategyVerdict(
+        strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
+        f"{base}, but {why}: nothing shows this machine would have seen the race",
+    )  # fmt: skip
+
+
+def _powered(
+    strategy: str,
+    records: list[RunRecord],
+    covered: tuple[str, ...],
+    per_cell: Counter[str],
+    rates: Mapping[str, ControlRate],
+    cal: Calibration,
+) -> StrategyVerdict:
+    """Clean runs in cells where the control failed: SAFE once there are enough of them for
+    the power asked (each cell's runs against the control's lower detection bound), else
+    INCONCLUSIVE."""
+    n, c = len(records), cal.control
+    base = f"0 of {n} runs failed"
     short, reached, capped = {}, [], []
     for cell, k in per_cell.items():
         rate = rates[cell]
@@ -277,6 +283,35 @@ def _clean(
     return StrategyVerdict(
         strategy, Status.SAFE, n, 0, {}, covered, f"{base}; {seen}, so {claim}; {tail}", power=low
     )
+
+
+def _clean(
+    strategy: str,
+    records: list[RunRecord],
+    probes: Mapping[str, str],
+    rates: Mapping[str, ControlRate],
+    cal: Calibration,
+    torch_version: str,
+) -> StrategyVerdict:
+    """A strategy none of whose runs failed: SAFE only on the control's evidence (or upstream's)."""
+    n = len(records)
+    base = f"0 of {n} runs failed"
+    # One thread in total cannot race: such runs (throughput runs, say) are no race evidence and
+    # ask for no power.
+    racing = [r for r in records if r.threads_asked > 1]
+    if not racing:
+        return StrategyVerdict(
+            strategy, Status.INCONCLUSIVE, n, 0, {}, (),
+            f"{base}, but every run had one thread in total: nothing could race",
+        )  # fmt: skip
+    per_cell = Counter(cell_of(r) for r in racing)
+    covered = tuple(f"{c}: {k} run{'s' * (k != 1)}" for c, k in sorted(per_cell.items()))
+    uncalibrated = [cell for cell in per_cell if cell not in rates or rates[cell].hits == 0]
+    if uncalibrated:
+        return _uncalibrated(
+            strategy, records, covered, uncalibrated, probes, rates, cal, torch_version
+        )
+    return _powered(strategy, records, covered, per_cell, rates, cal)
 
 
 def judge_strategy(
@@ -395,11 +430,12 @@ _DECISION = {Status.SAFE: "PASS", Status.UNSAFE: "FAIL"}
 def render(verdict: Verdict) -> list[str]:
     """The verdict block: at most WIDTH columns a line, no emoji (plain terminals, CI logs)."""
     v = verdict.versions
+    cuda = v.get("cuda")  # "None": records from before harness/versions.py said ABSENT
     lines = [" racegate verdict ".center(WIDTH, "=")]
     lines += wrap(
         f"torch {v.get('torch', '?')} · transformers {v.get('transformers', '?')} · python "
         f"{v.get('python', '?')} · {verdict.hardware}"
-        + (f" · cuda {v['cuda']}" if v.get("cuda") not in (None, "None") else ""),
+        + (f" · cuda {cuda}" if cuda not in (None, "None", ABSENT) else ""),
         2,
     )
     if verdict.rates:

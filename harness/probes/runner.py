@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from harness import versions
 from harness.run import cache_state
 
 SCHEMA_VERSION = 1
@@ -161,16 +162,16 @@ def select(names: Sequence[str] | None) -> list[Probe]:
 
 def environment() -> dict[str, str]:
     """Where the probes ran (imports torch)."""
-    import torch
-
-    cuda = torch.cuda.is_available()
+    installed = versions.software(import_torch=True)
+    machine = versions.hardware(("cuda:0",))
+    cuda = machine["cuda_device_count"] > 0
     return {
-        "torch": torch.__version__,
-        "python": platform.python_version(),
+        "torch": installed["torch"],
+        "python": installed["python"],
         "platform": platform.platform(),
         "device": "cuda" if cuda else "cpu",
-        "device_name": torch.cuda.get_device_name(0) if cuda else platform.processor() or "cpu",
-        "cpu_count": str(os.cpu_count()),
+        "device_name": machine["device_name"] if cuda else platform.processor() or "cpu",
+        "cpu_count": str(machine["cpu_count"]),
     }
 
 
@@ -224,6 +225,68 @@ def run_probes(
     return run
 
 
+def _run_child(
+    remaining: list[str], timeout_s: float, python: str | None, tmp: Path
+) -> tuple[subprocess.CompletedProcess[str] | None, str, str]:
+    """One `python -m harness.probes.runner` child over `remaining`, its caches in `tmp`:
+    (the process, or None if it was killed at its limit; its stderr; why it would have failed)."""
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    cmd = [
+        python or sys.executable,
+        "-m",
+        "harness.probes.runner",
+        "--stop-on-hang",
+        "--timeout",
+        str(timeout_s),
+        "--json-out",
+        str(tmp / "probes.json"),
+        "--only",
+        *remaining,
+    ]
+    limit = _IMPORT_ALLOWANCE_S + (timeout_s + _PER_PROBE_SLACK_S) * len(remaining)
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            # Every cache and temp dir inside this 0700 folder: the probes compile too.
+            env={
+                **os.environ,
+                **cache_state.private_env(cache_state.private_dir(tmp / "root")),
+                "PYTHONPATH": pythonpath,
+            },
+        )
+        return proc, proc.stderr, f"probe subprocess exited {proc.returncode}"
+    except subprocess.TimeoutExpired as e:
+        stderr = e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr or ""
+        return None, stderr, f"probe subprocess killed after {limit:g} s"
+
+
+def _blame(run: ProbeRun, remaining: list[str], stderr: str, hung: bool, why: str) -> None:
+    """A child that hung or died: the probe it last started gets the hang or error; if it
+    started none (torch failed to import), every remaining probe is an error."""
+    started = [ln[len(_START) :].strip() for ln in stderr.splitlines() if ln.startswith(_START)]
+    culprit = started[-1] if started else remaining[0]
+    tail = " | ".join(stderr.strip().splitlines()[-3:])
+    run.append(
+        ProbeResult(
+            culprit,
+            Verdict.HANG if hung else Verdict.ERROR,
+            f"{why}; stderr: {tail}",
+            0.0,
+            run.environment.get("torch", "?"),
+            run.environment.get("device", "?"),
+        )
+    )
+    if not started:  # nothing ran at all: stop
+        done = {r.name for r in run}
+        run.extend(
+            ProbeResult(n, Verdict.ERROR, why, 0.0, "?", "?") for n in remaining if n not in done
+        )
+
+
 def run_probes_isolated(
     names: Sequence[str] | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -237,69 +300,16 @@ def run_probes_isolated(
     """
     remaining = [p.name for p in select(names)]
     run, t0 = ProbeRun(), time.perf_counter()
-    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     while remaining:
         with tempfile.TemporaryDirectory(prefix="racegate-probes-") as tmp:
+            proc, stderr, why = _run_child(remaining, timeout_s, python, Path(tmp))
             out = Path(tmp) / "probes.json"
-            cmd = [
-                python or sys.executable,
-                "-m",
-                "harness.probes.runner",
-                "--stop-on-hang",
-                "--timeout",
-                str(timeout_s),
-                "--json-out",
-                str(out),
-                "--only",
-                *remaining,
-            ]
-            limit = _IMPORT_ALLOWANCE_S + (timeout_s + _PER_PROBE_SLACK_S) * len(remaining)
-            try:
-                proc = subprocess.run(
-                    cmd,
-                    cwd=ROOT,
-                    capture_output=True,
-                    text=True,
-                    timeout=limit,
-                    # Every cache and temp dir inside this 0700 folder: the probes compile too.
-                    env={
-                        **os.environ,
-                        **cache_state.private_env(cache_state.private_dir(Path(tmp) / "root")),
-                        "PYTHONPATH": pythonpath,
-                    },
-                )
-                stderr, why = proc.stderr, f"probe subprocess exited {proc.returncode}"
-            except subprocess.TimeoutExpired as e:
-                stderr = e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr or ""
-                proc, why = None, f"probe subprocess killed after {limit:g} s"
             if proc is not None and proc.returncode == 0 and out.exists():
                 child = json.loads(out.read_text())
                 run.extend(ProbeResult.from_dict(r) for r in child["results"])
                 run.environment = child["environment"]
             else:
-                started = [
-                    ln[len(_START) :].strip() for ln in stderr.splitlines() if ln.startswith(_START)
-                ]
-                culprit = started[-1] if started else remaining[0]
-                tail = " | ".join(stderr.strip().splitlines()[-3:])
-                verdict = Verdict.HANG if proc is None else Verdict.ERROR
-                run.append(
-                    ProbeResult(
-                        culprit,
-                        verdict,
-                        f"{why}; stderr: {tail}",
-                        0.0,
-                        run.environment.get("torch", "?"),
-                        run.environment.get("device", "?"),
-                    )
-                )
-                if not started:  # nothing ran at all (e.g. torch failed to import): stop
-                    done = {r.name for r in run}
-                    run.extend(
-                        ProbeResult(n, Verdict.ERROR, why, 0.0, "?", "?")
-                        for n in remaining
-                        if n not in done
-                    )
+                _blame(run, remaining, stderr, proc is None, why)
         done = {r.name for r in run}
         remaining = [n for n in remaining if n not in done]
     order = [p.name for p in select(names)]

@@ -5,7 +5,6 @@ first (docs/gate.md).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -284,20 +283,16 @@ def gate_json(m: Matrix) -> dict[str, Any]:
     }
 
 
-def read_sourced(
-    paths: list[Path], *, without: list[Path] = ()
-) -> tuple[list[RunRecord], list[str]]:
+def read_sourced(paths: list[Path]) -> tuple[list[RunRecord], list[str]]:
     """Records as harness.judge.baselines.read_records reads them, each with `file#k` (its
     k-th record), so the report can link a cell to its runs."""
-    skip = {f.resolve() for f in record_files(list(without))}
-    files = [f for f in record_files(list(paths)) if f.resolve() not in skip]
     records, sources = [], []
-    for f in files:
+    for f in record_files(list(paths)):
         for k, r in enumerate(read_jsonl(f), 1):
             records.append(r)
             sources.append(f"{f}#{k}")
     if not records:
-        read_records(list(paths), without=list(without))  # raises its one-line reason if empty
+        read_records(list(paths))  # raises its one-line reason if empty
     return records, sources
 
 
@@ -308,26 +303,16 @@ def write_reports(
     baselines_dir: Path,
     title: str,
     production_strategy: str | None = None,
-    overlapped_paths: list[Path] | None = None,
 ) -> list[Path]:
     """Write the report files into `out_dir`; return their paths (gate.json last).
 
-    `overlapped_paths`: records of runs that overlapped other runs but were written before
-    `timing_valid` existed; their tokens/s are neither shown nor gated. They may lie under
-    `record_paths` too: each file is read once."""
+    Whether a run's tokens/s count is its record's `timing_valid`, set when the record was
+    made; the report only reads it."""
     from harness.report.html import render_html
     from harness.report.png import plot_throughput
     from harness.report.runs import render_runs
 
-    overlapped_paths = list(overlapped_paths or [])
-    records, sources = (
-        read_sourced(record_paths, without=overlapped_paths) if record_paths else ([], [])
-    )
-    if overlapped_paths:
-        old, old_sources = read_sourced(overlapped_paths)
-        records += [dataclasses.replace(r, timing_valid=False) for r in old]
-        sources += old_sources
-    record_paths = [*record_paths, *overlapped_paths]
+    records, sources = read_sourced(record_paths) if record_paths else ([], [])
     production = str(settings.production_strategy(production_strategy))
     m = build_matrix(records, baselines_dir, production)
     out_dir = Path(out_dir)

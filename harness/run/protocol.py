@@ -62,7 +62,6 @@ class ThreadReport:
 class ChildReport:
     """result.json: everything a child that got to the end says about its run."""
 
-    mode: str  # "run" | "prime" | "process"
     threads: tuple[ThreadReport, ...]
     versions: dict[str, str]
     hardware: dict[str, Any]
@@ -90,7 +89,7 @@ class ChildReport:
 @dataclass(frozen=True)
 class ProgressEvent:
     """One progress.jsonl line: `built` (threads, hardware), `thread` (a ThreadReport as it
-    lands), `cache_deleted` (bytes), `warmed_up` (seconds), `start_gate` (met)."""
+    lands), `cache_deleted` (bytes), `start_gate` (met)."""
 
     kind: str
     at: float

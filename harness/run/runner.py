@@ -22,10 +22,10 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness import versions
 from harness.run import cache_state, lifeline, stall
 from harness.run.protocol import (
     CacheEvidence,
@@ -264,19 +264,8 @@ def run_children(
 
 def installed_versions() -> dict[str, str]:
     """Versions read by the parent, for runs whose child died before reporting its own."""
-    out = {"python": sys.version.split()[0], "source": "parent (child did not report)"}
-    for dist in ("torch", "transformers", "triton"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "absent"
-    try:  # torch.__version__ carries the build tag (+cu130) that the children report
-        import torch
-
-        out["torch"] = str(torch.__version__)
-    except ImportError:
-        pass
-    return out
+    # import_torch: torch.__version__ carries the build tag (+cu130) that the children report
+    return {**versions.software(import_torch=True), "source": "parent (child did not report)"}
 
 
 def child_specs(scenario: Scenario, base: Path) -> list[dict[str, Any]]:

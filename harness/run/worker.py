@@ -35,31 +35,9 @@ import torch  # noqa: E402
 from harness.run import cache_state, threads  # noqa: E402
 from harness.run.protocol import ChildReport, ProgressEvent, ThreadReport  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
+from harness.versions import hardware, software  # noqa: E402
 from harness.vocab import WARMED_UP, CacheState, Strategy  # noqa: E402
 from harness.workload_api import Workload, WorkloadSpec, check_replica, load_workload  # noqa: E402
-
-
-def versions() -> dict[str, str]:
-    out = {"python": sys.version.split()[0], "torch": torch.__version__}
-    out["cuda"] = str(torch.version.cuda)
-    for name in ("transformers", "triton"):
-        try:
-            out[name] = __import__(name).__version__
-        except Exception:
-            out[name] = "absent"
-    return out
-
-
-def hardware(devices: tuple[str, ...]) -> dict[str, Any]:
-    info: dict[str, Any] = {"cpu_count": os.cpu_count(), "cuda_device_count": 0}
-    if torch.cuda.is_available():
-        info["cuda_device_count"] = torch.cuda.device_count()
-        names = [torch.cuda.get_device_name(torch.device(d)) for d in devices if d != "cpu"]
-        info["device_names"] = names
-        info["device_name"] = names[0] if names else "cpu"
-    else:
-        info["device_name"] = "cpu"
-    return info
 
 
 def _mark(gate: dict[str, Any], what: str, me: int) -> None:
@@ -202,8 +180,7 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
     sc, spec = child.scenario, child.spec
     warmup_s = None
     if sc.strategy in WARMED_UP:
-        warmup_s = warm_up(runs, shapes)
-        child.emit("warmed_up", seconds=warmup_s)
+        warmup_s = warm_up(runs, shapes)  # reported in ChildReport.warmup_s
 
     def delete_cache() -> None:
         root = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parent
@@ -262,18 +239,17 @@ def main(run_dir: Path) -> int:
     devices = tuple(spec.get("process_devices", scenario.devices))
     machine = hardware(devices)
     child.emit("built", threads=len(runs), hardware=machine)
-    # Read now, not after the threads: importing transformers takes seconds, and a run whose
-    # threads hung has only the join's grace left to write its report before the runner kills it.
-    software = versions()
+    # Read now, not after the threads: a run whose threads hung has only the join's grace left
+    # to write its report before the runner kills it, and the reading walks package metadata.
+    installed = software()
     if spec["mode"] == "prime":
         warmup_s: float | None = prime(child, runs, shapes)
     else:
         warmup_s = drive(child, runs, shapes)
     per_shape, flops_error = flops(workload, shapes)
     report = ChildReport(
-        mode=spec["mode"],
         threads=tuple(thread_report(r) for r in runs),
-        versions=software,
+        versions=installed,
         hardware=machine,
         cache_counters=cache_state.cache_counters(),
         warmup_s=warmup_s,

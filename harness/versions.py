@@ -1,0 +1,78 @@
+"""Reads what a process runs on: installed versions and hardware, with one marker for missing.
+
+Every reader in racegate (the worker's report, the runner's fallback for a child that never
+reported, the pytest plugin, the probes, `nox`'s cell check through `python -m
+harness.versions`) goes through here, so a record, a probe result and a cell agree on what
+"torch 2.13.0+cpu" or "no triton" looks like: a package that is not installed is `ABSENT`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import sys
+from importlib import metadata
+from typing import Any
+
+ABSENT = "absent"  # the one marker for a package (or CUDA) that is not there
+
+# Module name -> the distributions that may provide it (nightly torch ships triton as
+# pytorch-triton); the first one installed is the version.
+DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
+    "torch": ("torch",),
+    "transformers": ("transformers",),
+    "triton": ("triton", "pytorch-triton", "pytorch-triton-rocm"),
+}
+
+
+def _version(module: str) -> str:
+    """The imported module's own `__version__` if it is loaded (what actually ran), else the
+    installed metadata (no import: importing transformers takes seconds), else ABSENT."""
+    loaded = sys.modules.get(module)
+    if loaded is not None and isinstance(getattr(loaded, "__version__", None), str):
+        return str(loaded.__version__)
+    for dist in DISTRIBUTIONS[module]:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return ABSENT
+
+
+def software(*, import_torch: bool = False) -> dict[str, str]:
+    """python, torch (with its build tag, +cu130), cuda, transformers, triton; ABSENT if missing.
+
+    `cuda` is known only once torch is imported (`import_torch` imports it first when it is
+    installed); without it, and on CPU torch, it is ABSENT.
+    """
+    if import_torch and "torch" not in sys.modules:
+        with contextlib.suppress(ImportError):
+            import torch  # noqa: F401
+    out = {"python": platform.python_version()}
+    for module in DISTRIBUTIONS:
+        out[module] = _version(module)
+    torch_mod = sys.modules.get("torch")
+    cuda = getattr(getattr(torch_mod, "version", None), "cuda", None)
+    out["cuda"] = str(cuda) if cuda else ABSENT
+    return out
+
+
+def hardware(devices: tuple[str, ...] = ()) -> dict[str, Any]:
+    """cpu_count, cuda_device_count, and the names of `devices`' GPUs (imports torch)."""
+    import torch
+
+    info: dict[str, Any] = {"cpu_count": os.cpu_count(), "cuda_device_count": 0}
+    if torch.cuda.is_available():
+        info["cuda_device_count"] = torch.cuda.device_count()
+        names = [torch.cuda.get_device_name(torch.device(d)) for d in devices if d != "cpu"]
+        info["device_names"] = names
+        info["device_name"] = names[0] if names else "cpu"
+    else:
+        info["device_name"] = "cpu"
+    return info
+
+
+if __name__ == "__main__":  # `python -m harness.versions`: what noxfile's cell check reads
+    print(json.dumps(software(import_torch="--import-torch" in sys.argv[1:])))
