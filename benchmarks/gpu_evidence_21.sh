@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Issue 21's GPU evidence in one device call on one H200 (≤ TOTAL_S = 520 s), parts in priority
 # order, each under its own `timeout` and its own share of the time:
-#   a. step ratio (~280 s): benchmarks/plain_step.py vs racegate's own step (`harness run`,
+#   a. step ratio (~330 s): benchmarks/plain_step.py vs racegate's own step (`harness run`,
 #      qwen3-8b-drafter, warmup_locked, 1 thread on GPU 0), A B B A A B (counterbalanced), up to
 #      A_PAIRS=3 of each, as many as fit; torch.profiler tables of both (the plain one from its
 #      first run, after its timed steps; racegate's from scripts/profile_step.py, per_device:
 #      the same compiled step, one replica, no harness threads) after the second pair.
 #   b. production strategy cost (~120 s): warmup_locked, warmup, processes at 2 threads on GPU 0,
 #      `small`, rounds in rotated order (L W P, W P L, P L W), up to B_ROUNDS=3.
-#   c. A/A + injected 5% for `small` (the rest): benchmarks/ab_power_gpu.sh with as many runs per
-#      side as fit; its pools (c-ab-power/small/*.jsonl) concatenate across calls.
+#   c. A/A + injected 5% for `small` (the rest, ~70 s: maybe none): benchmarks/ab_power_gpu.sh
+#      with as many runs per side as fit; its pools (c-ab-power/small/*.jsonl) concatenate
+#      across calls: PARTS=c gives a call of its own ~8 runs per side.
 #   d. (only when PARTS names it) part b for qwen3-8b-drafter, one run each (~4 min).
 # Runs are alone on the GPU (one at a time; between parts the script waits for the GPU to be
 # free). Every record is appended as it is made, so a call cut short keeps what ran.
@@ -45,7 +46,7 @@ if [[ ${DRY:-0} == 1 ]]; then
   B_PRESET=tiny; B_STEPS=3; B_WARMUP=1; D_PRESET=tiny
   C_PRESET=tiny; C_STEPS=3; C_STRATEGY=sdpa_dense; C_RUN_S=45; C_MAX_RUNS=2
   A_PAIRS=${A_PAIRS:-2}; B_ROUNDS=${B_ROUNDS:-1}
-  BUDGET_A=${BUDGET_A:-300}; BUDGET_B=${BUDGET_B:-200}; BUDGET_D=${BUDGET_D:-200}
+  BUDGET_A=${BUDGET_A:-300}; BUDGET_B=${BUDGET_B:-260}; BUDGET_D=${BUDGET_D:-200}
   EST_PLAIN=30; EST_RG=60; EST_PROF=60; EST_B=60; EST_D=60
 else
   DEV=0
@@ -55,7 +56,7 @@ else
   B_PRESET=small; B_STEPS=40; B_WARMUP=3; D_PRESET=qwen3-8b-drafter
   C_PRESET=small; C_STEPS=60; C_STRATEGY=warmup_locked; C_RUN_S=30; C_MAX_RUNS=50
   A_PAIRS=${A_PAIRS:-3}; B_ROUNDS=${B_ROUNDS:-3}
-  BUDGET_A=${BUDGET_A:-280}; BUDGET_B=${BUDGET_B:-120}; BUDGET_D=${BUDGET_D:-300}
+  BUDGET_A=${BUDGET_A:-330}; BUDGET_B=${BUDGET_B:-120}; BUDGET_D=${BUDGET_D:-300}
   EST_PLAIN=40; EST_RG=55; EST_PROF=60; EST_B=30; EST_D=90
 fi
 

@@ -151,8 +151,11 @@ def power_table(outs: Sequence[Path]) -> list[str]:
         runs = {s: [r for f in fs for r in read_jsonl(f)] for s, fs in pools.items()}
         alarms = re.search(r"A/A false alarms: (\d+) of (\d+); candidate called slower: (\d+) "
                            r"of (\d+)", text)  # fmt: skip
-        need = re.search(r"reference pool: \d+ runs, run-to-run spread ([\d.]+%); runs per side "
-                         r"to catch a \d+% slowdown 90% of the time: (\S+)", text)  # fmt: skip
+        need = re.search(
+            r"reference pool: \d+ runs, run-to-run spread ([\d.]+%); runs per side to catch a "
+            r"\d+% slowdown 90% of the time: (> \d+|\d+)",
+            text,
+        )
         walls = [r.wall_s for rs in runs.values() for r in rs if r.wall_s]
         run_s = _median(walls)
         cost = f"{2 * PER_SIDE * run_s / 60:.1f} min" if run_s else "—"

@@ -69,6 +69,8 @@ def test_tables_from_two_calls(tmp_path: Path, capsys) -> None:
     # called slower in all 4 A/B comparisons; one comparison is 4 runs of 30 s.
     assert "| `small` | 8 + 8 |" in text
     assert "| 0 of 4 | 4 of 4 |" in text and "| 2.0 min |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| `small` |"))
+    assert row.split(" | ")[5].isdigit(), row  # runs per side that power says a 5% needs
 
 
 def test_empty_and_missing_folders(tmp_path: Path, capsys) -> None:
