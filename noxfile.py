@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -452,3 +453,129 @@ def report(session: nox.Session) -> None:
     reporting = ("matplotlib", "rich")
     install(session, *(r for r in requirements() if _name(r) in reporting))
     session.run("python", "-m", "harness", "report", *args)
+
+
+# ---- A/B: a candidate cell against the reference versions, on one GPU, runs interleaved ----
+# The reference is the versions the production trainer pins: the runner image's torch (2.11 on
+# the GPU image) and transformers 5.6.0, where the incident's team went back to ("is 5.8 slower
+# than what I run now, on my hardware?"). RACEGATE_AB_REFERENCE="<torch>,<transformers>" (torch
+# 'system' or a release) names another set.
+AB_REFERENCE = (SYSTEM, INCIDENT_TRANSFORMERS[0])
+AB_RUNS = 5  # runs per side unless RACEGATE_AB_RUNS says otherwise (harness.ab's default)
+# `harness run` options unless posargs give others: one thread on GPU 0, the production strategy
+# (harness run's default), `small` at the step count benchmarks/ab_power_gpu.sh measures with.
+AB_RUN_ARGS = ("--preset", "small", "--devices", "0", "--threads-per-device", "1",
+               "--steps", "60", "--warmup-steps", "3")  # fmt: skip
+
+
+def ab_reference(text: str | None) -> tuple[str, str]:
+    """(torch, transformers) from RACEGATE_AB_REFERENCE (unset or empty: AB_REFERENCE);
+    ValueError names the value and the form it must take."""
+    if not text or not text.strip():
+        return AB_REFERENCE
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(re.fullmatch(r"[0-9A-Za-z.+_-]+", p) for p in parts):
+        raise ValueError(
+            f"RACEGATE_AB_REFERENCE={text!r}: expected '<torch>,<transformers>', e.g. "
+            f"'{SYSTEM},{AB_REFERENCE[1]}' (torch '{SYSTEM}' is the runner image's own)"
+        )
+    return parts[0], parts[1]
+
+
+class _VenvSession:
+    """The session pointed at another venv, so install_cell builds that venv as it builds the
+    session's own: its installs go through that venv's pip, its `python` is that venv's."""
+
+    venv_backend = "virtualenv"
+
+    def __init__(self, session: nox.Session, venv: Path) -> None:
+        self._session, self.python = session, str(venv / "bin" / "python")
+
+    def install(self, *args: str) -> None:
+        self._session.run(self.python, "-m", "pip", "install", *args, external=True)
+
+    def run(self, *args: str, **kwargs: object) -> str | None:
+        if args[:1] == ("python",):
+            args = (self.python, *args[1:])
+        return self._session.run(*args, external=True, **kwargs)
+
+    def __getattr__(self, name: str) -> object:  # log, skip, error, posargs: the session's own
+        return getattr(self._session, name)
+
+
+def reference_venv(session: nox.Session, torch: str, transformers: str) -> str:
+    """The reference versions' venv, next to the session's (made once, kept like any reused
+    venv); returns its python."""
+    envdir = Path(session.bin).parent.parent
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", f"gpu_ab-reference-{torch}-{transformers}")
+    venv = envdir / slug
+    if not (venv / "bin" / "python").exists():
+        # Made as nox makes the cells' venvs (virtualenv, the image's packages visible).
+        session.run(
+            sys.executable, "-m", "virtualenv", "--system-site-packages", str(venv),
+            external=True, silent=True,
+        )  # fmt: skip
+    ref = _VenvSession(session, venv)
+    install_cell(ref, torch, transformers)  # type: ignore[arg-type]
+    return ref.python
+
+
+def ab_params(name: str, values: list[str]) -> list[nox.param]:
+    """cell_params for gpu_ab, tagged `ab_<v with _ for .>` (`nox -k "ab_system and ab_5_8_1"`):
+    nox's -k matches any substring of a tag, so a gpu_matrix keyword such as torch_system must
+    not be part of these tags, or it would run the A/B cells too."""
+    return [
+        nox.param(v, id=f"{name}={v!r}", tags=[f"ab_{re.sub(r'[^0-9A-Za-z]', '_', v)}"])
+        for v in values
+    ]
+
+
+@nox.session(**SYSTEM_SITE)
+@nox.parametrize("transformers", ab_params("transformers", GPU_TRANSFORMERS))
+@nox.parametrize("torch", ab_params("torch", GPU_TORCH))
+def gpu_ab(session: nox.Session, torch: str, transformers: str) -> None:
+    """A candidate cell against the reference versions, interleaved on one GPU (harness.ab)."""
+    if shutil.which("nvidia-smi") is None:
+        session.skip("no NVIDIA GPU here (nvidia-smi not found); python -m harness.ab runs on CPU")
+    if session.venv_backend == "none":
+        session.error("gpu_ab builds a reference venv beside the cell's: run it without --no-venv")
+    try:
+        reference = ab_reference(os.environ.get("RACEGATE_AB_REFERENCE"))
+    except ValueError as exc:
+        session.error(str(exc))
+    runs = os.environ.get("RACEGATE_AB_RUNS", str(AB_RUNS)).strip()
+    if not runs.isdigit() or int(runs) < 2:
+        session.error(f"RACEGATE_AB_RUNS={runs!r}: expected runs per side, an integer ≥ 2")
+    install_cell(session, torch, transformers)
+    ref_python = reference_venv(session, *reference)
+    out = results_dir(session)
+    result = out / "ab.json"
+    result.unlink(missing_ok=True)  # the call below is read from this run's file, never an old one
+    session.run(
+        "python", "-m", "harness.ab", "compare", "--reference", ref_python,
+        "--candidate", str(Path(session.bin) / "python"), "--runs", runs,
+        "--records", str(out / "ab-records"), "--out", str(result),
+        "--", *(session.posargs or AB_RUN_ARGS), success_codes=[0, 1],
+    )  # fmt: skip
+    ab_call(session, result)
+
+
+def ab_call(session: nox.Session, result: Path) -> None:
+    """Fail the cell on a failed run, a slower candidate, or more memory; ab.json says which."""
+    try:
+        data = json.loads(result.read_text())
+    except (OSError, ValueError) as exc:
+        session.error(f"harness.ab wrote no readable {result}: {exc}")
+    if data.get("failure"):
+        session.error(f"A/B failed (no call from partial evidence): {data['failure']}")
+    for metric in ("throughput", "memory"):
+        comp = data.get(metric)
+        if metric == "throughput" and not comp:
+            session.error(f"{result} holds no throughput comparison")
+        if comp and comp["change"] == ("lower" if metric == "throughput" else "higher"):
+            word = "slower" if metric == "throughput" else "uses more memory"
+            session.error(
+                f"candidate {word}: {comp['ratio']:.3f}x [{comp['low']:.3f}, {comp['high']:.3f}] "
+                f"of the reference ({result})"
+            )
+    session.log(f"A/B: no regression ({result})")

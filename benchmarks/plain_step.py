@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from torch.profiler import ProfilerActivity, profile
 from torch.utils.checkpoint import checkpoint
 
 PEAK_FLOPS = 790e12  # bf16 dense matmul on one H200, measured (an 8192³ torch.matmul)
@@ -302,7 +303,34 @@ def _timed(
     return times, loss
 
 
-def run(s: Shape, device: torch.device, steps: int, warmup: int, seed: int = 0) -> Result:
+def write_profile(
+    one_step: Callable[[], torch.Tensor], device: torch.device, steps: int, path: Path, what: str
+) -> None:
+    """Profile `steps` more steps (after the timed ones: the profiler's overhead never enters
+    them) and write torch.profiler's key_averages table to `path`."""
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            one_step()
+        if cuda:
+            torch.cuda.synchronize(device)
+    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    table = prof.key_averages().table(sort_by=sort, row_limit=40)
+    path.write_text(f"plain step, {steps} steps after the timed ones, {what}\n{table}\n")
+
+
+def run(
+    s: Shape,
+    device: torch.device,
+    steps: int,
+    warmup: int,
+    seed: int = 0,
+    profile_table: Path | None = None,
+    profile_steps: int = 2,
+) -> Result:
+    """Time `steps` steady steps after `warmup`; with `profile_table`, profile `profile_steps`
+    more and write the table there (write_profile)."""
     cuda = device.type == "cuda"
     dtype = torch.bfloat16 if cuda else torch.float32
     gen = torch.Generator().manual_seed(seed)
@@ -336,7 +364,7 @@ def run(s: Shape, device: torch.device, steps: int, warmup: int, seed: int = 0) 
     windows = [s.query_tokens / statistics.median(w) for w in thirds if w]
     flops = sum(step_flops(s, visible).values())
     on_h200 = cuda and "H200" in torch.cuda.get_device_name(device)
-    return Result(
+    result = Result(
         device=torch.cuda.get_device_name(device) if cuda else "cpu",
         shape=asdict(s),
         attention=kind,
@@ -351,6 +379,10 @@ def run(s: Shape, device: torch.device, steps: int, warmup: int, seed: int = 0) 
         peak_mem_bytes=torch.cuda.max_memory_allocated(device) if cuda else None,
         final_loss=float(loss),
     )
+    if profile_table is not None:
+        what = f"{result.device}, torch {result.torch}"
+        write_profile(one_step, device, profile_steps, profile_table, what)
+    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -361,14 +393,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3, help="excluded steps (default: %(default)s)")
     p.add_argument("--batch", type=int, default=1, help="sequences per step (default: %(default)s)")
     p.add_argument("--json", type=Path, default=None, help="write the result here as JSON")
+    p.add_argument(
+        "--profile-table", type=Path, default=None,
+        help="profile --profile-steps more steps after the timed ones; write the table here",
+    )  # fmt: skip
+    p.add_argument("--profile-steps", type=int, default=2, help="(default: %(default)s)")
     args = p.parse_args(argv)
-    if args.steps < 1 or args.warmup < 0 or args.batch < 1:
-        print("plain_step: error: --steps and --batch must be ≥ 1, --warmup ≥ 0", file=sys.stderr)
+    if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.profile_steps < 1:
+        print(
+            "plain_step: error: --steps, --batch and --profile-steps must be ≥ 1, --warmup ≥ 0",
+            file=sys.stderr,
+        )
         return 2
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     shape = TINY if args.tiny else Shape()
     shape = Shape(**{**asdict(shape), "batch": args.batch})
-    res = run(shape, device, args.steps, args.warmup)
+    res = run(
+        shape, device, args.steps, args.warmup,
+        profile_table=args.profile_table, profile_steps=args.profile_steps,
+    )  # fmt: skip
     mfu = f"{res.mfu:.1%}" if res.mfu is not None else "n/a (not an H200)"
     mem = f"{res.peak_mem_bytes / 2**30:.1f} GiB" if res.peak_mem_bytes else "n/a"
     print(

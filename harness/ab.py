@@ -152,7 +152,8 @@ def order(runs: int) -> list[tuple[str, int]]:
 def run_once(side: Side, run_args: list[str], out: Path, timeout_s: float) -> RunRecord:
     """One fresh `<python> -m harness run` process; its one record, or ValueError saying why not."""
     env = {**os.environ, **side.env}
-    cmd = [side.python, "-m", "harness", "run", *run_args, "--out", str(out)]
+    # --repeat 1: `harness run` makes 3 runs per scenario on a GPU unless told otherwise.
+    cmd = [side.python, "-m", "harness", "run", *run_args, "--repeat", "1", "--out", str(out)]
     try:
         proc = subprocess.run(
             cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s

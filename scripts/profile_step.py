@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=2, help="unprofiled steps (compile)")
     ap.add_argument("--steps", type=int, default=3, help="profiled steps")
     ap.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
+    ap.add_argument(
+        "--table", type=Path, default=None, help="write torch.profiler's key_averages table here"
+    )
     args = ap.parse_args(argv)
 
     device = torch.device(args.device)
@@ -93,6 +96,13 @@ def main(argv: list[str] | None = None) -> int:
         "device_busy": sum(by_kind.values()) / wall if on_cuda else None,
         "top_kernels": [[round(s, 6), name[:120]] for s, name in sorted(top, reverse=True)[:15]],
     }
+    if args.table:
+        sort = "self_cuda_time_total" if on_cuda else "self_cpu_time_total"
+        args.table.write_text(
+            f"racegate step ({args.preset}, {args.strategy}), {args.steps} steps after "
+            f"{args.warmup}, {summary['device_name']}, torch {torch.__version__}\n"
+            f"{prof.key_averages().table(sort_by=sort, row_limit=40)}\n"
+        )
     text = json.dumps(summary, indent=2)
     print(text)
     if args.out:

@@ -262,3 +262,16 @@ def test_result_lines_end_with_the_decision() -> None:
     assert res.regressed and res.lines()[-1].endswith("more memory: the gate FAILS")
     failed = ab.ABResult([], sides, failure="candidate run 1 of 3: outcome hang")
     assert failed.regressed and failed.lines()[-1].startswith("A/B FAILED: candidate run 1")
+
+
+def test_each_run_is_one_run_whatever_the_device(tmp_path: Path) -> None:
+    """`harness run` repeats each scenario 3 times on a GPU by default: ab asks for one."""
+    argv = tmp_path / "argv"
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv}\nexit 3\n')
+    fake.chmod(0o700)
+    with pytest.raises(ValueError, match="exited 3"):
+        ab.run_once(ab.Side("candidate", str(fake)), ["--devices", "0"], tmp_path / "r.jsonl", 30)
+    args = argv.read_text().split("\n")
+    assert args[:5] == ["-m", "harness", "run", "--devices", "0"]
+    assert args[args.index("--repeat") + 1] == "1"

@@ -34,7 +34,7 @@ def listed() -> list[dict[str, Any]]:
     """`nox -l --json` for every session: what nox itself makes of the noxfile."""
     out = subprocess.run(
         [sys.executable, "-m", "nox", "-f", str(NOXFILE), "-l", "--json", "-s",
-         "tests", "race", "gpu_matrix", "cpu_matrix", "report"],
+         "tests", "race", "gpu_matrix", "cpu_matrix", "report", "gpu_ab"],
         capture_output=True, text=True, check=True, cwd=ROOT,
     )  # fmt: skip
     return json.loads(out.stdout)
@@ -93,7 +93,9 @@ def test_sessions_are_typed_and_forward_posargs() -> None:
         if isinstance(f, ast.FunctionDef)
         and any("nox.session" in ast.unparse(d) for d in f.decorator_list)
     ]
-    assert {f.name for f in sessions} == {"tests", "race", "gpu_matrix", "cpu_matrix", "report"}
+    assert {f.name for f in sessions} == {
+        "tests", "race", "gpu_matrix", "cpu_matrix", "report", "gpu_ab"
+    }  # fmt: skip
     for f in sessions:
         assert ast.unparse(f.args.args[0].annotation) == "nox.Session", f.name
         assert ast.unparse(f.returns) == "None", f.name
@@ -528,3 +530,130 @@ def test_report_path_imports_no_torch(tmp_path: Path) -> None:
     rc, imported = out.stdout.strip().splitlines()[-1].split(" ", 1)
     assert (tmp_path / "out" / "gate.json").is_file() and rc in ("0", "1")
     assert imported == "[]", f"the report path imported {imported}"
+
+
+def test_gpu_ab_cells_mirror_gpu_matrix_and_stay_out_of_its_selections(
+    noxfile: ModuleType, listed: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cells = [s for s in listed if s["name"] == "gpu_ab"]
+    matrix = [s for s in listed if s["name"] == "gpu_matrix"]
+    assert {(s["call_spec"]["torch"], s["call_spec"]["transformers"]) for s in cells} == {
+        (s["call_spec"]["torch"], s["call_spec"]["transformers"]) for s in matrix
+    }
+    one = next(s for s in cells if s["session"] == "gpu_ab(torch='system', transformers='5.8.1')")
+    assert one["tags"] == ["ab_system", "ab_5_8_1"]
+    # No gpu_matrix keyword is a substring of an A/B tag (nox -k matches substrings), so a
+    # gpu_matrix selection never runs an A/B, and the A/B tags pick the A/B cell alone.
+    for cell in cells:
+        for tag in cell["tags"]:
+            assert not any(t in tag for m in matrix for t in m["tags"]), tag
+    out = subprocess.run(
+        [sys.executable, "-m", "nox", "-f", str(NOXFILE), "-l", "--json",
+         "-k", "ab_system and ab_5_8_1"],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    assert [s["session"] for s in json.loads(out.stdout)] == [one["session"]]
+    assert "gpu_ab" not in noxfile.nox.options.sessions  # never a default session
+    # The nightly fans out gpu_matrix cells only: its plan has no A/B cell in it.
+    spec = importlib.util.spec_from_file_location("nightly_plan", ROOT / "scripts/nightly_plan.py")
+    assert spec and spec.loader
+    plan = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "nightly_plan", plan)  # its dataclasses look it up
+    spec.loader.exec_module(plan)
+    assert {c.session for c in plan.list_cells()} == {s["session"] for s in matrix}
+
+
+class ABSession(JUnitWritingSession):
+    """A gpu_ab cell's stand-in: installs into the reference venv go through its pip (recorded
+    apart), its probes answer from those installs, and `harness.ab compare` writes `answer` as
+    the ab.json it is asked for (None: writes nothing)."""
+
+    def __init__(self, name: str, bin_dir: Path, answer: dict[str, Any] | None) -> None:
+        super().__init__(name)
+        self.bin, self.answer = str(bin_dir), answer
+        self.ref_installs: list[tuple[str, ...]] = []
+
+    def run(self, *args: str, **kwargs: Any) -> str | None:
+        if args[:2] == ("python", "-m") and args[2] == "harness.ab":
+            self.runs.append((args, kwargs))
+            if self.answer is not None:
+                Path(args[args.index("--out") + 1]).write_text(json.dumps(self.answer))
+            return None
+        if args[0] != "python" and args[0].endswith("/bin/python"):  # the reference venv
+            self.runs.append((args, kwargs))
+            if args[1:4] == ("-m", "pip", "install"):
+                self.ref_installs.append(args[4:])
+            elif "transformers as t" in args[-1]:
+                tf = next(a for i in self.ref_installs for a in i if a.startswith("transformers"))
+                return f"2.11.0+cu130 {tf.removeprefix('transformers==')}\n"
+            elif "find_spec('torch')" in args[-1]:
+                return "True\n"
+            return None
+        return super().run(*args, **kwargs)
+
+
+def _ab_answer(change: str = "no significant change", failure: str | None = None) -> Any:
+    comp = {"ratio": 0.9 if change == "lower" else 1.0, "low": 0.88, "high": 0.92}
+    return {"failure": failure, "throughput": {**comp, "change": change}, "memory": None}
+
+
+def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
+    noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
+    for var in ("RACEGATE_WHEELHOUSE", "RACEGATE_AB_REFERENCE", "RACEGATE_AB_RUNS"):
+        monkeypatch.delenv(var, raising=False)
+    name = "gpu_ab(torch='system', transformers='5.8.1')"
+    cand_bin = tmp_path / ".nox" / "gpu_ab-torch-system-transformers-5-8-1" / "bin"
+    s = ABSession(name, cand_bin, _ab_answer())
+    noxfile.gpu_ab(s, torch="system", transformers="5.8.1")
+    # The candidate: the cell's own venv, as gpu_matrix builds it.
+    assert "transformers==5.8.1" in [a for args in s.installs for a in args]
+    # The reference: a venv of its own beside the cell's, with the production pins.
+    ref = tmp_path / ".nox" / "gpu_ab-reference-system-5.6.0"
+    made = next(r[0] for r in s.runs if "virtualenv" in r[0])
+    assert made[-2:] == ("--system-site-packages", str(ref))
+    ref_pins = [a for args in s.ref_installs for a in args]
+    assert "transformers==5.6.0" in ref_pins and noxfile.OLD_TOKENIZERS in ref_pins
+    assert not any(a.startswith("torch") for a in ref_pins)  # torch 'system': the image's
+    (cmd, kw), *_ = [r for r in s.runs if r[0][:3] == ("python", "-m", "harness.ab")]
+    assert cmd[3:6] == ("compare", "--reference", str(ref / "bin" / "python"))
+    assert cmd[cmd.index("--candidate") + 1] == str(cand_bin / "python")
+    cell = tmp_path / "results" / "gpu_ab-torch-system-transformers-5.8.1"
+    assert cmd[cmd.index("--out") + 1] == str(cell / "ab.json")
+    assert cmd[cmd.index("--records") + 1] == str(cell / "ab-records")
+    assert cmd[cmd.index("--runs") + 1] == "5"
+    assert cmd[cmd.index("--") + 1 :] == noxfile.AB_RUN_ARGS
+    assert kw["success_codes"] == [0, 1]  # exit 1 is read from ab.json, with its reason
+    # Faster is no failure; slower, a failed run, or no result fails the cell, saying why.
+    noxfile.gpu_ab(ABSession(name, cand_bin, _ab_answer("higher")), "system", "5.8.1")
+    for answer, message in (
+        (_ab_answer("lower"), r"candidate slower: 0\.900x \[0\.880, 0\.920\]"),
+        (_ab_answer(failure="candidate run 2 of 5: outcome hang"), "A/B failed.*run 2 of 5"),
+        (None, "wrote no readable"),
+    ):
+        with pytest.raises(AssertionError, match=message):
+            noxfile.gpu_ab(ABSession(name, cand_bin, answer), "system", "5.8.1")
+    # posargs replace the default run options; the environment picks the reference and runs.
+    monkeypatch.setenv("RACEGATE_AB_REFERENCE", "2.11.0,5.17.0")
+    monkeypatch.setenv("RACEGATE_AB_RUNS", "9")
+    s = ABSession(name, cand_bin, _ab_answer())
+    s.posargs = ["--preset", "qwen3-8b-drafter", "--steps", "3"]
+    noxfile.gpu_ab(s, torch="system", transformers="5.8.1")
+    (cmd, _), *_ = [r for r in s.runs if r[0][:3] == ("python", "-m", "harness.ab")]
+    assert cmd[cmd.index("--") + 1 :] == ("--preset", "qwen3-8b-drafter", "--steps", "3")
+    assert cmd[cmd.index("--runs") + 1] == "9"
+    assert "gpu_ab-reference-2.11.0-5.17.0" in cmd[cmd.index("--reference") + 1]
+    assert "torch==2.11.0" in [a for args in s.ref_installs for a in args]
+    for var, bad, message in (
+        ("RACEGATE_AB_REFERENCE", "5.6.0", "expected '<torch>,<transformers>'"),
+        ("RACEGATE_AB_RUNS", "1", "integer ≥ 2"),
+    ):
+        monkeypatch.setenv(var, bad)
+        with pytest.raises(AssertionError, match=message):
+            noxfile.gpu_ab(ABSession(name, cand_bin, _ab_answer()), "system", "5.8.1")
+        monkeypatch.delenv(var)
+    monkeypatch.setattr(noxfile.shutil, "which", lambda _: None)
+    with pytest.raises(Skip, match="nvidia-smi"):
+        noxfile.gpu_ab(ABSession(name, cand_bin, _ab_answer()), "system", "5.8.1")

@@ -45,7 +45,12 @@ def test_visible_pairs_counts_the_mask() -> None:
 def test_tiny_cpu_step_runs_and_reports(tmp_path: Path) -> None:
     ps = _load()
     out = tmp_path / "plain.json"
-    assert ps.main(["--tiny", "--steps", "2", "--warmup", "1", "--json", str(out)]) == 0
+    table = tmp_path / "plain-profile.txt"
+    argv = ["--tiny", "--steps", "2", "--warmup", "1", "--json", str(out)]
+    assert ps.main([*argv, "--profile-table", str(table), "--profile-steps", "1"]) == 0
+    text = table.read_text()  # torch.profiler's key_averages table of one more step
+    assert text.startswith("plain step, 1 steps after the timed ones") and "Self CPU" in text
+    assert "aten::mm" in text or "aten::addmm" in text
     res = json.loads(out.read_text())
     assert res["attention"] == "dense sdpa" and res["steps"] == 2 and len(res["step_ms"]) == 2
     assert math.isfinite(res["final_loss"]) and res["query_tokens_per_s"] > 0

@@ -28,8 +28,12 @@ def test_kernel_kinds() -> None:
 
 def test_profile_of_a_tiny_cpu_step(tmp_path: Path) -> None:
     out = tmp_path / "prof.json"
+    table = tmp_path / "prof.txt"
     args = ["--preset", "tiny", "--steps", "1", "--warmup", "1", "--out", str(out)]
-    assert _load().main(args) == 0
+    assert _load().main([*args, "--table", str(table)]) == 0
+    text = table.read_text()  # torch.profiler's key_averages table, aten ops by self time
+    assert text.startswith("racegate step (tiny, per_device)") and "Self CPU" in text
+    assert "aten::mm" in text or "aten::addmm" in text
     summary = json.loads(out.read_text())
     kinds = summary["kernel_s_by_kind"]
     assert {"attention", "matmul"} <= set(kinds) and all(v > 0 for v in kinds.values())
