@@ -141,13 +141,7 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
             )
         done = 0
         while time.monotonic() < plan.deadline and not GIVE_UP.is_set():
-            shape = base_shape
-            if plan.switch_shape_after_hook and co.hook_done.is_set() and new_shape is not None:
-                shape = new_shape
-            if plan.schedule is Schedule.RECOMPILE and new_shape is not None:
-                my_turn = co.all_set(co.released) and (i == 0 or co.switched[i - 1].is_set())
-                if my_turn or co.switched[i].is_set():
-                    shape = new_shape
+            shape = _next_shape(co, i, base_shape, new_shape)
             # Monotonic, not perf_counter: steps of threads in other processes are compared.
             t0 = time.monotonic()
             result = run.replica.step(shape)
@@ -182,6 +176,21 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
         co.released[i].set()
         co.switched[i].set()
         co.reached_quota(i)
+
+
+def _next_shape(co: _Coordinator, i: int, base_shape: int, new_shape: int | None) -> int:
+    """Thread i's shape for its next step: its new shape once the deleted cache's hook ran, or
+    under `recompile` once every thread is steady and the thread before it has switched."""
+    plan = co.plan
+    if new_shape is None:
+        return base_shape
+    if plan.switch_shape_after_hook and co.hook_done.is_set():
+        return new_shape
+    if plan.schedule is Schedule.RECOMPILE:
+        my_turn = co.all_set(co.released) and (i == 0 or co.switched[i - 1].is_set())
+        if my_turn or co.switched[i].is_set():
+            return new_shape
+    return base_shape
 
 
 def _may_stop(co: _Coordinator, i: int) -> bool:
