@@ -26,7 +26,7 @@ def test_an_empty_or_headerless_dump_has_no_stack_to_compare() -> None:
     assert stall.normalise("Fatal Python error: Segmentation fault\n") == ""
 
 
-def test_only_racegate_threads_count_and_the_signalled_thread_is_no_change() -> None:
+def test_only_our_own_threads_count_and_the_signalled_thread_is_no_change() -> None:
     ours = '  File "/r/harness/run/threads.py", line 149 in _thread_main\n'
     poller = '  File "/t/torch/_inductor/compile_worker/timer.py", line {} in check\n'
     head = " (most recent call first):\n"
