@@ -18,7 +18,7 @@ from harness.judge import baselines
 from harness.judge.baselines import Verdict
 from harness.judge.suite import judge, run_case
 from harness.scenario import make_scenario
-from harness.vocab import Outcome, Strategy
+from harness.vocab import Outcome, Strategy, strategies_where
 
 BASELINES = Path(__file__).resolve().parent.parent / "baselines"
 # Steady steps per run: ~5 s of steady state for `small` (35 ms steps), ~30 s for qwen3-8b
@@ -64,9 +64,7 @@ def _runs(
 @pytest.mark.gpu
 @pytest.mark.timeout(CASE_TIMEOUT_S)
 @pytest.mark.parametrize("preset", PRESETS)
-@pytest.mark.parametrize(
-    "strategy", [Strategy.PER_DEVICE, Strategy.WARMUP, Strategy.WARMUP_LOCKED], ids=str
-)
+@pytest.mark.parametrize("strategy", strategies_where(has_floor=True), ids=str)
 def test_throughput_at_floor(preset: str, strategy: Strategy, racegate_config) -> None:
     rc = racegate_config
     records = _runs(rc, preset, strategy, rc.devices[:1], rc.repeat)

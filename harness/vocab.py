@@ -47,14 +47,18 @@ class StrategySpec:
     races_lazily: bool
     # Stands in for another strategy's floor: the same compiled step without the race.
     judged_by: str | None = None
+    # Has a throughput case of its own against a measured floor (cases/test_throughput.py).
+    has_floor: bool = False
 
 
 _S = StrategySpec
 STRATEGIES: dict[Strategy, StrategySpec] = {
-    Strategy.PER_DEVICE: _S(True, False, False, False, True, True, True, True),
+    Strategy.PER_DEVICE: _S(True, False, False, False, True, True, True, True, has_floor=True),
     Strategy.SINGLETON: _S(True, False, False, False, False, False, True, True),
-    Strategy.WARMUP: _S(True, True, False, False, True, True, True, False),
-    Strategy.WARMUP_LOCKED: _S(True, True, True, False, True, True, True, False, "warmup"),
+    Strategy.WARMUP: _S(True, True, False, False, True, True, True, False, has_floor=True),
+    Strategy.WARMUP_LOCKED: _S(
+        True, True, True, False, True, True, True, False, "warmup", has_floor=True
+    ),
     Strategy.PROCESSES: _S(True, False, False, True, True, True, True, False),
     Strategy.NESTED_FX_OFF: _S(True, False, False, False, True, True, True, True, "warmup"),
     Strategy.EAGER: _S(False, False, False, False, False, False, False, False),
