@@ -1,12 +1,13 @@
-"""Tell a stalled run early: every stack unchanged while the run's processes sit idle.
+"""Tell a stalled run early: racegate's threads' stacks unchanged while the run sits idle.
 
 A deadlocked run otherwise waits out its whole timeout (minutes), although its threads stop
 moving within seconds. The runner samples each live child through the faulthandler dump it
 already arms (SIGUSR1, written by a C signal handler: it needs no GIL, so a thread hung holding
-the GIL is seen too), but only while the run's processes burn (almost) no CPU, so a busy run is
-never interrupted. When every child's dump stayed identical for `stall_s` seconds, the run is
-stalled: the runner asks the child to stop (SIGUSR2: its threads are given up, its report
-written) and kills it after a short grace if it cannot.
+the GIL is seen too), but only while the run is idle (its stepping threads burn no CPU, the
+whole run little), so a busy run is never interrupted. When racegate's threads' stacks in every
+child stayed identical for `stall_s` seconds, the run is stalled: the runner asks the child to
+stop (SIGUSR2: its threads are given up, its report written) and kills it after a short grace
+if it cannot.
 
 Why not a heartbeat from the threads: a step may legitimately take long (a compile, a big
 kernel), and a heartbeat says nothing about *where* a thread stopped; the stacks do both.
@@ -30,8 +31,10 @@ SAMPLE_EVERY_S = 2.0  # between two looks at the run's CPU time (and, when idle,
 # and the whole run below RUN_IDLE_CORES; a deadlocked GPU run still burns 0.2-0.6 of a core
 # in torch's helper threads and processes (results/2026-12-01-h200-cell-stall, call 2). With
 # no stepping thread to look at (a priming run), the whole run must stay below IDLE_CORES.
+# RUN_IDLE_CORES sits between that and one busy compile worker (a core), which a thread
+# waiting on its compile must not be stalled beside.
 OURS_IDLE_CORES = 0.05
-RUN_IDLE_CORES = 1.0
+RUN_IDLE_CORES = 0.8
 IDLE_CORES = 0.15
 DUMP_WAIT_S = 1.0  # longest wait for a requested dump to land in the stacks file
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -90,19 +93,19 @@ def request_dump(pid: int, stacks: Path) -> str:
     try:
         start = stacks.stat().st_size
         os.kill(pid, signal.SIGUSR1)
-    except (OSError, ProcessLookupError):
+        deadline = time.monotonic() + DUMP_WAIT_S
+        size = start
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            new = stacks.stat().st_size
+            if new > start and new == size:  # grew, then stopped growing: the dump is complete
+                break
+            size = new
+        with stacks.open("rb") as fh:
+            fh.seek(start)
+            return fh.read(4 * 1024 * 1024).decode(errors="replace")
+    except OSError:  # the child is gone, or its stacks file is not there (yet)
         return ""
-    deadline = time.monotonic() + DUMP_WAIT_S
-    size = start
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        new = stacks.stat().st_size
-        if new > start and new == size:  # grew, then stopped growing: the dump is complete
-            break
-        size = new
-    with stacks.open("rb") as fh:
-        fh.seek(start)
-        return fh.read(4 * 1024 * 1024).decode(errors="replace")
 
 
 @dataclass
