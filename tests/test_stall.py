@@ -1,4 +1,4 @@
-"""The stall watch's reading of faulthandler dumps (harness.run.stall), on real dumps."""
+"""The stall watch: its reading of faulthandler dumps (harness.run.stacks) and of threads' CPU."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from harness.run import lifeline, stall
+from harness.run import lifeline, stacks, stall
 
 
 def real_dump(tmp_path: Path) -> str:
@@ -22,8 +22,8 @@ def real_dump(tmp_path: Path) -> str:
 def test_an_empty_or_headerless_dump_has_no_stack_to_compare() -> None:
     # A dump that did not land (the child ignored SIGUSR1, or it was still being written):
     # on the H200 cell this raised in zip(strict=True) and failed every case it met.
-    assert stall.normalise("") == ""
-    assert stall.normalise("Fatal Python error: Segmentation fault\n") == ""
+    assert stacks.ours("") == ""
+    assert stacks.ours("Fatal Python error: Segmentation fault\n") == ""
 
 
 def test_only_our_own_threads_count_and_the_signalled_thread_is_no_change() -> None:
@@ -32,16 +32,16 @@ def test_only_our_own_threads_count_and_the_signalled_thread_is_no_change() -> N
     head = " (most recent call first):\n"
     first = f"Thread 0xa{head}{poller.format(43)}Current thread 0xb{head}{ours}"
     later = f"Current thread 0xa{head}{poller.format(41)}Thread 0xb{head}{ours}"
-    assert stall.normalise(first) == stall.normalise(later) != ""
+    assert stacks.ours(first) == stacks.ours(later) != ""
     moved = later.replace("line 149", "line 150")
-    assert stall.normalise(moved) != stall.normalise(first)
+    assert stacks.ours(moved) != stacks.ours(first)
 
 
 def test_a_real_dump_parses_into_this_threads_block(tmp_path: Path) -> None:
     text = real_dump(tmp_path)
     assert text.strip()
     # This test's own frames are not under harness/run/: nothing of ours to compare.
-    assert stall.normalise(text) == ""
+    assert stacks.ours(text) == ""
 
 
 def test_named_stepping_threads_are_found_and_their_cpu_read() -> None:
@@ -62,3 +62,15 @@ def test_named_stepping_threads_are_found_and_their_cpu_read() -> None:
         t.join()
     assert found == 1
     assert cpu > 0.05  # it spun for half a second (CPU clock ticks are 10 ms)
+
+
+def test_dumps_fold_to_each_threads_last_stack() -> None:
+    head = " (most recent call first):\n"
+    first = (
+        f'Thread 0xa{head}  File "x.py", line 1 in f\nThread 0xb{head}  File "y.py", line 2 in g\n'
+    )
+    later = f'Fatal Python error: Aborted\n\nCurrent thread 0xa{head}  File "x.py", line 9 in f\n'
+    folded = stacks.dedupe(first + later)
+    assert folded.splitlines()[0] == "Fatal Python error: Aborted"
+    assert "line 9 in f" in folded and "line 1 in f" not in folded  # 0xa's later stack wins
+    assert "line 2 in g" in folded  # 0xb appeared once: kept

@@ -12,7 +12,6 @@ import atexit
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import versions
-from harness.run import cache_state, lifeline, stall
+from harness.run import cache_state, lifeline, stacks, stall
 from harness.run.protocol import (
     CacheEvidence,
     ChildEvidence,
@@ -66,27 +65,6 @@ def tail(path: Path, limit: int = TAIL_BYTES) -> str:
             return fh.read().decode(errors="replace")
     except FileNotFoundError:
         return ""
-
-
-_THREAD_HEADER = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
-
-
-def dedupe_stacks(text: str) -> str:
-    """faulthandler dumps (watchdog, SIGUSR1, final) folded to each thread's last stack."""
-    blocks: dict[str, list[str]] = {}
-    notes: list[str] = []
-    current: list[str] | None = None
-    for line in text.splitlines():
-        header = _THREAD_HEADER.match(line)
-        if header:
-            current = blocks[header.group(1)] = [line]  # a later dump replaces an earlier one
-        elif line.startswith("  ") and current is not None:
-            current.append(line)
-        else:
-            current = None
-            if line.strip() and line not in notes:
-                notes.append(line)
-    return "\n".join([*notes, *("\n".join(b) for b in blocks.values())])
 
 
 def oom_kill_count() -> int | None:
@@ -228,7 +206,7 @@ def finish_child(
         report=report,
         report_error=report_error,
         progress=_read_progress(run_dir),
-        stacks=dedupe_stacks(tail(run_dir / "stacks.txt", STACKS_BYTES)),
+        stacks=stacks.dedupe(tail(run_dir / "stacks.txt", STACKS_BYTES)),
         stderr_tail=tail(run_dir / "stderr.txt"),
         wall_s=time.monotonic() - t0,
         stalled_s=stalled_s,

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.run import stacks
 from harness.run.lifeline import THREAD_PREFIX
 
 SAMPLE_EVERY_S = 2.0  # between two looks at the run's CPU time (and, when idle, its stacks)
@@ -38,21 +38,23 @@ RUN_IDLE_CORES = 0.8
 IDLE_CORES = 0.15
 DUMP_WAIT_S = 1.0  # longest wait for a requested dump to land in the stacks file
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-_CURRENT = re.compile(r"^Current thread (0x[0-9a-f]+)", re.MULTILINE)
-_HEADER = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+", re.MULTILINE)
-# racegate's own threads (the stepping threads, the worker's main thread) have a frame here.
-_OURS = f"{os.sep}harness{os.sep}run{os.sep}"
+
+
+_OWN, _WITH_CHILDREN = (11, 12), (11, 12, 13, 14)  # utime stime (cutime cstime), after comm
+
+
+def _ticks(stat: Path, which: tuple[int, ...]) -> int:
+    """Clock ticks from a /proc .../stat file (0 when it is gone: the process or thread ended)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        text = stat.read_text()
+        fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+        return sum(int(fields[k]) for k in which)
+    return 0
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU of these processes and of their reaped children (/proc/<pid>/stat)."""
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            text = Path(f"/proc/{pid}/stat").read_text()
-            fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
-            total += sum(int(fields[k]) for k in (11, 12, 13, 14))  # utime stime cutime cstime
-    return total / _TICK
+    """User + system CPU of these processes and of their reaped children."""
+    return sum(_ticks(Path(f"/proc/{pid}/stat"), _WITH_CHILDREN) for pid in pids) / _TICK
 
 
 def stepping_cpu_seconds(pids: list[int]) -> tuple[float, int]:
@@ -64,44 +66,28 @@ def stepping_cpu_seconds(pids: list[int]) -> tuple[float, int]:
         except OSError:  # it exited
             continue
         for tid in tasks:
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                task = Path(f"/proc/{pid}/task/{tid}")
-                if not task.joinpath("comm").read_text().startswith(THREAD_PREFIX):
-                    continue
-                text = task.joinpath("stat").read_text()
-                fields = text[text.rindex(")") + 2 :].split()
-                total += int(fields[11]) + int(fields[12])
-                found += 1
+            task = Path(f"/proc/{pid}/task/{tid}")
+            with contextlib.suppress(OSError):
+                if task.joinpath("comm").read_text().startswith(THREAD_PREFIX):
+                    total += _ticks(task / "stat", _OWN)
+                    found += 1
     return total / _TICK, found
 
 
-def normalise(dump: str) -> str:
-    """The part of a dump compared with the next: racegate's own threads' stacks.
-
-    Other threads poll on their own (inductor's compile-worker timer, tqdm's monitor), so
-    their stacks move in a deadlock too; racegate's threads are the ones that must progress.
-    Which thread took the signal is not a change either."""
-    dump = _CURRENT.sub(r"Thread \1", dump)
-    starts = [m.start() for m in _HEADER.finditer(dump)]
-    ends = [*starts[1:], len(dump)] if starts else []  # no header (an empty dump): no block
-    blocks = [dump[a:b].strip() for a, b in zip(starts, ends, strict=True)]
-    return "\n".join(b for b in blocks if _OURS in b)
-
-
-def request_dump(pid: int, stacks: Path) -> str:
+def request_dump(pid: int, path: Path) -> str:
     """Ask the child for one dump of every stack (SIGUSR1); its text, or "" if none came."""
     try:
-        start = stacks.stat().st_size
+        start = path.stat().st_size
         os.kill(pid, signal.SIGUSR1)
         deadline = time.monotonic() + DUMP_WAIT_S
         size = start
         while time.monotonic() < deadline:
             time.sleep(0.05)
-            new = stacks.stat().st_size
+            new = path.stat().st_size
             if new > start and new == size:  # grew, then stopped growing: the dump is complete
                 break
             size = new
-        with stacks.open("rb") as fh:
+        with path.open("rb") as fh:
             fh.seek(start)
             return fh.read(4 * 1024 * 1024).decode(errors="replace")
     except OSError:  # the child is gone, or its stacks file is not there (yet)
@@ -157,7 +143,7 @@ class StallWatch:
         if not idle:
             self._forget()
             return None
-        dumps = {pid: normalise(request_dump(pid, self.children[pid])) for pid in live}
+        dumps = {pid: stacks.ours(request_dump(pid, self.children[pid])) for pid in live}
         self.dumps_taken += 1
         unchanged = all(d and self._dumps.get(pid) == d for pid, d in dumps.items())
         if self._dumps and not unchanged:
