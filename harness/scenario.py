@@ -6,6 +6,7 @@ compile state, so it is safe to import anywhere.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -132,7 +133,8 @@ def make_scenario(**fields: Any) -> Scenario:
         raise ValueError(f"warmup steps must be ≥ 0, got {f['warmup_steps']!r}")
     if float(f.get("timeout_s", 1)) <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {f['timeout_s']!r}")
-    if float(f.get("stall_s", STALL_S)) < 0:
+    stall = float(f.get("stall_s", STALL_S))
+    if not math.isfinite(stall) or stall < 0:
         raise ValueError(f"stall must be ≥ 0 seconds (0: off), got {f['stall_s']!r}")
     si = f.get("switch_interval_s")
     if si is not None and float(si) <= 0:

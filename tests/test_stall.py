@@ -8,20 +8,13 @@ import threading
 import time
 from pathlib import Path
 
-from harness.run import lifeline, stacks, stall
-
-
-def real_dump(tmp_path: Path) -> str:
-    """faulthandler's own text for this process, with a thread parked in harness/run code."""
-    path = tmp_path / "dump.txt"
-    with path.open("w") as fh:
-        faulthandler.dump_traceback(file=fh, all_threads=True)
-    return path.read_text()
+from harness.run import lifeline, stacks, stall, threads
+from harness.vocab import Schedule
 
 
 def test_an_empty_or_headerless_dump_has_no_stack_to_compare() -> None:
     # A dump that did not land (the child ignored SIGUSR1, or it was still being written):
-    # on the H200 cell this raised in zip(strict=True) and failed every case it met.
+    # on the H200 cell the watch's first reader of it raised and failed every case it met.
     assert stacks.ours("") == ""
     assert stacks.ours("Fatal Python error: Segmentation fault\n") == ""
 
@@ -37,11 +30,22 @@ def test_only_our_own_threads_count_and_the_signalled_thread_is_no_change() -> N
     assert stacks.ours(moved) != stacks.ours(first)
 
 
-def test_a_real_dump_parses_into_this_threads_block(tmp_path: Path) -> None:
-    text = real_dump(tmp_path)
-    assert text.strip()
-    # This test's own frames are not under harness/run/: nothing of ours to compare.
-    assert stacks.ours(text) == ""
+def test_a_real_dump_keeps_exactly_the_thread_waiting_in_harness_run(tmp_path: Path) -> None:
+    """faulthandler's own text: a thread parked in harness/run/threads.py is ours, this test's
+    main thread (in tests/) is not."""
+    co = threads._Coordinator(1, threads.Plan(Schedule.BARRIER, 0, 1, [1], time.monotonic() + 60))
+    parked = threading.Event()
+    waiter = threading.Thread(target=co.wait, args=(parked,), daemon=True)
+    waiter.start()
+    time.sleep(0.2)
+    path = tmp_path / "dump.txt"
+    with path.open("w") as fh:
+        faulthandler.dump_traceback(file=fh, all_threads=True)
+    parked.set()
+    waiter.join()
+    mine = stacks.ours(path.read_text())
+    assert len(stacks.blocks(mine)[1]) == 1, mine
+    assert f"harness{os.sep}run{os.sep}threads.py" in mine and "test_stall.py" not in mine
 
 
 def test_named_stepping_threads_are_found_and_their_cpu_read() -> None:

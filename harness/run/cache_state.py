@@ -11,16 +11,8 @@ import contextlib
 import os
 import shutil
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
-
-
-def make_private_cache(base: Path | None = None) -> Path:
-    """A new, empty cache root with mode 0700 (mkdtemp's), under `base` or the system temp dir."""
-    if base is not None:
-        private_dir(base, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix="racegate-cache-", dir=base))
 
 
 def private_dir(path: Path, *, exist_ok: bool = False) -> Path:

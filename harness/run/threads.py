@@ -94,7 +94,6 @@ class _Coordinator:
         self.quota_done = [threading.Event() for _ in range(n)]  # did its steps (or dead)
         self._quota_lock = threading.Lock()
         self._quota_told = False
-        self.n = n
 
     def reached_quota(self, i: int) -> None:
         self.quota_done[i].set()
