@@ -17,7 +17,7 @@ import pytest
 
 from harness.judge import race_expectations
 from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, judge, racegate_key, run_case
-from harness.judge.verdict import Calibration, cell_label, control_rates, repeats_for
+from harness.judge.verdict import Calibration, cell_label, cell_of, control_rates, repeats_for
 from harness.report.terminal import calibration_key, session_records
 from harness.scenario import make_scenario
 from harness.vocab import CacheState, Outcome, Strategy
@@ -57,34 +57,33 @@ def case_repeats(strategy: Strategy, rc: RacegateConfig, cal: Calibration) -> tu
     return rc.repeat, True, f"--repeat {rc.repeat}"
 
 
+def production_runs_left(
+    done: int, cell: str, rc: RacegateConfig, cal: Calibration, records: list
+) -> tuple[int, str]:
+    """(runs still to make, why) after `done` clean production runs in `cell`; 0 when enough.
+
+    Under pytest-xdist the control's case may still be running beside this one (workers do not
+    keep collection order): until all its runs in the cell have landed, one run at a time. A
+    landed run counts whether or not it reached its cache state; only those that did measure
+    the rate. The cap always ends the case."""
+    if done >= cal.cap:
+        return 0, f"the {cal.cap}-run cap (--power-cap) ends it"
+    control_runs = max(rc.repeat, cal.control_repeat)
+    landed = sum(1 for r in records if r.scenario["strategy"] == cal.control and cell_of(r) == cell)
+    if landed < control_runs:
+        return 1, f"{cal.control} has {landed} of {control_runs} runs in {cell} so far"
+    needed, why = repeats_for(
+        control_rates(records, cal.control).get(cell), default=rc.repeat, cal=cal
+    )
+    return max(0, min(needed, cal.cap) - done), why
+
+
 def production_runs_done(
     done: int, cell: str, rc: RacegateConfig, cal: Calibration, records: list
 ) -> tuple[bool, str]:
-    """(enough, why) after `done` clean production runs in `cell`, from the control's runs there
-    so far. Under pytest-xdist the control's case may still be running beside this one (workers
-    do not keep collection order), so the rate is read again after every run; it counts only
-    once all the control's runs in the cell have landed. The cap always ends the case."""
-    rate = control_rates(records, cal.control).get(cell)
-    if done >= cal.cap:
-        return True, f"the {cal.cap}-run cap (--power-cap) ends it"
-    control_runs = max(rc.repeat, cal.control_repeat)
-    if rate is None or rate.runs < control_runs:
-        seen = 0 if rate is None else rate.runs
-        return False, f"{cal.control} has {seen} of {control_runs} runs in {cell} so far"
-    needed, why = repeats_for(rate, default=rc.repeat, cal=cal)
-    return done >= needed, why
-
-
-def production_runs_left(
-    done: int, cell: str, rc: RacegateConfig, cal: Calibration, records: list
-) -> int:
-    """Production runs still to make once the control's rate in `cell` is complete; 1 while it
-    is not (one run at a time until it is)."""
-    rate = control_rates(records, cal.control).get(cell)
-    if rate is None or rate.runs < max(rc.repeat, cal.control_repeat):
-        return 1
-    needed, _ = repeats_for(rate, default=rc.repeat, cal=cal)
-    return max(1, min(needed, cal.cap) - done)
+    """(enough, why): production_runs_left has nothing left."""
+    left, why = production_runs_left(done, cell, rc, cal, records)
+    return left == 0, why
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -171,15 +170,15 @@ def test_race(race_case, racegate_config, pytestconfig) -> None:
         # hung (results/2026-12-01-h200-cell, call 2).
         records = run(repeat, stop_on_failure=stop, jobs=1 if stop else rc.case_jobs)
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
-        records, enough = [], False
-        left = production_runs_left(0, cell, rc, cal, session_records(pytestconfig))
-        batch = min(rc.case_jobs, left)
-        while not enough and all(r.outcome == Outcome.OK for r in records):
-            records += run(batch, stop_on_failure=True, first_index=len(records), jobs=batch)
-            seen = session_records(pytestconfig)
-            enough, why = production_runs_done(len(records), cell, rc, cal, seen)
+        records = []
+        left, why = production_runs_left(0, cell, rc, cal, session_records(pytestconfig))
+        while left and all(r.outcome == Outcome.OK for r in records):
             # Once the control's rate is complete the runs still needed are known: a batch.
-            batch = min(rc.case_jobs, production_runs_left(len(records), cell, rc, cal, seen))
+            batch = min(rc.case_jobs, left)
+            records += run(batch, stop_on_failure=True, first_index=len(records), jobs=batch)
+            left, why = production_runs_left(
+                len(records), cell, rc, cal, session_records(pytestconfig)
+            )
     judge(records)  # raises on a failed run (which ended the case unless it is the control)
     print(f"{strategy} {cell}: {len(records)} runs; {why}")
 

@@ -73,6 +73,21 @@ def test_safe_needs_the_controls_power_and_states_it() -> None:
     assert v.advice == "keep warmup_locked; per_device is unsafe here."
 
 
+def test_one_thread_runs_do_not_count_towards_the_safe_claim() -> None:
+    """Throughput runs beside the race runs (a plain `pytest cases` session) raced nobody: the
+    claim counts only the runs that could race."""
+    control = runs("per_device", 8, 8)
+    prod = runs("warmup_locked", 5)
+    v = decide(control + prod + runs("warmup_locked", 40, tpd=1), production="warmup_locked",
+               probes=HAZARD)  # fmt: skip
+    why = v.production_verdict.why
+    assert v.passed and "0 of 5 runs failed" in why, why
+    assert (
+        why
+        == decide(control + prod, production="warmup_locked", probes=HAZARD).production_verdict.why
+    )
+
+
 def test_too_few_clean_runs_is_inconclusive_with_how_many_more() -> None:
     control = runs("per_device", 8, 4, cache_state="warm")
     v = decide(control + runs("warmup_locked", 3, cache_state="warm"), production="warmup_locked")
@@ -226,7 +241,13 @@ def _rc(**kw: object) -> RacegateConfig:
 
 
 def test_cases_skip_one_thread_and_put_the_control_first() -> None:
-    from cases.test_race import case_repeats, case_strategies, production_runs_done, topologies
+    from cases.test_race import (
+        case_repeats,
+        case_strategies,
+        production_runs_done,
+        production_runs_left,
+        topologies,
+    )
 
     rc, cal = _rc(), Calibration()
     assert topologies(rc) == [(("cuda:0", "cuda:1"), 1), (("cuda:0",), 2), (rc.devices, 2)]
@@ -242,6 +263,12 @@ def test_cases_skip_one_thread_and_put_the_control_first() -> None:
     enough, why = production_runs_done(25, "cold 1×2", rc, cal, runs("per_device", 2, 2))
     assert not enough and "2 of 4 runs" in why
     assert production_runs_done(30, "cold 1×2", rc, cal, [])[0]  # the cap ends it
+    # A control run that never reached its cache state has landed all the same: the rate of
+    # the other 3 (3 of 3, low 44% → 8 runs) decides, not one run at a time up to the cap.
+    unprimed = runs("per_device", 4, 4, cache_state="warm")
+    unprimed[0].cache = {"prime_ok": False}
+    left, why = production_runs_left(3, "warm 1×2", rc, cal, unprimed)
+    assert left == 5 and "8 runs" in why, why
 
 
 def test_control_runs_that_never_reached_their_cache_state_measure_nothing() -> None:

@@ -309,9 +309,9 @@ def _clean(
     uncalibrated = [cell for cell in per_cell if cell not in rates or rates[cell].hits == 0]
     if uncalibrated:
         return _uncalibrated(
-            strategy, records, covered, uncalibrated, probes, rates, cal, torch_version
+            strategy, racing, covered, uncalibrated, probes, rates, cal, torch_version
         )
-    return _powered(strategy, records, covered, per_cell, rates, cal)
+    return _powered(strategy, racing, covered, per_cell, rates, cal)
 
 
 def judge_strategy(
