@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from harness.run import lifeline, stacks, stall, threads
+from harness.run.protocol import STEPPING, ProgressEvent
 from harness.vocab import Schedule
 
 
@@ -48,11 +49,10 @@ def test_a_real_dump_keeps_exactly_the_thread_waiting_in_harness_run(tmp_path: P
     assert f"harness{os.sep}run{os.sep}threads.py" in mine and "test_stall.py" not in mine
 
 
-def test_named_stepping_threads_are_found_and_their_cpu_read() -> None:
+def test_stepping_threads_are_found_by_id_and_their_cpu_read() -> None:
     stop = threading.Event()
 
     def spin() -> None:
-        lifeline.name_this_thread(f"{lifeline.THREAD_PREFIX}7")
         while not stop.is_set():
             pass
 
@@ -60,12 +60,79 @@ def test_named_stepping_threads_are_found_and_their_cpu_read() -> None:
     t.start()
     time.sleep(0.5)
     try:
-        cpu, found = stall.stepping_cpu_seconds([os.getpid()])
+        cpu, found = stall.stepping_cpu_seconds({os.getpid(): [t.native_id or 0]})
     finally:
         stop.set()
         t.join()
     assert found == 1
     assert cpu > 0.05  # it spun for half a second (CPU clock ticks are 10 ms)
+    # Once the thread has ended (join() returns a moment before the kernel lets it go).
+    deadline = time.monotonic() + 5.0
+    while stall.stepping_cpu_seconds({os.getpid(): [t.native_id or 0]})[1] and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.01)
+    assert stall.stepping_cpu_seconds({os.getpid(): [t.native_id or 0]}) == (0.0, 0)
+
+
+def test_a_thread_a_stepping_thread_starts_is_not_counted() -> None:
+    """It inherits the kernel name (racegate-N): a spinning helper under a waiting stepping
+    thread must not make the run look busy (by name, this counted 2 threads and the spin)."""
+    stop = threading.Event()
+
+    def helper() -> None:
+        while not stop.is_set():
+            pass
+
+    def stepper() -> None:
+        lifeline.name_this_thread(f"{lifeline.THREAD_PREFIX}7")
+        threading.Thread(target=helper, daemon=True).start()
+        stop.wait()
+
+    t = threading.Thread(target=stepper, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    try:
+        names = [
+            Path(f"/proc/self/task/{tid}/comm").read_text().strip()
+            for tid in os.listdir("/proc/self/task")
+        ]
+        cpu, found = stall.stepping_cpu_seconds({os.getpid(): [t.native_id or 0]})
+    finally:
+        stop.set()
+        t.join()
+    assert names.count(f"{lifeline.THREAD_PREFIX}7") == 2  # the helper carries the name too
+    assert found == 1 and cpu < stall.OURS_IDLE_CORES * 0.5 + 0.02, (found, cpu)
+
+
+class _IdReplica:
+    """Records the native id of the thread that steps it."""
+
+    def __init__(self) -> None:
+        self.tid = 0
+
+    def step(self, shape: int) -> object:
+        self.tid = threading.get_native_id()
+        return type("Result", (), {"tokens": 1})()
+
+    def eager_fallbacks(self) -> int:
+        return 0
+
+
+def test_the_child_reports_its_stepping_threads_ids(tmp_path: Path) -> None:
+    """run_threads tells the ids (the worker writes them as a `stepping` event, which the
+    watch reads back from the child's progress.jsonl)."""
+    runs = [threads.ThreadRun(i, "cpu", _IdReplica()) for i in range(2)]
+    told: list[list[int]] = []
+    plan = threads.Plan(Schedule.BARRIER, 0, 1, [1], time.monotonic() + 60, on_started=told.append)
+    assert threads.run_threads(runs, plan) == []
+    assert told == [[r.replica.tid for r in runs]] and 0 not in told[0]
+    assert stall.reported_tids(tmp_path) is None  # nothing reported yet
+    event = ProgressEvent(STEPPING, time.monotonic(), {"tids": told[0]})
+    (tmp_path / "progress.jsonl").write_text(
+        ProgressEvent("built", 0.0, {}).to_line() + event.to_line() + '{"kind": "thr'
+    )
+    assert stall.reported_tids(tmp_path) == told[0]
 
 
 def test_dumps_fold_to_each_threads_last_stack() -> None:

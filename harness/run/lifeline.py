@@ -42,9 +42,9 @@ def die_with_parent(expected_parent: int | None) -> None:
 
 
 def name_this_thread(name: str) -> bool:
-    """Name the calling thread for the kernel (/proc/<pid>/task/<tid>/comm, 15 bytes): Python
-    3.12 names threads only for itself, and the runner's stall watch finds racegate's threads
-    by this name."""
+    """Name the calling thread for the kernel (/proc/<pid>/task/<tid>/comm, 15 bytes), so py-spy
+    and top show racegate's threads: Python 3.12 names threads only for itself. Threads it
+    starts inherit the name, so nothing should find racegate's threads by it."""
     if not sys.platform.startswith("linux"):
         return False
     libc = ctypes.CDLL(None, use_errno=True)

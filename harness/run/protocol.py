@@ -86,10 +86,15 @@ class ChildReport:
         return cls(**data)
 
 
+# The progress event naming the stepping threads (`tids`: their native ids, as the kernel
+# lists them in /proc/<pid>/task), for the runner's stall watch (harness.run.stall).
+STEPPING = "stepping"
+
+
 @dataclass(frozen=True)
 class ProgressEvent:
-    """One progress.jsonl line: `built` (threads, hardware), `thread` (a ThreadReport as it
-    lands), `cache_deleted` (bytes), `start_gate` (met)."""
+    """One progress.jsonl line: `built` (threads, hardware), `stepping` (tids), `thread` (a
+    ThreadReport as it lands), `cache_deleted` (bytes), `start_gate` (met)."""
 
     kind: str
     at: float

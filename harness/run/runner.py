@@ -230,7 +230,7 @@ def run_children(
     run_id = env[lifeline.RUN_MARKER]
     watch = stall.StallWatch(
         stall_s=scenario.stall_s,
-        children={p.pid: d / "stacks.txt" for p, d in zip(procs, dirs, strict=True)},
+        children={p.pid: d for p, d in zip(procs, dirs, strict=True)},
         pids_of_run=lambda: lifeline.processes_of_run(run_id),
         # Past the children's own deadline their final dumps and the timeout's take over.
         until=t0 + scenario.timeout_s * 0.85,

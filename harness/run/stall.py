@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.run import stacks
-from harness.run.lifeline import THREAD_PREFIX
+from harness.run.protocol import STEPPING, ProgressEvent, ProtocolError
 
 SAMPLE_EVERY_S = 2.0  # between two looks at the run's CPU time (and, when idle, its stacks)
-# Idle: racegate's stepping threads (named by harness.run.threads) use below OURS_IDLE_CORES
+# Idle: racegate's stepping threads (by the native ids the child reports) use below OURS_IDLE_CORES
 # and the whole run below RUN_IDLE_CORES; a deadlocked GPU run still burns 0.2-0.6 of a core
 # in torch's helper threads and processes (results/2026-12-01-h200-cell-stall, call 2). With
 # no stepping thread to look at (a priming run), the whole run must stay below IDLE_CORES.
@@ -57,21 +57,34 @@ def cpu_seconds(pids: list[int]) -> float:
     return sum(_ticks(Path(f"/proc/{pid}/stat"), _WITH_CHILDREN) for pid in pids) / _TICK
 
 
-def stepping_cpu_seconds(pids: list[int]) -> tuple[float, int]:
-    """CPU of racegate's stepping threads in these processes, and how many there are."""
+def stepping_cpu_seconds(tids: dict[int, list[int]]) -> tuple[float, int]:
+    """CPU of racegate's stepping threads (pid → their native thread ids), and how many of
+    them are still alive.
+
+    By id, not by the kernel name they carry (harness.run.threads names them for humans): a
+    thread that a stepping thread starts (torch's helpers, a workload's own) inherits the name.
+    """
     total, found = 0, 0
-    for pid in pids:
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:  # it exited
-            continue
-        for tid in tasks:
-            task = Path(f"/proc/{pid}/task/{tid}")
-            with contextlib.suppress(OSError):
-                if task.joinpath("comm").read_text().startswith(THREAD_PREFIX):
-                    total += _ticks(task / "stat", _OWN)
-                    found += 1
+    for pid, mine in tids.items():
+        for tid in mine:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat")
+            if stat.exists():  # else the thread (or its process) ended
+                total += _ticks(stat, _OWN)
+                found += 1
     return total / _TICK, found
+
+
+def reported_tids(run_dir: Path) -> list[int] | None:
+    """The stepping threads' native ids a child reported (its `stepping` progress event), or
+    None while it has not (yet)."""
+    with contextlib.suppress(OSError), (run_dir / "progress.jsonl").open() as fh:
+        for line in fh:
+            # A torn last line is one being written: the event shows up at a later look.
+            with contextlib.suppress(ValueError, TypeError, ProtocolError):
+                event = ProgressEvent.from_line(line)
+                if event.kind == STEPPING:
+                    return [int(t) for t in event.data["tids"]]
+    return None
 
 
 def request_dump(pid: int, path: Path) -> str:
@@ -96,7 +109,7 @@ def request_dump(pid: int, path: Path) -> str:
 
 @dataclass
 class StallWatch:
-    """One run's watch over its live children (pid → stacks file); `sample()` as time passes."""
+    """One run's watch over its live children (pid → its run dir); `sample()` as time passes."""
 
     stall_s: float
     children: dict[int, Path]
@@ -110,6 +123,7 @@ class StallWatch:
     idle_cores: float | None = None  # CPU over the last sample, in cores (for the reason)
     dumps_taken: int = 0
     _changed_at: float | None = None  # when a dump last differed from the one before
+    _tids: dict[int, list[int]] = field(default_factory=dict)  # stepping threads, as reported
 
     def note(self, now: float) -> str:
         """What the watch saw, for a run it did not call stalled (e.g. one that timed out)."""
@@ -128,7 +142,7 @@ class StallWatch:
         if self.stall_s <= 0 or now >= self.until or now - self._last_at < SAMPLE_EVERY_S:
             return None
         cpu = cpu_seconds(self.pids_of_run())
-        ours, stepping = stepping_cpu_seconds(live)
+        ours, stepping = stepping_cpu_seconds(self._stepping(live))
         elapsed = now - self._last_at
         last_cpu, self._last_cpu, self._last_at = self._last_cpu, cpu, now
         last_ours, self._last_ours = self._last_ours, ours
@@ -143,7 +157,9 @@ class StallWatch:
         if not idle:
             self._forget()
             return None
-        dumps = {pid: stacks.ours(request_dump(pid, self.children[pid])) for pid in live}
+        dumps = {
+            pid: stacks.ours(request_dump(pid, self.children[pid] / "stacks.txt")) for pid in live
+        }
         self.dumps_taken += 1
         unchanged = all(d and self._dumps.get(pid) == d for pid, d in dumps.items())
         if self._dumps and not unchanged:
@@ -157,6 +173,12 @@ class StallWatch:
             self._same_since = now - elapsed
         stalled = now - self._same_since
         return stalled if stalled >= self.stall_s else None
+
+    def _stepping(self, live: list[int]) -> dict[int, list[int]]:
+        for pid in live:
+            if pid not in self._tids and (tids := reported_tids(self.children[pid])) is not None:
+                self._tids[pid] = tids
+        return {pid: self._tids[pid] for pid in live if pid in self._tids}
 
     def _forget(self) -> None:
         self._dumps, self._same_since = {}, None

@@ -53,6 +53,9 @@ class Plan:
     # (called once), and whether every sibling process has too.
     on_quota: Callable[[], None] | None = None
     siblings_done: Callable[[], bool] | None = None
+    # Told the stepping threads' native ids once they all started (the runner's stall watch
+    # tells them by id: a thread they start inherits their kernel name).
+    on_started: Callable[[list[int]], None] | None = None
 
 
 def error_chain_text(exc: BaseException) -> str:
@@ -113,9 +116,8 @@ class _Coordinator:
 
 def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
     """`i` is the thread's slot in this process (run.index is its id across processes)."""
-    lifeline.name_this_thread(
-        f"{lifeline.THREAD_PREFIX}{run.index}"
-    )  # for the runner's stall watch
+    # For humans (py-spy, top); the stall watch finds this thread by its native id.
+    lifeline.name_this_thread(f"{lifeline.THREAD_PREFIX}{run.index}")
     plan = co.plan
     seen_shapes: set[int] = set()
     base_shape = plan.shapes[0]
@@ -223,6 +225,8 @@ def run_threads(
     ]
     for t in threads:
         t.start()
+    if plan.on_started is not None:
+        plan.on_started([t.native_id or 0 for t in threads])  # set once start() returned
     # One deadline for the whole join: N hung threads cost the grace once, not N times.
     join_deadline = plan.deadline + join_grace_s
     for t in threads:

@@ -33,7 +33,7 @@ from typing import IO, Any  # noqa: E402
 import torch  # noqa: E402
 
 from harness.run import cache_state, threads  # noqa: E402
-from harness.run.protocol import ChildReport, ProgressEvent, ThreadReport  # noqa: E402
+from harness.run.protocol import STEPPING, ChildReport, ProgressEvent, ThreadReport  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
 from harness.versions import hardware, software  # noqa: E402
 from harness.vocab import WARMED_UP, CacheState, Strategy  # noqa: E402
@@ -199,6 +199,7 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
         switch_shape_after_hook=is_deleted,
         on_quota=(lambda: _mark(gate, "done", spec["thread_offset"])) if gate else None,
         siblings_done=(lambda: _count(gate, "done") >= int(gate["parties"])) if gate else None,
+        on_started=lambda tids: child.emit(STEPPING, tids=tids),
     )
     if gate:
         # Half the time left at most: a sibling that died before the gate must not turn this
