@@ -17,6 +17,7 @@ from harness.run.protocol import (
     RunEvidence,
     Step,
     ThreadReport,
+    WatchEvidence,
 )
 from harness.scenario import make_scenario
 
@@ -60,10 +61,12 @@ def evidence(*children: ChildEvidence, threads: int = 2, cache: str = "cold", **
         warmup_steps=1, threads_per_device=threads, cache_state=cache, timeout_s=30,
     )  # fmt: skip
     cache_ev = CacheEvidence(cache, "/x", kw.pop("prime", None), None, kw.pop("counters", {}),
-                             kw.pop("deleted", None))  # fmt: skip
+                             kw.pop("deleted", None),
+                             kw.pop("prime_watch", WatchEvidence()))  # fmt: skip
     return RunEvidence(
-        sc.to_json(), tuple(children), cache_ev, {}, True, "", 0, "", 1.0, {"torch": "p"}, []
-    )
+        sc.to_json(), tuple(children), cache_ev, {}, True, "", 0, "", 1.0, {"torch": "p"}, [],
+        kw.pop("watch", WatchEvidence()),
+    )  # fmt: skip
 
 
 def ok_threads(spans=TOGETHER) -> list[ThreadReport]:
@@ -132,6 +135,38 @@ def test_memory_errors_are_oom() -> None:
 def test_a_timeout_is_a_hang_whatever_the_threads_say() -> None:
     rec = decide(evidence(child(ok_threads(), rc=-signal.SIGKILL, timed_out=True)))
     assert rec.outcome == "hang" and "timeout" in rec.detail
+
+
+def test_the_runs_stall_is_each_childs_hang_and_a_missed_stall_says_what_the_watch_saw() -> None:
+    """The stall watch looks at all of a run's children together: its call (or its note)
+    is the run's, told once, and every child it stopped is a hang for it."""
+    stopped = child([thread(0, TOGETHER[0], "TimeoutError: racegate deadline: the run stalled")])
+    ev = evidence(stopped, stopped, watch=WatchEvidence(stalled_s=12.4))
+    rec = decide(ev)
+    assert rec.outcome == "hang", rec.detail
+    assert (
+        rec.detail.count("child stalled: every stack unchanged, its processes idle, for 12 s;") == 2
+    )
+    assert "killed at the" not in rec.detail
+    note = "stall watch: last CPU 0.90 cores, 3 dump(s) taken"
+    timed = child(ok_threads(), rc=-signal.SIGKILL, timed_out=True)
+    rec = decide(evidence(timed, timed, watch=WatchEvidence(note=note)))
+    assert rec.outcome == "hang" and rec.detail.count(note) == 1, rec.detail
+    assert "stalled" not in rec.detail
+    # Without the watch's call, a child that exited 0 with its report is not a hang.
+    assert decide(evidence(child(ok_threads()))).outcome == "ok"
+
+
+def test_a_stalled_priming_run_leaves_the_cache_state_unreached() -> None:
+    prime = child([thread(0, TOGETHER[0])], rc=0)
+    ok = evidence(
+        child(ok_threads()), cache="warm", prime=prime, counters={"fxgraph_hit": 1},
+        strategy="per_device",
+    )  # fmt: skip
+    stalled = replace(ok, cache=replace(ok.cache, prime_watch=WatchEvidence(stalled_s=9.0)))
+    assert decide(ok).cache["prime_ok"] is True
+    rec = decide(stalled)
+    assert rec.cache["prime_ok"] is False and "priming failed" in rec.detail, rec.detail
 
 
 def test_flops_failure_is_not_ok() -> None:

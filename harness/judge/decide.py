@@ -52,15 +52,18 @@ def _last_error_line(stderr: str) -> str:
     return ""
 
 
-def exit_finding(child: ChildEvidence, timeout_s: float, what: str = "child") -> Finding | None:
-    """The process-level finding, or None for a child that exited 0 and reported."""
+def exit_finding(
+    child: ChildEvidence, timeout_s: float, what: str = "child", stalled_s: float | None = None
+) -> Finding | None:
+    """The process-level finding, or None for a child that exited 0 and reported.
+
+    stalled_s: the stall watch stopped the children run with this one, this long stalled."""
     rc = child.returncode
-    if child.stalled_s is not None:
+    if stalled_s is not None:
         return Finding(
             Outcome.HANG,
             f"{what} stalled: every stack unchanged, its processes idle, for "
-            f"{child.stalled_s:.0f} s; stopped {child.wall_s:.0f} s into its {timeout_s:g} s "
-            "timeout",
+            f"{stalled_s:.0f} s; stopped {child.wall_s:.0f} s into its {timeout_s:g} s timeout",
         )
     if child.timed_out:
         return Finding(Outcome.HANG, f"{what} killed at the {timeout_s:g} s timeout")
@@ -167,7 +170,8 @@ def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[dict, list
     out["deleted_bytes"] = cache.deleted_bytes
     found: list[Finding] = []
     if cache.prime is not None:
-        prime_exit = exit_finding(cache.prime, scenario.timeout_s, "priming run")
+        stalled = cache.prime_watch.stalled_s
+        prime_exit = exit_finding(cache.prime, scenario.timeout_s, "priming run", stalled)
         out["prime_ok"] = prime_exit is None
         out["prime_counters"] = cache.prime.report.cache_counters if cache.prime.report else {}
         out["bytes_before_run"] = cache.bytes_before_run
@@ -236,7 +240,7 @@ def _children(
     placeholders: list[ThreadRecord] = []
     reports: list[ThreadReport] = []
     for child in ev.children:
-        exit_found = exit_finding(child, scenario.timeout_s)
+        exit_found = exit_finding(child, scenario.timeout_s, stalled_s=ev.watch.stalled_s)
         findings += [exit_found] if exit_found else []
         mine = list(child.threads())
         reports += mine
@@ -266,7 +270,7 @@ def _notes(
         notes.append(f"and {len(failed) - 4} more thread(s) not ok")
     if outcome is Outcome.HANG:
         # A hang the stall watch did not call: what it saw, so a missed stall can be told.
-        notes += [c.watch_note for c in ev.children if c.watch_note][:1]
+        notes += [ev.watch.note] if ev.watch.note else []
     if ev.processes_left:
         notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
     alone = sum(1 for c in ev.children for e in c.events("start_gate") if not e.data["met"])

@@ -125,8 +125,6 @@ class ChildEvidence:
     stacks: str  # every thread's last stack, one block per thread
     stderr_tail: str
     wall_s: float
-    stalled_s: float | None = None  # every stack unchanged, idle, this long: stopped early
-    watch_note: str = ""  # what the stall watch saw, when it did not call a stall
 
     def events(self, kind: str) -> list[ProgressEvent]:
         return [e for e in self.progress if e.kind == kind]
@@ -143,6 +141,14 @@ class ChildEvidence:
 
 
 @dataclass(frozen=True)
+class WatchEvidence:
+    """What the stall watch saw of children run together (a run's, or its priming run's)."""
+
+    stalled_s: float | None = None  # every stack unchanged, idle, this long: stopped early
+    note: str = ""  # what the watch saw, when it did not call a stall
+
+
+@dataclass(frozen=True)
 class CacheEvidence:
     state: str
     dir: str
@@ -150,6 +156,7 @@ class CacheEvidence:
     bytes_before_run: int | None
     counters: dict[str, int]  # summed over the run's children
     deleted_bytes: int | None  # summed `cache_deleted` events; None: no deletion happened
+    prime_watch: WatchEvidence = WatchEvidence()  # the stall watch over the priming run
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,7 @@ class RunEvidence:
     wall_s: float
     parent_versions: dict[str, str]  # read by the runner, for children that never reported
     processes_left: list[int]  # pids of the run still alive after its children ended (killed)
+    watch: WatchEvidence = WatchEvidence()  # the stall watch over the run's children
 
 
 def _fields(cls: type, raw: dict[str, Any]) -> dict[str, Any]:

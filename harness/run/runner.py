@@ -33,6 +33,7 @@ from harness.run.protocol import (
     ProgressEvent,
     ProtocolError,
     RunEvidence,
+    WatchEvidence,
 )
 from harness.scenario import Scenario
 from harness.vocab import CacheState, Strategy
@@ -179,11 +180,10 @@ def wait_all(
 
 
 def finish_child(
-    proc: subprocess.Popen[bytes], run_dir: Path, t0: float, ooms: int | None,
-    stalled_s: float | None, watch_note: str = "",
-) -> ChildEvidence:  # fmt: skip
+    proc: subprocess.Popen[bytes], run_dir: Path, t0: float, ooms: int | None, stalled: bool
+) -> ChildEvidence:
     """Kill the child if it is still alive (its stacks dumped first), reap its session, read
-    what it left."""
+    what it left. `stalled`: the stall watch stopped the run (a kill then is no timeout)."""
     killed = proc.poll() is None
     if killed:
         proc.send_signal(signal.SIGUSR1)  # faulthandler in the child dumps every stack
@@ -201,7 +201,7 @@ def finish_child(
     report, report_error = _read_report(run_dir)
     return ChildEvidence(
         returncode=proc.returncode,
-        timed_out=killed and stalled_s is None,
+        timed_out=killed and not stalled,
         oom_kills=None if ooms is None or after is None else after - ooms,
         report=report,
         report_error=report_error,
@@ -209,15 +209,14 @@ def finish_child(
         stacks=stacks.dedupe(tail(run_dir / "stacks.txt", STACKS_BYTES)),
         stderr_tail=tail(run_dir / "stderr.txt"),
         wall_s=time.monotonic() - t0,
-        stalled_s=stalled_s,
-        watch_note="" if stalled_s is not None else watch_note,
     )
 
 
 def run_children(
     specs: list[dict[str, Any]], base: Path, env: dict[str, str], scenario: Scenario
-) -> list[ChildEvidence]:
-    """Start every child at once (one per device for `processes`), wait for all."""
+) -> tuple[list[ChildEvidence], WatchEvidence]:
+    """Start every child at once (one per device for `processes`), wait for all; what each
+    left, and what the stall watch saw of them together."""
     cache_state.private_dir(base, exist_ok=True)
     t0 = time.monotonic()
     ooms = oom_kill_count()
@@ -236,8 +235,9 @@ def run_children(
         until=t0 + scenario.timeout_s * 0.85,
     )
     stalled_s = wait_all(procs, t0, scenario.timeout_s, watch)
-    note = watch.note(time.monotonic())
-    return [finish_child(p, d, t0, ooms, stalled_s, note) for p, d in zip(procs, dirs, strict=True)]
+    seen = WatchEvidence(stalled_s, "" if stalled_s is not None else watch.note(time.monotonic()))
+    stalled = stalled_s is not None
+    return [finish_child(p, d, t0, ooms, stalled) for p, d in zip(procs, dirs, strict=True)], seen
 
 
 def installed_versions() -> dict[str, str]:
@@ -266,7 +266,7 @@ def child_specs(scenario: Scenario, base: Path) -> list[dict[str, Any]]:
 
 def _cache_evidence(
     scenario: Scenario, root: Path, prime: ChildEvidence | None, before: int | None,
-    children: list[ChildEvidence],
+    children: list[ChildEvidence], prime_watch: WatchEvidence,
 ) -> CacheEvidence:  # fmt: skip
     counters: dict[str, int] = {}
     for child in children:
@@ -282,6 +282,7 @@ def _cache_evidence(
         bytes_before_run=before,
         counters=counters,
         deleted_bytes=sum(deleted) if deleted else None,
+        prime_watch=prime_watch,
     )
 
 
@@ -307,17 +308,18 @@ def collect(
     try:
         root = cache_state.private_dir(base / "root")
         env, overridden = child_env(scenario, root, run_id)
-        prime, before = None, None
+        prime, before, prime_watch = None, None, WatchEvidence()
         if scenario.cache_state in (CacheState.WARM, CacheState.DELETED):
             spec = {"scenario": scenario.to_json(), "mode": "prime"}
-            prime = run_children([spec], base / "prime", env, scenario)[0]
+            primes, prime_watch = run_children([spec], base / "prime", env, scenario)
+            prime = primes[0]
             lifeline.kill_run(run_id)
             before = cache_state.tree_size(root)
-        children = run_children(child_specs(scenario, base), base / "run", env, scenario)
+        children, watch = run_children(child_specs(scenario, base), base / "run", env, scenario)
         return RunEvidence(
             scenario=scenario.to_json(),
             children=tuple(children),
-            cache=_cache_evidence(scenario, root, prime, before, children),
+            cache=_cache_evidence(scenario, root, prime, before, children, prime_watch),
             overridden_env=overridden,
             timing_valid=timing_valid,
             command=command,
@@ -327,6 +329,7 @@ def collect(
             # Read only when needed: importing torch here costs seconds.
             parent_versions={} if any(c.report for c in children) else installed_versions(),
             processes_left=lifeline.kill_run(run_id),
+            watch=watch,
         )
     finally:
         lifeline.kill_run(run_id)  # grandchildren in sessions of their own too
