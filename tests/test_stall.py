@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 from harness.run import lifeline, stacks, stall, threads
@@ -145,3 +148,93 @@ def test_dumps_fold_to_each_threads_last_stack() -> None:
     assert folded.splitlines()[0] == "Fatal Python error: Aborted"
     assert "line 9 in f" in folded and "line 1 in f" not in folded  # 0xa's later stack wins
     assert "line 2 in g" in folded  # 0xb appeared once: kept
+
+
+def _child(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """A python child that says "ready" once set up, then runs `code`'s loop on its stdin."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, env=env,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _end(*procs: subprocess.Popen[str]) -> None:
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+IGNORES_SIGUSR1 = (
+    "import signal, sys; signal.signal(signal.SIGUSR1, signal.SIG_IGN); print('ready', "
+    "flush=True); sys.stdin.read()"
+)
+DUMPS_ON_SIGUSR1 = (
+    "import faulthandler, signal, sys; f = open(sys.argv[1], 'w'); faulthandler.register("
+    "signal.SIGUSR1, file=f, all_threads=True); print('ready', flush=True); sys.stdin.read()"
+)
+
+
+def test_dumps_are_requested_together_and_waited_for_once(tmp_path: Path) -> None:
+    """Two children whose dump never comes cost one wait, not one each; those that dump are
+    read, and one that is gone has none."""
+    files = [tmp_path / f"stacks{i}.txt" for i in range(4)]
+    for f in files:
+        f.touch()
+    silent = [_child(IGNORES_SIGUSR1) for _ in range(2)]
+    dumping = [_child(DUMPS_ON_SIGUSR1, str(f)) for f in files[2:]]
+    gone = _child(IGNORES_SIGUSR1)
+    _end(gone)
+    try:
+        t0 = time.monotonic()
+        quiet = stall.request_dumps({p.pid: f for p, f in zip(silent, files, strict=False)})
+        waited = time.monotonic() - t0
+        spoke = stall.request_dumps({p.pid: f for p, f in zip(dumping, files[2:], strict=True)})
+        none = stall.request_dumps({gone.pid: files[0]})
+    finally:
+        _end(*silent, *dumping)
+    assert quiet == {p.pid: "" for p in silent}
+    # One at a time this waited DUMP_WAIT_S for each child (2 s here).
+    assert waited < 1.6 * stall.DUMP_WAIT_S, waited
+    assert set(spoke) == {p.pid for p in dumping}
+    assert all("most recent call first" in text for text in spoke.values()), spoke
+    assert none == {gone.pid: ""}
+
+
+SPAWNS_ON_REQUEST = """
+import subprocess, sys
+print("ready", flush=True)
+kid = None
+for line in sys.stdin:
+    if line.strip() == "spawn":
+        kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    else:
+        kid.kill()
+        kid.wait()
+    print(kid.pid, flush=True)
+"""
+
+
+def test_the_runs_processes_are_scanned_for_only_when_they_change() -> None:
+    """The environ scan of every process runs once, then again only when a process of the run
+    started (a compile worker, say) or ended; the set is what a scan would find."""
+    mark = uuid.uuid4().hex
+    env = dict(os.environ, RACEGATE_TEST_MARK=mark)
+    proc = _child(SPAWNS_ON_REQUEST, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    pids = stall.RunProcesses(lambda: lifeline.processes_with("RACEGATE_TEST_MARK", mark))
+    try:
+        assert pids([proc.pid]) == [proc.pid] and pids.scans == 1
+        assert pids([proc.pid]) == [proc.pid] and pids.scans == 1  # nothing changed: no scan
+        proc.stdin.write("spawn\n")
+        proc.stdin.flush()
+        kid = int(proc.stdout.readline())
+        assert sorted(pids([proc.pid])) == sorted([proc.pid, kid]) and pids.scans == 2
+        assert pids([proc.pid]) and pids.scans == 2
+        proc.stdin.write("kill\n")
+        proc.stdin.flush()
+        proc.stdout.readline()
+        assert pids([proc.pid]) == [proc.pid] and pids.scans == 3
+    finally:
+        _end(proc)

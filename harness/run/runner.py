@@ -230,7 +230,7 @@ def run_children(
     watch = stall.StallWatch(
         stall_s=scenario.stall_s,
         children={p.pid: d for p, d in zip(procs, dirs, strict=True)},
-        pids_of_run=lambda: lifeline.processes_of_run(run_id),
+        pids_of_run=stall.RunProcesses(lambda: lifeline.processes_of_run(run_id)),
         # Past the children's own deadline their final dumps and the timeout's take over.
         until=t0 + scenario.timeout_s * 0.85,
     )
@@ -305,6 +305,7 @@ def collect(
     run_id = uuid.uuid4().hex
     base = Path(tempfile.mkdtemp(prefix="racegate-run-", dir=work_dir))  # 0700, new
     LIVE_RUNS.add(run_id)
+    left: list[int] | None = None  # what kill_run found still alive once the children ended
     try:
         root = cache_state.private_dir(base / "root")
         env, overridden = child_env(scenario, root, run_id)
@@ -316,6 +317,10 @@ def collect(
             lifeline.kill_run(run_id)
             before = cache_state.tree_size(root)
         children, watch = run_children(child_specs(scenario, base), base / "run", env, scenario)
+        wall_s = time.monotonic() - t0
+        # Read only when needed: importing torch here costs seconds.
+        parent_versions = {} if any(c.report for c in children) else installed_versions()
+        left = lifeline.kill_run(run_id)  # grandchildren in sessions of their own too
         return RunEvidence(
             scenario=scenario.to_json(),
             children=tuple(children),
@@ -325,14 +330,14 @@ def collect(
             command=command,
             repeat_index=repeat_index,
             started_at=started_at,
-            wall_s=time.monotonic() - t0,
-            # Read only when needed: importing torch here costs seconds.
-            parent_versions={} if any(c.report for c in children) else installed_versions(),
-            processes_left=lifeline.kill_run(run_id),
+            wall_s=wall_s,
+            parent_versions=parent_versions,
+            processes_left=left,
             watch=watch,
         )
     finally:
-        lifeline.kill_run(run_id)  # grandchildren in sessions of their own too
+        if left is None:  # the run ended early (an error, an interrupt): its processes go too
+            lifeline.kill_run(run_id)
         LIVE_RUNS.discard(run_id)
         if not keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -87,24 +87,85 @@ def reported_tids(run_dir: Path) -> list[int] | None:
     return None
 
 
-def request_dump(pid: int, path: Path) -> str:
-    """Ask the child for one dump of every stack (SIGUSR1); its text, or "" if none came."""
-    try:
-        start = path.stat().st_size
-        os.kill(pid, signal.SIGUSR1)
-        deadline = time.monotonic() + DUMP_WAIT_S
-        size = start
-        while time.monotonic() < deadline:
-            time.sleep(0.05)
-            new = path.stat().st_size
-            if new > start and new == size:  # grew, then stopped growing: the dump is complete
-                break
-            size = new
-        with path.open("rb") as fh:
-            fh.seek(start)
-            return fh.read(4 * 1024 * 1024).decode(errors="replace")
-    except OSError:  # the child is gone, or its stacks file is not there (yet)
-        return ""
+def request_dumps(files: dict[int, Path]) -> dict[int, str]:
+    """Ask every child (pid → its stacks file) for one dump of every stack (SIGUSR1), all at
+    once, then wait for them together; each one's text, or "" where none came."""
+    start: dict[int, int] = {}
+    for pid, path in files.items():
+        try:
+            size = path.stat().st_size
+            os.kill(pid, signal.SIGUSR1)
+        except OSError:  # the child is gone, or its stacks file is not there (yet)
+            continue
+        start[pid] = size
+    size, pending = dict(start), set(start)
+    deadline = time.monotonic() + DUMP_WAIT_S
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.05)
+        for pid in list(pending):
+            try:
+                new = files[pid].stat().st_size
+            except OSError:
+                pending.discard(pid)
+                continue
+            if new > start[pid] and new == size[pid]:  # grew, then stopped: the dump is whole
+                pending.discard(pid)
+            size[pid] = new
+    dumps = dict.fromkeys(files, "")
+    for pid, offset in start.items():
+        with contextlib.suppress(OSError), files[pid].open("rb") as fh:
+            fh.seek(offset)
+            dumps[pid] = fh.read(4 * 1024 * 1024).decode(errors="replace")
+    return dumps
+
+
+def _alive(pid: int) -> bool:
+    """A process that has not exited (a zombie has: its environ, and so the scan, is gone)."""
+    with contextlib.suppress(OSError, IndexError):
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return text[text.rindex(")") + 2] not in "ZX"
+    return False
+
+
+def descendants(roots: list[int]) -> set[int]:
+    """These processes and all their live descendants (/proc/<pid>/task/<tid>/children)."""
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in found:
+            continue
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # it exited
+            continue
+        found.add(pid)
+        for tid in tasks:
+            with contextlib.suppress(OSError, ValueError):
+                children = Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
+                todo += [int(c) for c in children]
+    return found
+
+
+@dataclass
+class RunProcesses:
+    """A run's processes, for its CPU time: `scan` (which reads every process's environ) runs
+    again only when the set may have changed.
+
+    It may have when a process of the set ended (its children re-parent, perhaps out of the
+    children's tree) or when the children's tree holds a process the set does not; walking that
+    tree costs a few reads per process of the run, the scan one per process of the host."""
+
+    scan: Callable[[], list[int]]
+    scans: int = 0
+    _pids: list[int] | None = None
+
+    def __call__(self, live: list[int]) -> list[int]:
+        known = self._pids
+        if known is None or not all(map(_alive, known)) or not descendants(live) <= set(known):
+            self._pids = known = self.scan()
+            self.scans += 1
+        return known
 
 
 @dataclass
@@ -113,7 +174,7 @@ class StallWatch:
 
     stall_s: float
     children: dict[int, Path]
-    pids_of_run: Callable[[], list[int]]  # every process of the run, for its CPU time
+    pids_of_run: Callable[[list[int]], list[int]]  # live children → the run's processes
     until: float  # time.monotonic() after which it stops sampling (the timeout's dumps take over)
     _last_cpu: float | None = None
     _last_ours: float = 0.0
@@ -141,7 +202,7 @@ class StallWatch:
         """Seconds the run has been stalled when that reaches stall_s, else None."""
         if self.stall_s <= 0 or now >= self.until or now - self._last_at < SAMPLE_EVERY_S:
             return None
-        cpu = cpu_seconds(self.pids_of_run())
+        cpu = cpu_seconds(self.pids_of_run(live))
         ours, stepping = stepping_cpu_seconds(self._stepping(live))
         elapsed = now - self._last_at
         last_cpu, self._last_cpu, self._last_at = self._last_cpu, cpu, now
@@ -157,9 +218,8 @@ class StallWatch:
         if not idle:
             self._forget()
             return None
-        dumps = {
-            pid: stacks.ours(request_dump(pid, self.children[pid] / "stacks.txt")) for pid in live
-        }
+        files = {pid: self.children[pid] / "stacks.txt" for pid in live}
+        dumps = {pid: stacks.ours(text) for pid, text in request_dumps(files).items()}
         self.dumps_taken += 1
         unchanged = all(d and self._dumps.get(pid) == d for pid, d in dumps.items())
         if self._dumps and not unchanged:
