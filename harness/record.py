@@ -3,7 +3,8 @@
 JSON Lines files are appended one whole line per write (O_APPEND + fsync, under a lock), so a
 crash or hang in a later run never loses or corrupts what an earlier run recorded; a line a
 killed writer tore is closed off before the next append and counted by every reader.
-Schema 2: every field is written and every field must be there to read a record.
+Schema 2: every field is written and every field must be there to read a record, except the
+few added to it since (`ADDED_TO_SCHEMA_2`), which records written before them lack.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 2
+# Fields added to schema 2 after records of it were committed (results/): a record without one
+# reads as that field's default, which must say "not recorded" (None). Every other field must
+# be there, and no unknown one may be.
+ADDED_TO_SCHEMA_2 = frozenset({"stalled_s"})
 
 
 class TornRecordsError(ValueError):
@@ -66,6 +71,9 @@ class RunRecord:
     cache: dict[str, Any] = field(default_factory=dict)  # dir, counters: proof of the state
     detail: str | None = None  # why the run as a whole got its outcome
     stacks: str | None = None  # every thread's stack, on a hang
+    # A hang the stall watch called: every stack of racegate's threads unchanged, the run idle,
+    # this long. None: it called none (a hang then hit the timeout), or the record predates it.
+    stalled_s: float | None = None
     wall_s: float = 0.0
     started_at: str = ""
     repeat_index: int = 0
@@ -87,7 +95,7 @@ class RunRecord:
             raise ValueError(
                 f"record schema_version {version!r}; this racegate reads {SCHEMA_VERSION}"
             )
-        data = _exactly(cls, data)
+        data = _exactly(cls, data, optional=ADDED_TO_SCHEMA_2)
         threads = [_exactly(ThreadRecord, t) for t in data["threads"]]
         for t in threads:  # JSON has no tuples
             t["span"] = tuple(t["span"]) if t["span"] is not None else None
@@ -95,12 +103,15 @@ class RunRecord:
         return cls(**data)
 
 
-def _exactly(cls: type, data: dict[str, Any]) -> dict[str, Any]:
-    """`data` when it has every field of `cls` and no other; else ValueError naming them."""
+def _exactly(
+    cls: type, data: dict[str, Any], optional: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """`data` when it has every field of `cls` (those in `optional` may be absent: they take
+    their default) and no other; else ValueError naming them."""
     if not isinstance(data, dict):
         raise ValueError(f"{cls.__name__} is {type(data).__name__}, not an object")
     names = {f.name for f in fields(cls)}
-    missing, extra = sorted(names - data.keys()), sorted(data.keys() - names)
+    missing, extra = sorted(names - optional - data.keys()), sorted(data.keys() - names)
     if missing or extra:
         raise ValueError(
             f"{cls.__name__} fields: missing {missing or 'none'}, unknown {extra or 'none'}"

@@ -65,3 +65,15 @@ def test_schema_2_needs_every_field() -> None:
         RunRecord.from_json(raw | {"threads": [thread]})
     with pytest.raises(ValueError, match="unknown \\['colour'\\]"):
         RunRecord.from_json(raw | {"colour": "red"})
+
+
+def test_a_schema_2_record_from_before_stalled_s_still_reads() -> None:
+    """results/ holds schema 2 records written before `stalled_s`: they read as "not recorded"
+    (None); the field is written from now on, and no other field may be missing."""
+    raw = make_record().to_json()
+    assert "stalled_s" in raw
+    old = {k: v for k, v in raw.items() if k != "stalled_s"}
+    assert RunRecord.from_json(old).stalled_s is None
+    assert RunRecord.from_json(raw | {"stalled_s": 12.5}).stalled_s == 12.5
+    with pytest.raises(ValueError, match="missing \\['timing_valid'\\]"):
+        RunRecord.from_json({k: v for k, v in old.items() if k != "timing_valid"})

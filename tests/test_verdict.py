@@ -34,14 +34,16 @@ GONE = {"compiled_call_during_make_fx": "safe", "flag_stuck_after_overlap": "saf
 
 
 def record(
-    strategy: str, outcome: str = "ok", cache_state: str = "cold", tpd: int = 2
-) -> RunRecord:
+    strategy: str, outcome: str = "ok", cache_state: str = "cold", tpd: int = 2,
+    stalled_s: float | None = None,
+) -> RunRecord:  # fmt: skip
     scenario = make_scenario(strategy=strategy, cache_state=cache_state, threads_per_device=tpd)
     threads = [ThreadRecord(i, "cpu", outcome if i == 0 else "ok") for i in range(tpd)]
     return RunRecord(
         scenario=scenario.to_json(), outcome=outcome, outcome_counts={outcome: 1},
         threads=threads, threads_asked=tpd, threads_concurrent=tpd, versions=dict(VERSIONS),
         hardware={"device_name": "cpu", "cpu_count": 2, "cuda_device_count": 0},
+        stalled_s=stalled_s,
     )  # fmt: skip
 
 
@@ -292,3 +294,32 @@ def test_one_thread_runs_are_no_evidence_and_a_control_that_fired_elsewhere_is_n
     v = decide([*mixed, *alone], production="warmup_locked", probes=HAZARD)
     assert status(v, "warmup_locked") is Status.INCONCLUSIVE
     assert "did not run in warm 1×2" in v.production_verdict.why
+
+
+def test_a_control_hang_at_the_timeout_is_no_detection_and_a_stalled_one_is() -> None:
+    """A control run that merely met its timeout (a slow run on an overloaded host) did not
+    show the race; one the stall watch stopped (racegate's threads stuck) did. The verdict says
+    how many control hangs it did not count."""
+    stalled = [record("per_device", "hang", stalled_s=20.0) for _ in range(4)]
+    timed_out = [record("per_device", "hang") for _ in range(4)]
+    rate = control_rates(stalled + timed_out, "per_device")["cold 1×2"]
+    assert (rate.hits, rate.runs, rate.timeout_hangs) == (4, 8, 4)
+    # Through the JSON records too (what a session's results file holds).
+    again = [RunRecord.from_json(r.to_json()) for r in stalled + timed_out]
+    assert control_rates(again, "per_device")["cold 1×2"] == rate
+    prod = runs("warmup_locked", 5)
+    # 8 of 8 caught would ask 5 clean runs (SAFE); 4 of 8 asks 20.
+    assert decide(stalled * 2 + prod, production="warmup_locked", probes=HAZARD).passed
+    v = decide(stalled + timed_out + prod, production="warmup_locked", probes=HAZARD)
+    p = v.production_verdict
+    assert p.status is Status.INCONCLUSIVE and p.more_runs == 15, p.why
+    assert "failed 4 of 8 cold runs (4 hangs at the timeout, not stalls: not caught)" in p.why
+    text = "\n".join(render(v))
+    assert (
+        "cold 1×2 4/8 (95%: 22%–78%; 4 hangs at the timeout, not stalls: not caught)"
+        in " ".join(text.split())
+    ), text
+    # Other failures of the control still count, and the control itself is still UNSAFE.
+    other = [record("per_device", "nested_fx_error") for _ in range(4)]
+    assert control_rates(other + timed_out, "per_device")["cold 1×2"].hits == 4
+    assert status(v, "per_device") is Status.UNSAFE

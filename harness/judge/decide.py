@@ -339,6 +339,7 @@ def decide(ev: RunEvidence) -> RunRecord:
         cache=cache,
         detail="; ".join(notes) or None,
         stacks=stacks or None,
+        stalled_s=ev.watch.stalled_s,
         wall_s=ev.wall_s,
         started_at=ev.started_at,
         repeat_index=ev.repeat_index,

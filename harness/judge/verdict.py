@@ -90,6 +90,7 @@ class ControlRate:
     cell: str
     hits: int
     runs: int
+    timeout_hangs: int = 0  # of the runs that did not detect: hangs at the timeout (no stall)
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -102,20 +103,34 @@ class ControlRate:
 
     def describe(self) -> str:
         lo, hi = self.interval
-        return f"{self.cell} {self.hits}/{self.runs} (95%: {lo:.0%}–{hi:.0%})"
+        hangs = _timeout_hangs(self.timeout_hangs)
+        return f"{self.cell} {self.hits}/{self.runs} (95%: {lo:.0%}–{hi:.0%}{hangs})"
+
+
+def _timeout_hangs(n: int) -> str:
+    return f"; {n} hang{'s' * (n != 1)} at the timeout, not stalls: not caught" if n else ""
+
+
+def timeout_hang(record: RunRecord) -> bool:
+    """A hang the stall watch did not call: the run met its timeout, which a slow run on an
+    overloaded host does too."""
+    return record.outcome == Outcome.HANG and record.stalled_s is None
 
 
 def control_rates(records: Iterable[RunRecord], control: str) -> dict[str, ControlRate]:
-    """Per cell, how many of the control's runs failed (any failing outcome is a detection)."""
+    """Per cell, how many of the control's runs caught the race: any failing outcome but a hang
+    at the timeout (a hang counts when the stall watch called it: racegate's threads stuck)."""
     hits: Counter[str] = Counter()
     runs: Counter[str] = Counter()
+    hangs: Counter[str] = Counter()
     for r in records:
         # A run whose priming failed never reached its cache state: it measures no detection
         # there (on an overloaded host every such run hangs, which would read as a hit).
         if r.scenario["strategy"] == control and r.cache.get("prime_ok") is not False:
             runs[cell_of(r)] += 1
-            hits[cell_of(r)] += r.outcome != Outcome.OK
-    return {c: ControlRate(c, hits[c], runs[c]) for c in sorted(runs)}
+            hangs[cell_of(r)] += timeout_hang(r)
+            hits[cell_of(r)] += r.outcome != Outcome.OK and not timeout_hang(r)
+    return {c: ControlRate(c, hits[c], runs[c], hangs[c]) for c in sorted(runs)}
 
 
 def repeats_for(rate: ControlRate | None, *, default: int, cal: Calibration) -> tuple[int, str]:
@@ -182,15 +197,19 @@ def _pct_floor(x: float) -> str:
 
 
 def _by_cache_state(rates: Iterable[ControlRate]) -> str:
-    """'4 of 8 warm and 8 of 8 cold runs' (cells summed per cache state)."""
+    """'4 of 8 warm and 8 of 8 cold runs' (cells summed per cache state), and how many hangs at
+    the timeout it did not count as failures."""
     hits: Counter[str] = Counter()
     runs: Counter[str] = Counter()
+    hangs = 0
     for r in rates:
         state = r.cell.split()[0]
         hits[state] += r.hits
         runs[state] += r.runs
+        hangs += r.timeout_hangs
     parts = [f"{hits[s]} of {runs[s]} {s}" for s in runs]
-    return (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + " runs"
+    text = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+    return f"{text} runs" + (f" ({_timeout_hangs(hangs)[2:]})" if hangs else "")
 
 
 def _uncalibrated(
