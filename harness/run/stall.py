@@ -133,7 +133,8 @@ def descendants(roots: list[int]) -> set[int]:
     todo = list(roots)
     while todo:
         pid = todo.pop()
-        if pid in found:
+        # A zombie is no process of the run to the scan either (nor would it rescan forever).
+        if pid in found or not _alive(pid):
             continue
         try:
             tasks = os.listdir(f"/proc/{pid}/task")
