@@ -582,6 +582,7 @@ class ABSession(JUnitWritingSession):
         super().__init__(name)
         self.bin, self.answer = str(bin_dir), answer
         self.ref_installs: list[tuple[str, ...]] = []
+        self.ref_transformers: str | None = None  # what its probe reports (None: what it got)
 
     def run(self, *args: str, **kwargs: Any) -> str | None:
         if args[:2] == ("python", "-m") and args[2] == "harness.ab":
@@ -593,9 +594,11 @@ class ABSession(JUnitWritingSession):
             self.runs.append((args, kwargs))
             if args[1:4] == ("-m", "pip", "install"):
                 self.ref_installs.append(args[4:])
-            elif "transformers as t" in args[-1]:
+            elif args[1:3] == ("-m", "harness.versions"):  # check_versions of the reference
                 tf = next(a for i in self.ref_installs for a in i if a.startswith("transformers"))
-                return f"2.11.0+cu130 {tf.removeprefix('transformers==')}\n"
+                got = self.ref_transformers or tf.removeprefix("transformers==")
+                found = {"torch": "2.11.0+cu130", "transformers": got}
+                return json.dumps(found) + "\n"
             elif "find_spec('torch')" in args[-1]:
                 return "True\n"
             return None
@@ -627,6 +630,14 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     ref_pins = [a for args in s.ref_installs for a in args]
     assert "transformers==5.6.0" in ref_pins and noxfile.OLD_TOKENIZERS in ref_pins
     assert not any(a.startswith("torch") for a in ref_pins)  # torch 'system': the image's
+    # The reference's versions are checked through its own Python, as a cell's are.
+    probes = [r[0] for r in s.runs if r[0][1:3] == ("-m", "harness.versions")]
+    assert [p[0] for p in probes] == ["python", str(ref / "bin" / "python")]
+    wrong = ABSession(name, cand_bin, _ab_answer())
+    wrong.ref_transformers = "5.8.1"  # the reference venv imports another transformers
+    got = r"asked torch system, transformers 5\.6\.0; got 2\.11\.0\+cu130 5\.8\.1"
+    with pytest.raises(AssertionError, match=got):
+        noxfile.gpu_ab(wrong, torch="system", transformers="5.8.1")
     (cmd, kw), *_ = [r for r in s.runs if r[0][:3] == ("python", "-m", "harness.ab")]
     assert cmd[3:6] == ("compare", "--reference", str(ref / "bin" / "python"))
     assert cmd[cmd.index("--candidate") + 1] == str(cand_bin / "python")
