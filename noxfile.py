@@ -386,11 +386,13 @@ def run_gpu_cell(session: nox.Session, workers: int) -> None:
         session.error(f"{failed} throughput case(s) failed: see {out / tp_junit}")
 
 
-def cell_params(name: str, values: list[str]) -> list[nox.param]:
-    """Cells named `name='<v>'`, tagged `<name>_<v with _ for .>`: a version is no Python
-    identifier, so `nox -k "torch_system and transformers_5_8_1"` picks a cell by its tags."""
+def cell_params(name: str, values: list[str], tag_prefix: str | None = None) -> list[nox.param]:
+    """Cells named `name='<v>'`, tagged `<tag_prefix>_<v with _ for .>` (the prefix is `name`
+    unless given): a version is no Python identifier, so `nox -k "torch_system and
+    transformers_5_8_1"` picks a cell by its tags."""
+    prefix = name if tag_prefix is None else tag_prefix
     return [
-        nox.param(v, id=f"{name}={v!r}", tags=[f"{name}_{re.sub(r'[^0-9A-Za-z]', '_', v)}"])
+        nox.param(v, id=f"{name}={v!r}", tags=[f"{prefix}_{re.sub(r'[^0-9A-Za-z]', '_', v)}"])
         for v in values
     ]
 
@@ -524,10 +526,7 @@ def ab_params(name: str, values: list[str]) -> list[nox.param]:
     """cell_params for gpu_ab, tagged `ab_<v with _ for .>` (`nox -k "ab_system and ab_5_8_1"`):
     nox's -k matches any substring of a tag, so a gpu_matrix keyword such as torch_system must
     not be part of these tags, or it would run the A/B cells too."""
-    return [
-        nox.param(v, id=f"{name}={v!r}", tags=[f"ab_{re.sub(r'[^0-9A-Za-z]', '_', v)}"])
-        for v in values
-    ]
+    return cell_params(name, values, tag_prefix="ab")
 
 
 @nox.session(**SYSTEM_SITE)
