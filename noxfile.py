@@ -79,6 +79,20 @@ def _name(requirement: str) -> str:
     return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
 
 
+def env_int(name: str, default: int | None, *, minimum: int, what: str) -> int | None:
+    """$name as an integer ≥ `minimum` (unset or blank: `default`), the one reader of the
+    noxfile's integer settings. A bad value is a usage error of the whole run (every cell reads
+    the same value): one line naming the variable, its value and what is allowed; exit 2."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if not re.fullmatch(r"[0-9]+", text) or int(text) < minimum:
+        print(f"nox: error: {name}={text!r}: expected {what}, an integer ≥ {minimum}",
+              file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+    return int(text)
+
+
 def requirements(*, without: tuple[str, ...] = ()) -> list[str]:
     """pyproject's [project].dependencies, less the named packages (the matrix pins those)."""
     return [r for r in PYPROJECT["project"]["dependencies"] if _name(r) not in without]
@@ -319,14 +333,11 @@ def host_race_workers(cores: int, gpus: int, gpu_bytes: int) -> int:
 
 def race_workers(session: nox.Session, gpus: int, gpu_bytes: int) -> int:
     """RACEGATE_RACE_WORKERS when set, else host_race_workers for this host's cores and GPUs."""
-    text = os.environ.get("RACEGATE_RACE_WORKERS", "").strip()
-    if not text:
+    workers = env_int("RACEGATE_RACE_WORKERS", None, minimum=1, what="race cases at once")
+    if workers is None:
         workers = host_race_workers(len(os.sched_getaffinity(0)), gpus, gpu_bytes)
         session.log(f"race workers: {workers} (from this host; RACEGATE_RACE_WORKERS overrides)")
-        return workers
-    if not text.isdigit() or int(text) < 1:
-        session.error(f"RACEGATE_RACE_WORKERS={text!r}: expected a positive integer such as 16")
-    return int(text)
+    return workers
 
 
 def junit_failures(path: Path) -> int | None:
@@ -345,6 +356,14 @@ def run_gpu_cell(session: nox.Session, workers: int) -> None:
     on every GPU (pytest-xdist, --share-gpus: outcomes stay valid, timings would not). On
     2xH200 the both-GPU race selection of one cell took 6.5-7.3 min at 16 workers (four cells,
     results/2026-11-30-h200x2-session3 and -session4), against hours one case at a time."""
+    # Read before anything runs: a bad value must not cost the throughput part first.
+    case_jobs = env_int("RACEGATE_CASE_JOBS", 8, minimum=1, what="runs of one case at once")
+    # The control's runs per cell (the plugin's default unless set). 8 at 8 case jobs put ~30
+    # runs at once on one 16-core H200 host: every priming run timed out (overload), so the
+    # default stays (results/2026-12-01-h200-cell-stall, call 2).
+    control_repeat = env_int(
+        "RACEGATE_CONTROL_REPEAT", None, minimum=1, what="the control's runs per case"
+    )
     marker, rest = split_marker(session.posargs)  # a user's -m narrows both halves
     both = f"({marker}) and " if marker else ""
     out = results_dir(session)
@@ -358,11 +377,6 @@ def run_gpu_cell(session: nox.Session, workers: int) -> None:
     # The race cases in two waves: first every case but the production strategy's (the
     # control among them, its runs side by side), then the production strategy's, whose runs
     # follow the control's rate that the first wave measured (cases/test_race.py).
-    case_jobs = os.environ.get("RACEGATE_CASE_JOBS", "8")
-    # The control's runs per cell (the plugin's default unless set). 8 at 8 case jobs put ~30
-    # runs at once on one 16-core H200 host: every priming run timed out (overload), so the
-    # default stays (results/2026-12-01-h200-cell-stall, call 2).
-    control_repeat = os.environ.get("RACEGATE_CONTROL_REPEAT", "").strip()
     records = out / "records.jsonl"  # both waves judge what this cell run wrote from here on
     start = len(records.read_bytes().splitlines()) if records.is_file() else 0
     waves = {"junit-race.xml": "not production", "junit-production.xml": "production"}
@@ -371,7 +385,7 @@ def run_gpu_cell(session: nox.Session, workers: int) -> None:
         run_suite(
             session, "cases", "-m", f"{both}not throughput and {marks}", "-n", str(workers),
             "--share-gpus", f"--case-jobs={case_jobs}", f"--records-from={start}",
-            *([f"--control-repeat={control_repeat}"] if control_repeat else []),
+            *([f"--control-repeat={control_repeat}"] if control_repeat is not None else []),
             junit=junit, posargs=rest, ok_codes=(0, 1, 5),
         )  # fmt: skip
     for junit in waves:
@@ -386,11 +400,13 @@ def run_gpu_cell(session: nox.Session, workers: int) -> None:
         session.error(f"{failed} throughput case(s) failed: see {out / tp_junit}")
 
 
-def cell_params(name: str, values: list[str]) -> list[nox.param]:
-    """Cells named `name='<v>'`, tagged `<name>_<v with _ for .>`: a version is no Python
-    identifier, so `nox -k "torch_system and transformers_5_8_1"` picks a cell by its tags."""
+def cell_params(name: str, values: list[str], tag_prefix: str | None = None) -> list[nox.param]:
+    """Cells named `name='<v>'`, tagged `<tag_prefix>_<v with _ for .>` (the prefix is `name`
+    unless given): a version is no Python identifier, so `nox -k "torch_system and
+    transformers_5_8_1"` picks a cell by its tags."""
+    prefix = name if tag_prefix is None else tag_prefix
     return [
-        nox.param(v, id=f"{name}={v!r}", tags=[f"{name}_{re.sub(r'[^0-9A-Za-z]', '_', v)}"])
+        nox.param(v, id=f"{name}={v!r}", tags=[f"{prefix}_{re.sub(r'[^0-9A-Za-z]', '_', v)}"])
         for v in values
     ]
 
@@ -524,10 +540,7 @@ def ab_params(name: str, values: list[str]) -> list[nox.param]:
     """cell_params for gpu_ab, tagged `ab_<v with _ for .>` (`nox -k "ab_system and ab_5_8_1"`):
     nox's -k matches any substring of a tag, so a gpu_matrix keyword such as torch_system must
     not be part of these tags, or it would run the A/B cells too."""
-    return [
-        nox.param(v, id=f"{name}={v!r}", tags=[f"ab_{re.sub(r'[^0-9A-Za-z]', '_', v)}"])
-        for v in values
-    ]
+    return cell_params(name, values, tag_prefix="ab")
 
 
 @nox.session(**SYSTEM_SITE)
@@ -543,9 +556,7 @@ def gpu_ab(session: nox.Session, torch: str, transformers: str) -> None:
         reference = ab_reference(os.environ.get("RACEGATE_AB_REFERENCE"))
     except ValueError as exc:
         session.error(str(exc))
-    runs = os.environ.get("RACEGATE_AB_RUNS", str(AB_RUNS)).strip()
-    if not runs.isdigit() or int(runs) < 2:
-        session.error(f"RACEGATE_AB_RUNS={runs!r}: expected runs per side, an integer ≥ 2")
+    runs = env_int("RACEGATE_AB_RUNS", AB_RUNS, minimum=2, what="runs per side")
     install_cell(session, torch, transformers)
     ref_python = reference_venv(session, *reference)
     out = results_dir(session)
@@ -553,7 +564,7 @@ def gpu_ab(session: nox.Session, torch: str, transformers: str) -> None:
     result.unlink(missing_ok=True)  # the call below is read from this run's file, never an old one
     session.run(
         "python", "-m", "harness.ab", "compare", "--reference", ref_python,
-        "--candidate", str(Path(session.bin) / "python"), "--runs", runs,
+        "--candidate", str(Path(session.bin) / "python"), "--runs", str(runs),
         "--records", str(out / "ab-records"), "--out", str(result),
         "--", *(session.posargs or AB_RUN_ARGS), success_codes=[0, 1],
     )  # fmt: skip

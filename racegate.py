@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 REQUIREMENTS = ROOT / "requirements" / "ci.txt"
 # Each command is one or more steps, run in turn until one fails; the arguments after the
-# command go to its last step. A step is the venv's python's arguments, or "@tool" and the
-# arguments of the venv's own bin/tool.
+# command go to its last step (lint's are paths: lint_steps). A step is the venv's python's
+# arguments, or "@tool" and the arguments of the venv's own bin/tool.
 COMMANDS = {
     # The race cases only (`-m race` selects exactly them); ends with the verdict block.
     "race": [["-m", "pytest", "-m", "race"]],
@@ -36,7 +36,48 @@ COMMANDS = {
         ["@actionlint", "-no-color"],
     ],
 }
-USAGE = f"usage: python3 racegate.py {{{','.join(COMMANDS)}}} [arguments passed on to pytest]"
+USAGE = (
+    f"usage: python3 racegate.py {{{','.join(COMMANDS)}}} [ARGS]  (race, test: ARGS go to "
+    "pytest; lint: ARGS are paths, Python or workflows, default the whole checkout)"
+)
+WORKFLOWS = ROOT / ".github" / "workflows"
+
+
+def _is_workflow(path: Path) -> bool:
+    return path.parent == WORKFLOWS and path.suffix in (".yml", ".yaml")
+
+
+def lint_steps(paths: list[str]) -> list[list[str]]:
+    """`lint PATH ...`: ruff on the Python files at the paths, actionlint on the workflow files
+    among them or under them (actionlint reads only workflows); no path: the whole checkout.
+    ValueError names a path that does not exist or an option (lint takes paths only)."""
+    if not paths:
+        return COMMANDS["lint"]
+    resolved = []
+    for text in paths:
+        if text.startswith("-"):
+            raise ValueError(f"lint takes paths, not options ({text!r}); run ruff itself for those")
+        path = Path(text).resolve()  # the steps run in ROOT: a path relative to here must hold
+        if not path.exists():
+            raise ValueError(f"lint: no such file or folder {text!r}")
+        if path.is_file() and not _is_workflow(path) and path.suffix not in (".py", ".pyi"):
+            raise ValueError(
+                f"lint: {text!r} is neither a Python file nor a workflow in {WORKFLOWS}; "
+                "give Python files, folders or workflow files"
+            )
+        resolved.append(path)
+    workflows = sorted(
+        {str(p) for p in resolved if _is_workflow(p)}
+        | {str(w) for p in resolved if p.is_dir() for w in WORKFLOWS.glob("*.y*ml")
+           if _is_workflow(w) and w.is_relative_to(p)}
+    )  # fmt: skip
+    python = [str(p) for p in resolved if not _is_workflow(p)]
+    steps = []
+    if python:
+        steps += [["-m", "ruff", "check", *python], ["-m", "ruff", "format", "--check", *python]]
+    if workflows:
+        steps.append(["@actionlint", "-no-color", *workflows])
+    return steps
 
 
 def _python(env_dir: Path) -> Path:
@@ -83,8 +124,16 @@ def main(argv: list[str]) -> int:
     except subprocess.CalledProcessError as exc:
         print(f"racegate: error: installing the requirements failed ({exc})", file=sys.stderr)
         return 1
-    *first, last = COMMANDS[argv[0]]
-    for step in [*first, [*last, *argv[1:]]]:
+    if argv[0] == "lint":
+        try:
+            steps = lint_steps(argv[1:])
+        except ValueError as exc:
+            print(f"racegate: error: {exc}", file=sys.stderr)
+            return 2
+    else:
+        *first, last = COMMANDS[argv[0]]
+        steps = [*first, [*last, *argv[1:]]]
+    for step in steps:
         head, *rest = step
         tool = head.removeprefix("@")
         command = [str(python.parent / tool), *rest] if tool != head else [str(python), *step]

@@ -6,8 +6,11 @@ SwiGLU, non-causal), compiled flex_attention on the DFlash mask (3,072-token con
 anchors x 16-token blocks, built once with create_block_mask), the frozen lm_head (vocab
 151,936) + cross-entropy in 2,048-token chunks under torch.utils.checkpoint, fused AdamW,
 bf16. Prints the median step time, query tokens/s and MFU (analytic FLOPs / 790 TFLOP/s)
-over steady steps. The target's hidden states are random and fixed (racegate, too, computes
-them once per bucket), so neither step has a target forward in it.
+over steady steps. Query tokens are counted as racegate counts them, so the two tokens/s
+compare: valid anchors x block size over the step's sequences (query_tokens(); every anchor
+here is valid, so that is batch x anchors x block). The target's hidden states are random
+and fixed (racegate, too, computes them once per bucket), so neither step has a target
+forward in it.
 
     python benchmarks/plain_step.py                    # one GPU, the 8B-drafter shape
     python benchmarks/plain_step.py --tiny --steps 3   # CPU smoke test (dense SDPA fallback)
@@ -58,13 +61,15 @@ class Shape:
     lr: float = 5e-5
 
     @property
-    def query_tokens(self) -> int:
+    def query_slots(self) -> int:
+        """Query rows per step, valid or not: what the FLOPs count (the padded work)."""
         return self.batch * self.anchors * self.block
 
 
+# racegate's `tiny` preset at its steady bucket (its 4 sequences per step: --tiny --batch 4).
 TINY = Shape(
     hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, head_dim=16, vocab=512,
-    context=128, anchors=12, block=8, loss_chunk=64,
+    target_layers=2, context=128, anchors=12, block=8, loss_chunk=64,
 )  # fmt: skip
 
 
@@ -169,6 +174,12 @@ def visible_pairs(anchors_BN: torch.Tensor, valid_BN: torch.Tensor, block: int) 
 
 
 # ---- data, loss, FLOPs -----------------------------------------------------------------------
+def query_tokens(valid_BN: torch.Tensor, block: int) -> int:
+    """Query tokens of one step as racegate counts them (model/train_step.py): valid anchors x
+    block size, over every sequence of the step. The unit of this benchmark's tokens/s."""
+    return int(valid_BN.sum()) * block
+
+
 def make_batch(s: Shape, device, dtype, gen: torch.Generator):
     ids_BS = torch.randint(0, s.vocab - 2, (s.batch, s.context), generator=gen)
     anchors_BN = torch.stack(
@@ -225,7 +236,7 @@ def step_flops(s: Shape, visible_pairs: float) -> dict[str, float]:
     """Analytic model FLOPs of one step: a GEMM with a weight and an input gradient costs 3x
     its forward; fc 2x (no input gradient: the target is frozen); the frozen lm_head 3x (the
     input gradient, plus its checkpoint recompute, counted once as model FLOPs do)."""
-    t, keys = s.query_tokens, s.batch * (s.context + s.anchors * s.block)
+    t, keys = s.query_slots, s.batch * (s.context + s.anchors * s.block)
     qw, kw = s.heads * s.head_dim, s.kv_heads * s.head_dim
     per_layer = 2 * t * s.hidden * qw * 2 + 2 * keys * s.hidden * kw * 2
     per_layer += 2 * t * s.hidden * s.intermediate * 3
@@ -246,6 +257,7 @@ class Result:
     steps: int
     step_ms: list[float]
     median_step_ms: float
+    query_tokens_per_step: int  # query_tokens(): racegate's unit, valid anchors x block
     query_tokens_per_s: float
     window_tokens_per_s: list[float]
     tflops_per_s: float
@@ -254,7 +266,7 @@ class Result:
     peak_mem_bytes: int | None
     final_loss: float
     torch: str = torch.__version__
-    schema_version: int = 1
+    schema_version: int = 2  # 2: query_tokens_per_step
 
 
 def _attention(
@@ -361,7 +373,8 @@ def run(
     times, loss = _timed(one_step, warmup, steps, cuda)
     med = statistics.median(times)
     thirds = [times[i::3] for i in range(min(3, len(times)))]  # interleaved windows
-    windows = [s.query_tokens / statistics.median(w) for w in thirds if w]
+    tokens = query_tokens(valid, s.block)
+    windows = [tokens / statistics.median(w) for w in thirds if w]
     flops = sum(step_flops(s, visible).values())
     on_h200 = cuda and "H200" in torch.cuda.get_device_name(device)
     result = Result(
@@ -371,7 +384,8 @@ def run(
         steps=steps,
         step_ms=[t * 1e3 for t in times],
         median_step_ms=med * 1e3,
-        query_tokens_per_s=s.query_tokens / med,
+        query_tokens_per_step=tokens,
+        query_tokens_per_s=tokens / med,
         window_tokens_per_s=windows,
         tflops_per_s=flops / med / 1e12,
         mfu=flops / med / PEAK_FLOPS if on_h200 else None,

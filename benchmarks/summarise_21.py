@@ -3,7 +3,8 @@
     python benchmarks/summarise_21.py OUT [OUT ...]   # markdown on stdout, for a results README
 
 Several OUT folders (calls of the script) are read together: their runs add up, and the A/A
-pools of each preset are concatenated before `harness.ab power` draws its comparisons. A part
+pools of each preset are concatenated before harness.ab's power summary draws its comparisons
+(the same function `python -m harness.ab power` prints). A part
 that left nothing says so in its table ("not run"); a run that failed is counted, never used as
 a number. Exit 0; 2 when a folder does not exist.
 """
@@ -11,17 +12,15 @@ a number. Exit 0; 2 when a folder does not exist.
 from __future__ import annotations
 
 import json
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from a checkout: harness is not installed
 
+from harness.ab import PowerSummary, pooled_samples, power_summary  # noqa: E402
 from harness.record import RunRecord, read_jsonl  # noqa: E402
 
 STRATEGIES = ("warmup_locked", "warmup", "processes")  # part b's, the production one first
@@ -119,20 +118,11 @@ def strategy_cost(outs: Sequence[Path]) -> list[str]:
     return lines
 
 
-def _power(reference: list[Path], candidate: list[Path]) -> str:
-    """`harness.ab power` over the concatenated pools (one private temp dir)."""
-    with tempfile.TemporaryDirectory(prefix="racegate-sum21-") as tmp:
-        paths = []
-        for name, files in (("reference", reference), ("candidate", candidate)):
-            path = Path(tmp) / f"{name}.jsonl"
-            path.write_text("".join(f.read_text() for f in files))
-            paths.append(path)
-        out = subprocess.run(
-            [sys.executable, "-m", "harness.ab", "power", "--reference", str(paths[0]),
-             "--candidate", str(paths[1]), "--per-side", str(PER_SIDE)],
-            cwd=ROOT, capture_output=True, text=True,
-        )  # fmt: skip
-    return out.stdout if out.returncode == 0 else f"power failed: {out.stderr.strip()}"
+def _power(pools: dict[str, list[Path]]) -> PowerSummary:
+    """harness.ab's power summary over each side's concatenated pool files."""
+    samples = {side: [x for f in files for x in pooled_samples(f, side)] for side, files in
+               pools.items()}  # fmt: skip
+    return power_summary(samples["reference"], samples["candidate"], PER_SIDE)
 
 
 def power_table(outs: Sequence[Path]) -> list[str]:
@@ -147,26 +137,22 @@ def power_table(outs: Sequence[Path]) -> list[str]:
         if not pools["reference"] or not pools["candidate"]:
             rows.append(f"| `{preset}` | no pool of both sides | | | | |")
             continue
-        text = _power(pools["reference"], pools["candidate"])
         runs = {s: [r for f in fs for r in read_jsonl(f)] for s, fs in pools.items()}
-        alarms = re.search(r"A/A false alarms: (\d+) of (\d+); candidate called slower: (\d+) "
-                           r"of (\d+)", text)  # fmt: skip
-        need = re.search(
-            r"reference pool: \d+ runs, run-to-run spread ([\d.]+%); runs per side to catch a "
-            r"\d+% slowdown 90% of the time: (> \d+|\d+)",
-            text,
-        )
+        try:
+            summary = _power(pools)
+        except ValueError as exc:  # a run of a pool failed: counted, never used as a number
+            rows.append(f"| `{preset}` | power failed: {exc} | | | | |")
+            continue
+        ref = next((p for p in summary.pools if p.side == "reference"), None)
         walls = [r.wall_s for rs in runs.values() for r in rs if r.wall_s]
         run_s = _median(walls)
         cost = f"{2 * PER_SIDE * run_s / 60:.1f} min" if run_s else "—"
-        if alarms is None:
-            rows.append(f"| `{preset}` | {text.strip().splitlines()[-1:]} | | | | |")
-            continue
-        a, n_aa, c, n_ab = alarms.groups()
         rows.append(
             f"| `{preset}` | {len(runs['reference'])} + {len(runs['candidate'])} "
-            f"| {need.group(1) if need else '—'} | {a} of {n_aa} | {c} of {n_ab} "
-            f"| {need.group(2) if need else '—'} | {cost} |"
+            f"| {f'{ref.spread:.2%}' if ref else '—'} "
+            f"| {summary.false_alarms} of {len(summary.aa)} "
+            f"| {summary.caught} of {len(summary.ab)} "
+            f"| {(ref.runs_needed or '> 1000') if ref else '—'} | {cost} |"
         )
     if not rows:
         return [*lines, "Not run: no c-ab-power/ pools.", ""]
@@ -174,7 +160,8 @@ def power_table(outs: Sequence[Path]) -> list[str]:
         *lines,
         f"Pools of interleaved runs (reference: the same versions; candidate: "
         f"RACEGATE_TEST_SLOWDOWN=0.05), disjoint {PER_SIDE}-vs-{PER_SIDE} comparisons drawn by "
-        "`python -m harness.ab power` (A/A from each side's pool alone).",
+        "harness.ab's power summary, as `python -m harness.ab power` prints it (A/A from each "
+        "side's pool alone).",
         "",
         "| preset | runs (ref + cand) | run-to-run spread | A/A false alarms | slowdown called "
         f"slower | runs/side for 5% at 90% | one {PER_SIDE}-vs-{PER_SIDE} comparison |",

@@ -298,6 +298,74 @@ def power(
     return aa, ab
 
 
+@dataclass(frozen=True)
+class PoolSpread:
+    """One pool's run-to-run spread, and the runs per side it needs to catch `slowdown`."""
+
+    side: str
+    runs: int
+    spread: float  # log_spread of its tokens/s
+    runs_needed: int | None  # None: more than runs_needed searches (> 1000)
+
+
+@dataclass(frozen=True)
+class PowerSummary:
+    """What `power` finds in two pools: the comparisons, false alarms, catches, and spreads."""
+
+    per_side: int
+    slowdown: float
+    aa: list[Comparison]
+    ab: list[Comparison]
+    pools: list[PoolSpread]
+
+    @property
+    def false_alarms(self) -> int:
+        """A/A comparisons that called any change (either way is a false alarm)."""
+        return sum(c.change is not Change.NONE for c in self.aa)
+
+    @property
+    def caught(self) -> int:
+        """Reference-vs-candidate comparisons that called the candidate a regression."""
+        return sum(c.regressed for c in self.ab)
+
+    def lines(self) -> list[str]:
+        out = []
+        k = self.per_side
+        for title, comps in (("A/A", self.aa), ("reference vs candidate", self.ab)):
+            out.append(f"{title}: {len(comps)} disjoint comparison(s) of {k} vs {k}")
+            out += [f"  {i:2d}. {comp.line()}" for i, comp in enumerate(comps, 1)]
+        out += [
+            f"{p.side} pool: {p.runs} runs, run-to-run spread {p.spread:.2%}; runs per side to "
+            f"catch a {self.slowdown:.0%} slowdown 90% of the time: {p.runs_needed or '> 1000'}"
+            for p in self.pools
+        ]
+        out.append(
+            f"A/A false alarms: {self.false_alarms} of {len(self.aa)}; "
+            f"candidate called slower: {self.caught} of {len(self.ab)}"
+        )
+        return out
+
+
+def power_summary(
+    reference: list[RunSample],
+    candidate: list[RunSample],
+    per_side: int,
+    *,
+    slowdown: float = 0.05,
+    tolerance: float = DEFAULT_TOLERANCE,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> PowerSummary:
+    """power()'s comparisons, with each pool's spread and the runs per side `slowdown` needs."""
+    aa, ab = power(reference, candidate, per_side, tolerance=tolerance, confidence=confidence)
+    pools = []
+    for name, pool in (("reference", reference), ("candidate", candidate)):
+        if len(pool) >= 2:
+            spread = log_spread([x.tokens_per_s for x in pool])
+            need = runs_needed(spread, slowdown, tolerance=tolerance)
+            pools.append(PoolSpread(name, len(pool), spread, need))
+    return PowerSummary(per_side, slowdown, aa, ab, pools)
+
+
 # ---- command line ----------------------------------------------------------------------------
 class UsageError(Exception):
     """Bad input: one line, exit 2."""
@@ -391,27 +459,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_power(args: argparse.Namespace) -> int:
-    ref = pooled_samples(args.reference, "reference")
-    cand = pooled_samples(args.candidate, "candidate")
-    aa, ab = power(ref, cand, args.per_side, tolerance=args.tolerance, confidence=args.confidence)
-    for title, comps in (("A/A", aa), ("reference vs candidate", ab)):
-        print(f"{title}: {len(comps)} disjoint comparison(s) of {args.per_side} vs {args.per_side}")
-        for i, comp in enumerate(comps, 1):
-            print(f"  {i:2d}. {comp.line()}")
-    for name, pool in (("reference", ref), ("candidate", cand)):
-        if len(pool) >= 2:
-            spread = log_spread([x.tokens_per_s for x in pool])
-            need = runs_needed(spread, args.slowdown, tolerance=args.tolerance)
-            print(
-                f"{name} pool: {len(pool)} runs, run-to-run spread {spread:.2%}; runs per side "
-                f"to catch a {args.slowdown:.0%} slowdown 90% of the time: {need or '> 1000'}"
-            )
-    false_alarms = sum(c.change is not Change.NONE for c in aa)
-    caught = sum(c.regressed for c in ab)
-    print(
-        f"A/A false alarms: {false_alarms} of {len(aa)}; "
-        f"candidate called slower: {caught} of {len(ab)}"
+    summary = power_summary(
+        pooled_samples(args.reference, "reference"),
+        pooled_samples(args.candidate, "candidate"),
+        args.per_side,
+        slowdown=args.slowdown,
+        tolerance=args.tolerance,
+        confidence=args.confidence,
     )
+    print("\n".join(summary.lines()))
     return EXIT_OK
 
 

@@ -23,24 +23,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import pytest  # noqa: E402
+
 from harness.judge.decide import run_scenario  # noqa: E402
 from harness.record import append_jsonl, read_jsonl  # noqa: E402
-from harness.run.cache_state import PRIVATE_DIRS  # noqa: E402
-from harness.run.lifeline import processes_with  # noqa: E402
+from tests.fault_kit import fault_scenario, files_under, isolate_parent, left_behind  # noqa: E402
 from tests.fault_workloads import FAULTS  # noqa: E402
-from tests.test_faults import fault_scenario  # noqa: E402
 
 
 def private_parent() -> tuple[Path, Path, Path]:
+    """(scratch, home, tmp): a private scratch folder, and this process's fresh HOME and TMPDIR
+    in it (kept for the process's life: nothing undoes the patch)."""
     scratch = Path(tempfile.mkdtemp(prefix="racegate-fault-table-"))
-    home, tmp = scratch / "home", scratch / "tmp"
-    home.mkdir(mode=0o700)
-    tmp.mkdir(mode=0o700)
-    os.environ["HOME"], os.environ["TMPDIR"] = str(home), str(tmp)
-    for var in PRIVATE_DIRS:
-        if var != "TMPDIR":
-            os.environ.pop(var, None)
-    tempfile.tempdir = None
+    home, tmp = isolate_parent(scratch, pytest.MonkeyPatch())
     return scratch, home, tmp
 
 
@@ -56,14 +51,14 @@ def row(fault: str, ledger: Path, watched: tuple[Path, Path]) -> dict[str, objec
     append_jsonl(ledger, record)
     after = [json.dumps(r.to_json(), sort_keys=True) for r in read_jsonl(ledger)]
     intact = after == [*before, json.dumps(record.to_json(), sort_keys=True)]
-    outside = [str(p) for root in watched for p in root.rglob("*")]
+    outside = files_under(*watched)
     return {
         "fault": fault,
         "does": FAULTS[fault][2],
         "expected": FAULTS[fault][0],
         "outcome": record.outcome,
         "intact": f"{len(after)}/{len(after)}" if intact else "NO",
-        "left": len(processes_with("RACEGATE_RUNNER_PID", str(os.getpid()))),
+        "left": len(left_behind()),
         "outside": len(outside),
         "wall": wall,
         "detail": (record.detail or "")[:140].replace("|", "/"),

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,52 +19,21 @@ import pytest
 from harness.judge.decide import run_scenario
 from harness.record import append_jsonl, read_jsonl
 from harness.run import cache_state, runner
-from harness.run.lifeline import processes_with
-from harness.scenario import make_scenario
+from tests.fault_kit import (
+    HANG_TIMEOUT_S,
+    HANGS,
+    KEEN_STALL_S,
+    fault_scenario,
+    files_under,
+    isolate_parent,
+    left_behind,
+)
 from tests.fault_workloads import FAULTS
-
-FAULT = "tests.fault_workloads:make_workload"
-HANGS = [f for f, (outcome, _, _) in FAULTS.items() if outcome == "hang"]
-HANG_TIMEOUT_S = 20.0  # each hang costs this much; a slow, loaded CI box imports torch in ~10 s
-TIMEOUT_S = 90.0  # the others end on their own in seconds
-# The others run under a stall watch far keener than the default: none may be taken for a hang.
-KEEN_STALL_S = 3.0
-
-
-def fault_scenario(fault: str, **kw):
-    """Hangs wait out their timeout here (the timeout's path); test_a_stall_is_called_early
-    runs them under the stall watch."""
-    fields = dict(
-        preset=fault, strategy="eager", workload=FAULT, steps=2, warmup_steps=1,
-        timeout_s=HANG_TIMEOUT_S if fault in HANGS else TIMEOUT_S,
-        stall_s=0.0 if fault in HANGS else KEEN_STALL_S,
-        threads_per_device=FAULTS[fault][1],
-    )  # fmt: skip
-    return make_scenario(**(fields | kw))
-
-
-def files_under(*roots: Path) -> list[str]:
-    return sorted(str(p) for root in roots for p in root.rglob("*"))
 
 
 @pytest.fixture
 def private_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
-    """A fresh, empty HOME and TMPDIR for this process, and no cache variable of the user's."""
-    home, tmp = tmp_path / "home", tmp_path / "tmp"
-    home.mkdir(mode=0o700)
-    tmp.mkdir(mode=0o700)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("TMPDIR", str(tmp))
-    for var in cache_state.PRIVATE_DIRS:
-        if var != "TMPDIR":
-            monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() caches its first answer
-    return home, tmp
-
-
-def left_behind() -> list[int]:
-    """Processes of runs this process started (children carry the runner's pid)."""
-    return processes_with("RACEGATE_RUNNER_PID", str(os.getpid()))
+    return isolate_parent(tmp_path, monkeypatch)
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +102,7 @@ def test_every_hung_threads_stack_is_kept(fault: str) -> None:
 MEASURE_PEAK = """
 import resource, sys
 from harness.judge.decide import run_scenario
-from tests.test_faults import fault_scenario
+from tests.fault_kit import fault_scenario
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 record = run_scenario(fault_scenario("big_output"))
 print(record.outcome, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)

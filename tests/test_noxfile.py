@@ -366,6 +366,35 @@ def test_report_session_reads_the_results_dir(
     assert str(tmp_path / "report") in args
 
 
+@pytest.mark.parametrize(
+    ("var", "minimum"),
+    [("RACEGATE_RACE_WORKERS", 1), ("RACEGATE_CASE_JOBS", 1), ("RACEGATE_CONTROL_REPEAT", 1),
+     ("RACEGATE_AB_RUNS", 2)],
+)  # fmt: skip
+def test_every_integer_setting_is_read_by_one_reader(
+    noxfile: ModuleType,
+    var: str,
+    minimum: int,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each RACEGATE_* integer of the noxfile goes through env_int: a bad value is one line
+    naming the variable, its value and what is allowed, and exit 2."""
+    source = NOXFILE.read_text()
+    assert f'"{var}"' in source and f'os.environ.get("{var}"' not in source  # no reader of its own
+    for bad in ("x", "-1", "1.5", "²", str(minimum - 1)):
+        monkeypatch.setenv(var, bad)
+        with pytest.raises(SystemExit) as exc:
+            noxfile.env_int(var, 5, minimum=minimum, what="a count")
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"nox: error: {var}={bad!r}: expected a count, an integer ≥ {minimum}"
+    monkeypatch.setenv(var, f" {minimum} ")
+    assert noxfile.env_int(var, 5, minimum=minimum, what="a count") == minimum
+    monkeypatch.setenv(var, "")
+    assert noxfile.env_int(var, 5, minimum=minimum, what="a count") == 5
+
+
 class JUnitWritingSession(FakeSession):
     """pytest's stand-in also writes its --junitxml, with `failures` failed cases (None: none
     written, as when pytest-timeout ends pytest with os._exit)."""
@@ -426,10 +455,11 @@ def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
     s.failures = None
     with pytest.raises(AssertionError, match="wrote no readable"):
         noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
-    for bad, message in (("sixteen", "positive integer"), ("0", "positive integer")):
+    for bad in ("sixteen", "0"):
         monkeypatch.setenv("RACEGATE_RACE_WORKERS", bad)
-        with pytest.raises(AssertionError, match=message):
+        with pytest.raises(SystemExit) as exc:
             noxfile.gpu_matrix(FakeSession("gpu"), torch="system", transformers="5.8.1")
+        assert exc.value.code == 2
     # A user's -m narrows both halves instead of replacing the split.
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "4")
     for marker_args in (["-m", "not slow"], ["-m=not slow"], ["-mnot slow"]):
@@ -582,6 +612,7 @@ class ABSession(JUnitWritingSession):
         super().__init__(name)
         self.bin, self.answer = str(bin_dir), answer
         self.ref_installs: list[tuple[str, ...]] = []
+        self.ref_transformers: str | None = None  # what its probe reports (None: what it got)
 
     def run(self, *args: str, **kwargs: Any) -> str | None:
         if args[:2] == ("python", "-m") and args[2] == "harness.ab":
@@ -593,9 +624,11 @@ class ABSession(JUnitWritingSession):
             self.runs.append((args, kwargs))
             if args[1:4] == ("-m", "pip", "install"):
                 self.ref_installs.append(args[4:])
-            elif "transformers as t" in args[-1]:
+            elif args[1:3] == ("-m", "harness.versions"):  # check_versions of the reference
                 tf = next(a for i in self.ref_installs for a in i if a.startswith("transformers"))
-                return f"2.11.0+cu130 {tf.removeprefix('transformers==')}\n"
+                got = self.ref_transformers or tf.removeprefix("transformers==")
+                found = {"torch": "2.11.0+cu130", "transformers": got}
+                return json.dumps(found) + "\n"
             elif "find_spec('torch')" in args[-1]:
                 return "True\n"
             return None
@@ -627,6 +660,14 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     ref_pins = [a for args in s.ref_installs for a in args]
     assert "transformers==5.6.0" in ref_pins and noxfile.OLD_TOKENIZERS in ref_pins
     assert not any(a.startswith("torch") for a in ref_pins)  # torch 'system': the image's
+    # The reference's versions are checked through its own Python, as a cell's are.
+    probes = [r[0] for r in s.runs if r[0][1:3] == ("-m", "harness.versions")]
+    assert [p[0] for p in probes] == ["python", str(ref / "bin" / "python")]
+    wrong = ABSession(name, cand_bin, _ab_answer())
+    wrong.ref_transformers = "5.8.1"  # the reference venv imports another transformers
+    got = r"asked torch system, transformers 5\.6\.0; got 2\.11\.0\+cu130 5\.8\.1"
+    with pytest.raises(AssertionError, match=got):
+        noxfile.gpu_ab(wrong, torch="system", transformers="5.8.1")
     (cmd, kw), *_ = [r for r in s.runs if r[0][:3] == ("python", "-m", "harness.ab")]
     assert cmd[3:6] == ("compare", "--reference", str(ref / "bin" / "python"))
     assert cmd[cmd.index("--candidate") + 1] == str(cand_bin / "python")
@@ -656,14 +697,16 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     assert cmd[cmd.index("--runs") + 1] == "9"
     assert "gpu_ab-reference-2.11.0-5.17.0" in cmd[cmd.index("--reference") + 1]
     assert "torch==2.11.0" in [a for args in s.ref_installs for a in args]
-    for var, bad, message in (
-        ("RACEGATE_AB_REFERENCE", "5.6.0", "expected '<torch>,<transformers>'"),
-        ("RACEGATE_AB_RUNS", "1", "integer ≥ 2"),
-    ):
-        monkeypatch.setenv(var, bad)
-        with pytest.raises(AssertionError, match=message):
-            noxfile.gpu_ab(ABSession(name, cand_bin, _ab_answer()), "system", "5.8.1")
-        monkeypatch.delenv(var)
+    monkeypatch.setenv("RACEGATE_AB_REFERENCE", "5.6.0")
+    with pytest.raises(AssertionError, match="expected '<torch>,<transformers>'"):
+        noxfile.gpu_ab(ABSession(name, cand_bin, _ab_answer()), "system", "5.8.1")
+    monkeypatch.delenv("RACEGATE_AB_REFERENCE")
+    monkeypatch.setenv("RACEGATE_AB_RUNS", "1")
+    s = ABSession(name, cand_bin, _ab_answer())
+    with pytest.raises(SystemExit):  # a usage error (exit 2), before anything is installed
+        noxfile.gpu_ab(s, "system", "5.8.1")
+    assert s.installs == [] and s.runs == []
+    monkeypatch.delenv("RACEGATE_AB_RUNS")
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: None)
     with pytest.raises(Skip, match="nvidia-smi"):
         noxfile.gpu_ab(ABSession(name, cand_bin, _ab_answer()), "system", "5.8.1")

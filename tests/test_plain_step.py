@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 import torch
 
 PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "plain_step.py"
@@ -57,3 +58,52 @@ def test_tiny_cpu_step_runs_and_reports(tmp_path: Path) -> None:
     assert res["mfu"] is None  # no MFU claimed off an H200
     # a query sees its own block (8) and a < 121 context keys, of 128 + 12 x 8 keys
     assert 8 / 224 < res["mask_density"] < (8 + 120) / 224
+
+
+def _plain_shape(ps: ModuleType, preset: str, **small: int):
+    """The plain step's Shape for racegate's `preset` at its steady bucket (bucket 0): the same
+    layers, heads and vocabulary, the same sequences per step, context, anchors and block."""
+    from model.config import from_name
+    from model.data import make_buckets
+
+    cfg = from_name(preset)
+    bucket = make_buckets(cfg)[0]
+    fields = dict(
+        hidden=cfg.hidden_size, intermediate=cfg.intermediate_size, layers=cfg.num_layers,
+        heads=cfg.num_heads, kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
+        vocab=cfg.vocab_size, target_layers=len(cfg.target_layer_ids), context=bucket.seq_len,
+        anchors=bucket.num_anchors, block=cfg.block_size,
+        batch=bucket.batch_size * bucket.micro_batches, loss_chunk=cfg.loss_chunk_tokens,
+    )  # fmt: skip
+    return cfg, bucket, ps.Shape(**(fields | small))
+
+
+def test_tokens_per_step_count_what_racegate_counts() -> None:
+    """Both steps on CPU at racegate's tiny preset: the plain step's query tokens per step are
+    racegate's StepResult.tokens (so their tokens/s are in one unit)."""
+    from model.workload import make_workload
+
+    ps = _load()
+    _, bucket, shape = _plain_shape(ps, "tiny")
+    assert shape == ps.Shape(**{**ps.asdict(ps.TINY), "batch": shape.batch})  # --tiny is tiny
+    replica = make_workload("tiny").make_replica(torch.device("cpu"), "sdpa_dense", seed=0)
+    racegate = replica.step(bucket.index).tokens
+    plain = ps.run(shape, torch.device("cpu"), steps=1, warmup=0)
+    assert plain.query_tokens_per_step == racegate == 4 * 12 * 8  # 4 sequences, 12 anchors x 8
+    assert plain.query_tokens_per_s == pytest.approx(racegate / (plain.median_step_ms / 1e3))
+
+
+def test_the_8b_shape_is_racegates_steady_bucket_and_counts_alike() -> None:
+    """At qwen3-8b-drafter the plain shape is racegate's bucket 0 per sequence, and every anchor
+    racegate draws there is valid: its tokens per step are batch x anchors x block, as here."""
+    from model.data import BatchSource
+
+    ps = _load()
+    cfg, bucket, shape = _plain_shape(ps, "qwen3-8b-drafter")
+    assert shape == ps.Shape(batch=shape.batch)  # the plain step's defaults are that shape
+    source = BatchSource(cfg, seed=0)
+    drawn = [source.anchors(bucket, source.sequences(bucket, m)[1]) for m in range(3)]
+    counted = [ps.query_tokens(valid, cfg.block_size) for _, valid in drawn]
+    per_micro = bucket.batch_size * bucket.num_anchors * cfg.block_size
+    assert counted == [per_micro] * 3, counted
+    assert shape.query_slots == per_micro * bucket.micro_batches

@@ -172,6 +172,50 @@ def test_entry_script_reuses_a_ready_env(tmp_path: Path) -> None:
     assert "pytest" in proc.stdout + proc.stderr
 
 
+def _ready_env(tmp_path: Path) -> Path:
+    """An env whose stamp matches requirements/ci.txt: this interpreter in the env's place, and
+    the actionlint next to it."""
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    python = env / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
+    actionlint = Path(sys.executable).parent / "actionlint"
+    if not actionlint.exists():
+        pytest.skip(f"no actionlint beside {sys.executable} (requirements/ci.txt installs it)")
+    (env / "bin" / "actionlint").symlink_to(actionlint)
+    wanted = hashlib.sha256((ENTRY.parent / "requirements" / "ci.txt").read_bytes()).hexdigest()
+    (env / ".racegate-requirements").write_text(wanted + "\n")
+    return env
+
+
+def test_lint_path_runs_ruff_on_python_and_actionlint_on_workflows_only(tmp_path: Path) -> None:
+    env = _ready_env(tmp_path)
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\n")  # F401: an unused import
+    workflow = ENTRY.parent / ".github" / "workflows" / "nightly-gpu.yml"
+
+    def lint(*paths: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(ENTRY), "lint", *paths], capture_output=True, text=True,
+            env={**os.environ, "RACEGATE_VENV": str(env)}, timeout=300, cwd=tmp_path,
+        )  # fmt: skip
+
+    proc = lint("bad.py")  # relative to where it is called from, not to the checkout
+    assert proc.returncode == 1, proc.stderr
+    assert "F401" in proc.stdout and "bad.py" in proc.stdout, proc.stdout
+    assert f"-m ruff check {bad}" in proc.stderr and "bin/actionlint" not in proc.stderr
+    proc = lint(str(workflow))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "-m ruff" not in proc.stderr and f"actionlint -no-color {workflow}" in proc.stderr
+    readme = str(ENTRY.parent / "README.md")
+    for args, message in ((["--fix"], "paths, not options"), (["nope"], "no such file"),
+                          ([readme], "neither")):  # fmt: skip
+        proc = lint(*args)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
 @pytest.mark.parametrize("expected", ["hazard", "safe"])
 def test_probe_exits_1_when_a_verdict_moved(
     expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture

@@ -73,6 +73,18 @@ def test_tables_from_two_calls(tmp_path: Path, capsys) -> None:
     assert row.split(" | ")[5].isdigit(), row  # runs per side that power says a 5% needs
 
 
+def test_a_failed_run_in_a_pool_is_named_not_used(tmp_path: Path, capsys) -> None:
+    pool = tmp_path / "c-ab-power" / "small"
+    pool.mkdir(parents=True)
+    for k in range(4):
+        append_jsonl(pool / "reference.jsonl", _record("small", "warmup_locked", 100e3 + k))
+        append_jsonl(pool / "candidate.jsonl", _record("small", "warmup_locked", 80e3 + k))
+    append_jsonl(pool / "candidate.jsonl", _record("small", "warmup_locked", None, "hang"))
+    assert _load().main([str(tmp_path)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "`small`" in line)
+    assert "power failed:" in row and "candidate.jsonl record 5: outcome hang" in row, row
+
+
 def test_empty_and_missing_folders(tmp_path: Path, capsys) -> None:
     assert _load().main([str(tmp_path)]) == 0
     text = capsys.readouterr().out
