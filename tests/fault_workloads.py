@@ -44,6 +44,9 @@ FAULTS: dict[str, tuple[str, int, str]] = {
     # As torch's own helper threads do (inductor's compile-worker timer, tqdm's monitor): a
     # thread that polls, so its stack moves while the deadlocked threads' do not.
     "deadlock_poller": ("hang", 2, "lock-order deadlock beside a thread that keeps polling"),
+    # As LLVM inside triton does at a process's first GPU compile: it installs its own handlers
+    # for SIGUSR1 and SIGUSR2 over whatever was there, so a dump asked for by SIGUSR1 never comes.
+    "signal_thief": ("hang", 2, "SIGUSR1/SIGUSR2 taken over by a library, then a deadlock"),
     "gil_hang": ("hang", 2, "thread 0 calls libc sleep() holding the GIL"),
     "sleep_past": ("hang", 2, "thread 0 sleeps past the timeout inside a step"),
     "first_step_block": ("hang", 2, "thread 1's first step blocks until thread 0 stops stepping"),
@@ -67,6 +70,16 @@ def _vm_bytes() -> int:
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError("no VmSize in /proc/self/status")
+
+
+def _take_user_signals() -> None:
+    """SIGUSR1 and SIGUSR2 to SIG_IGN through libc, from this (non-main) thread, as a native
+    library sets its handlers: Python's signal.signal works on the main thread only."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    for sig in (signal.SIGUSR1, signal.SIGUSR2):
+        libc.signal(int(sig), ctypes.c_void_p(1))  # SIG_IGN
 
 
 def _poll() -> None:
@@ -104,7 +117,10 @@ class _Replica:
             self._fire_in_thread_0(fault)
         if fault == "deadlock_poller" and self.calls == 2 and me == 0:
             threading.Thread(target=_poll, daemon=True).start()
-        if fault in ("deadlock2", "deadlock4", "deadlock_poller") and self.calls == 2:
+        if fault == "signal_thief" and self.calls == 2 and me == 0:
+            _take_user_signals()
+        deadlocks = ("deadlock2", "deadlock4", "deadlock_poller", "signal_thief")
+        if fault in deadlocks and self.calls == 2:
             self._deadlock(4 if fault == "deadlock4" else 2)
         if fault == "hang" and me == 1 and self.calls == 2:
             threading.Event().wait()  # one thread never returns

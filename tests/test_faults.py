@@ -66,7 +66,7 @@ def test_fault(fault: str, private_parent: tuple[Path, Path], ledger: Path) -> N
 
 
 @pytest.mark.parametrize(
-    "fault", ["deadlock2", "deadlock4", "deadlock_poller", "gil_hang", "sleep_past"]
+    "fault", ["deadlock2", "deadlock4", "deadlock_poller", "signal_thief", "gil_hang", "sleep_past"]
 )
 def test_a_stall_is_called_early(fault: str) -> None:
     """Every stack unchanged and the run idle for stall_s: a hang in seconds, with its stacks,

@@ -12,12 +12,13 @@ import uuid
 from pathlib import Path
 
 from harness.run import lifeline, stacks, stall, threads
+from harness.run.lifeline import DUMP_SIGNAL
 from harness.run.protocol import STEPPING, ProgressEvent
 from harness.vocab import Schedule
 
 
 def test_an_empty_or_headerless_dump_has_no_stack_to_compare() -> None:
-    # A dump that did not land (the child ignored SIGUSR1, or it was still being written):
+    # A dump that did not land (the child ignored the dump signal, or it was still being written):
     # on the H200 cell the watch's first reader of it raised and failed every case it met.
     assert stacks.ours("") == ""
     assert stacks.ours("Fatal Python error: Segmentation fault\n") == ""
@@ -166,13 +167,13 @@ def _end(*procs: subprocess.Popen[str]) -> None:
         p.wait()
 
 
-IGNORES_SIGUSR1 = (
-    "import signal, sys; signal.signal(signal.SIGUSR1, signal.SIG_IGN); print('ready', "
+IGNORES_DUMP_SIGNAL = (
+    f"import signal, sys; signal.signal({int(DUMP_SIGNAL)}, signal.SIG_IGN); print('ready', "
     "flush=True); sys.stdin.read()"
 )
-DUMPS_ON_SIGUSR1 = (
-    "import faulthandler, signal, sys; f = open(sys.argv[1], 'w'); faulthandler.register("
-    "signal.SIGUSR1, file=f, all_threads=True); print('ready', flush=True); sys.stdin.read()"
+DUMPS_ON_DUMP_SIGNAL = (
+    "import faulthandler, sys; f = open(sys.argv[1], 'w'); faulthandler.register("
+    f"{int(DUMP_SIGNAL)}, file=f, all_threads=True); print('ready', flush=True); sys.stdin.read()"
 )
 
 
@@ -182,9 +183,9 @@ def test_dumps_are_requested_together_and_waited_for_once(tmp_path: Path) -> Non
     files = [tmp_path / f"stacks{i}.txt" for i in range(4)]
     for f in files:
         f.touch()
-    silent = [_child(IGNORES_SIGUSR1) for _ in range(2)]
-    dumping = [_child(DUMPS_ON_SIGUSR1, str(f)) for f in files[2:]]
-    gone = _child(IGNORES_SIGUSR1)
+    silent = [_child(IGNORES_DUMP_SIGNAL) for _ in range(2)]
+    dumping = [_child(DUMPS_ON_DUMP_SIGNAL, str(f)) for f in files[2:]]
+    gone = _child(IGNORES_DUMP_SIGNAL)
     _end(gone)
     try:
         t0 = time.monotonic()

@@ -163,7 +163,7 @@ def wait_all(
             if stalled is not None:
                 for p in live:  # give up your threads, write your report (worker.py)
                     with contextlib.suppress(ProcessLookupError):
-                        p.send_signal(signal.SIGUSR2)
+                        p.send_signal(lifeline.GIVE_UP_SIGNAL)
                 end = min(deadline, now + STOP_GRACE_S)
                 for p in live:
                     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -186,7 +186,7 @@ def finish_child(
     what it left. `stalled`: the stall watch stopped the run (a kill then is no timeout)."""
     killed = proc.poll() is None
     if killed:
-        proc.send_signal(signal.SIGUSR1)  # faulthandler in the child dumps every stack
+        proc.send_signal(lifeline.DUMP_SIGNAL)  # faulthandler in the child dumps every stack
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=2.0)
         with contextlib.suppress(ProcessLookupError, PermissionError):

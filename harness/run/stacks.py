@@ -1,6 +1,6 @@
 """Read faulthandler's dumps: each thread's block, folded per thread or narrowed to ours.
 
-The runner keeps a run's dumps (watchdog, SIGUSR1, final) as evidence, folded to each thread's
+The runner keeps a run's dumps (watchdog, requested, final) as evidence, folded to each thread's
 last stack; the stall watch compares one dump with the next, on racegate's own threads only.
 Both read the text faulthandler writes, through `blocks`.
 """

@@ -2,12 +2,12 @@
 
 A deadlocked run otherwise waits out its whole timeout (minutes), although its threads stop
 moving within seconds. The runner samples each live child through the faulthandler dump it
-already arms (SIGUSR1, written by a C signal handler: it needs no GIL, so a thread hung holding
-the GIL is seen too), but only while the run is idle (its stepping threads burn no CPU, the
-whole run little), so a busy run is never interrupted. When racegate's threads' stacks in every
-child stayed identical for `stall_s` seconds, the run is stalled: the runner asks the child to
-stop (SIGUSR2: its threads are given up, its report written) and kills it after a short grace
-if it cannot.
+already arms (lifeline.DUMP_SIGNAL, written by a C signal handler: it needs no GIL, so a
+thread hung holding the GIL is seen too), but only while the run is idle (its stepping threads
+burn no CPU, the whole run little), so a busy run is never interrupted. When racegate's
+threads' stacks in every child stayed identical for `stall_s` seconds, the run is stalled: the
+runner asks the child to stop (lifeline.GIVE_UP_SIGNAL: its threads are given up, its report
+written) and kills it after a short grace if it cannot.
 
 Why not a heartbeat from the threads: a step may legitimately take long (a compile, a big
 kernel), and a heartbeat says nothing about *where* a thread stopped; the stacks do both.
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.run import stacks
+from harness.run.lifeline import DUMP_SIGNAL
 from harness.run.protocol import STEPPING, ProgressEvent, ProtocolError
 
 SAMPLE_EVERY_S = 2.0  # between two looks at the run's CPU time (and, when idle, its stacks)
@@ -88,13 +88,13 @@ def reported_tids(run_dir: Path) -> list[int] | None:
 
 
 def request_dumps(files: dict[int, Path]) -> dict[int, str]:
-    """Ask every child (pid → its stacks file) for one dump of every stack (SIGUSR1), all at
+    """Ask every child (pid → its stacks file) for one dump of every stack (DUMP_SIGNAL), all at
     once, then wait for them together; each one's text, or "" where none came."""
     start: dict[int, int] = {}
     for pid, path in files.items():
         try:
             size = path.stat().st_size
-            os.kill(pid, signal.SIGUSR1)
+            os.kill(pid, DUMP_SIGNAL)
         except OSError:  # the child is gone, or its stacks file is not there (yet)
             continue
         start[pid] = size

@@ -21,8 +21,8 @@ from harness.vocab import Schedule
 from harness.workload_api import Replica
 
 _MAX_ERROR_CHARS = 4000
-# Set when the runner found the run stalled (harness.run.stall, via SIGUSR2): threads stop
-# stepping and the join stops waiting, so the child reports before it is killed.
+# Set when the runner found the run stalled (harness.run.stall, via lifeline.GIVE_UP_SIGNAL):
+# threads stop stepping and the join stops waiting, so the child reports before it is killed.
 GIVE_UP = threading.Event()
 
 

@@ -18,8 +18,8 @@ _runner = os.environ.get("RACEGATE_RUNNER_PID")
 lifeline.die_with_parent(int(_runner) if _runner and _runner.isdigit() else None)
 # The runner's stall watch signals (harness.run.stall) must never kill a child that has not
 # armed their handlers yet: ignored until then.
-signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+signal.signal(lifeline.DUMP_SIGNAL, signal.SIG_IGN)
+signal.signal(lifeline.GIVE_UP_SIGNAL, signal.SIG_IGN)
 
 import faulthandler  # noqa: E402
 import json  # noqa: E402
@@ -108,22 +108,22 @@ class Child:
             os.fsync(fh.fileno())
 
     def final_dump(self) -> None:
-        """Every thread's stack, once: the watchdog and SIGUSR1 dumps are disarmed first so no
+        """Every thread's stack, once: the watchdog and requested dumps are disarmed first so no
         two dumps ever write the file at once."""
         faulthandler.cancel_dump_traceback_later()
-        faulthandler.unregister(signal.SIGUSR1)
-        signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a late request must not kill us
+        faulthandler.unregister(lifeline.DUMP_SIGNAL)
+        signal.signal(lifeline.DUMP_SIGNAL, signal.SIG_IGN)  # a late request must not kill us
         faulthandler.dump_traceback(file=self.stacks, all_threads=True)
         self.stacks.flush()
 
 
 def arm_stack_dumps(run_dir: Path, started: float, timeout_s: float) -> IO[str]:
     # The stall watch's "give up" (harness.run.stall): stop waiting for hung threads, report.
-    signal.signal(signal.SIGUSR2, lambda *_: threads.GIVE_UP.set())
+    signal.signal(lifeline.GIVE_UP_SIGNAL, lambda *_: threads.GIVE_UP.set())
     stacks = (run_dir / "stacks.txt").open("w")
     faulthandler.enable(file=stacks, all_threads=True)  # a segfault leaves every stack too
-    # On SIGUSR1 (the runner's hang timeout) write every thread's stack before being killed.
-    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    # On DUMP_SIGNAL (the stall watch, the runner's hang timeout) write every thread's stack.
+    faulthandler.register(lifeline.DUMP_SIGNAL, file=stacks, all_threads=True)
     # And from faulthandler's own watchdog thread just before the runner's deadline: it needs
     # no signal delivery and no GIL, so it works even if torch deadlocks holding the GIL.
     faulthandler.dump_traceback_later(
