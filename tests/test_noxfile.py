@@ -370,6 +370,8 @@ def test_report_session_reads_the_results_dir(
     ("var", "minimum"),
     [("RACEGATE_RACE_WORKERS", 1), ("RACEGATE_CASE_JOBS", 1), ("RACEGATE_CONTROL_REPEAT", 1),
      ("RACEGATE_AB_RUNS", 2)],
+    # Ids without "race": `pytest -k race` must select the race cases only (test_plugin).
+    ids=["workers", "case-jobs", "control-repeat", "ab-runs"],
 )  # fmt: skip
 def test_every_integer_setting_is_read_by_one_reader(
     noxfile: ModuleType,

@@ -78,7 +78,7 @@ def _plain_shape(ps: ModuleType, preset: str, **small: int):
     return cfg, bucket, ps.Shape(**(fields | small))
 
 
-def test_tokens_per_step_count_what_racegate_counts() -> None:
+def test_tokens_per_step_count_what_the_harness_counts() -> None:
     """Both steps on CPU at racegate's tiny preset: the plain step's query tokens per step are
     racegate's StepResult.tokens (so their tokens/s are in one unit)."""
     from model.workload import make_workload
@@ -93,7 +93,7 @@ def test_tokens_per_step_count_what_racegate_counts() -> None:
     assert plain.query_tokens_per_s == pytest.approx(racegate / (plain.median_step_ms / 1e3))
 
 
-def test_the_8b_shape_is_racegates_steady_bucket_and_counts_alike() -> None:
+def test_the_8b_shape_is_the_harness_steady_bucket_and_counts_alike() -> None:
     """At qwen3-8b-drafter the plain shape is racegate's bucket 0 per sequence, and every anchor
     racegate draws there is valid: its tokens per step are batch x anchors x block, as here."""
     from model.data import BatchSource
