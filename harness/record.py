@@ -20,7 +20,7 @@ SCHEMA_VERSION = 2
 # Fields added to schema 2 after records of it were committed (results/): a record without one
 # reads as that field's default, which must say "not recorded" (None). Every other field must
 # be there, and no unknown one may be.
-ADDED_TO_SCHEMA_2 = frozenset({"stalled_s"})
+ADDED_TO_SCHEMA_2 = frozenset({"stalled_s", "busy_at_deadline"})
 
 
 class TornRecordsError(ValueError):
@@ -74,6 +74,9 @@ class RunRecord:
     # A hang the stall watch called: every stack of racegate's threads unchanged, the run idle,
     # this long. None: it called none (a hang then hit the timeout), or the record predates it.
     stalled_s: float | None = None
+    # A hang the stall watch did not call whose run its last look found busy: too slow for its
+    # timeout (a loaded host), no deadlock shown. None: no such hang, or the record predates it.
+    busy_at_deadline: bool | None = None
     wall_s: float = 0.0
     started_at: str = ""
     repeat_index: int = 0

@@ -49,6 +49,9 @@ FAULTS: dict[str, tuple[str, int, str]] = {
     "signal_thief": ("hang", 2, "SIGUSR1/SIGUSR2 taken over by a library, then a deadlock"),
     "gil_hang": ("hang", 2, "thread 0 calls libc sleep() holding the GIL"),
     "sleep_past": ("hang", 2, "thread 0 sleeps past the timeout inside a step"),
+    # A run too slow for its timeout, as a cold compile on an overloaded host is: it did not
+    # finish (`hang`), but its record says it was busy, and the verdict calls it too slow.
+    "busy_past": ("hang", 2, "thread 0 computes past the timeout inside a step"),
     "first_step_block": ("hang", 2, "thread 1's first step blocks until thread 0 stops stepping"),
     # Not caught by the run: each step's time includes its wait for the lock, so by step times
     # the steps do overlap (as GIL-bound threads' do). The verdict fails closed instead: under
@@ -165,8 +168,8 @@ class _Replica:
             ctypes.PyDLL(None).sleep(600)  # a PyDLL call never releases the GIL
         if fault == "sleep_past":
             time.sleep(600)
-        if fault == "busy_step":
-            end = time.monotonic() + 6.0
+        if fault in ("busy_step", "busy_past"):
+            end = time.monotonic() + (6.0 if fault == "busy_step" else 600.0)
             while time.monotonic() < end:  # one frame, one line: only the CPU shows it works
                 pass
 

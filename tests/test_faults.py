@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from harness.judge.decide import run_scenario
+from harness.judge.suite import TooSlowToJudge, judge
+from harness.judge.verdict import Status, judge_strategy
 from harness.record import append_jsonl, read_jsonl
 from harness.run import cache_state, runner
 from tests.fault_kit import (
@@ -85,6 +87,25 @@ def test_a_stall_is_called_early(fault: str) -> None:
     assert left_behind() == []
 
 
+def test_a_run_busy_past_its_timeout_is_too_slow_to_judge() -> None:
+    """Still computing at its timeout (a cold compile on an overloaded host): `hang`, since it
+    did not finish, but marked busy, so the case and the verdict call it too slow to judge, not
+    a failure of the strategy and not a clean run (results/2026-12-01-h200-cell-rt)."""
+    record = run_scenario(fault_scenario("busy_past", stall_s=KEEN_STALL_S))
+    assert record.outcome == "hang" and record.stalled_s is None, record.detail
+    assert record.busy_at_deadline is True, record.detail
+    assert "busy at the deadline" in (record.detail or ""), record.detail
+    with pytest.raises(TooSlowToJudge, match="too slow to judge"):
+        judge([record])
+    verdict = judge_strategy("eager", [record], {})
+    assert verdict.status is Status.INCONCLUSIVE and verdict.failed == 0, verdict.why
+    # The same fault with the watch off: nothing says it was busy, so it stays a failed hang.
+    blind = run_scenario(fault_scenario("busy_past"))
+    assert blind.outcome == "hang" and blind.busy_at_deadline is None, blind.detail
+    assert judge_strategy("eager", [blind], {}).status is Status.UNSAFE
+    assert left_behind() == []
+
+
 @pytest.mark.parametrize("fault", ["deadlock2", "deadlock4"])
 def test_every_hung_threads_stack_is_kept(fault: str) -> None:
     record = run_scenario(fault_scenario(fault))
@@ -102,6 +123,8 @@ def test_every_hung_threads_stack_is_kept(fault: str) -> None:
 MEASURE_PEAK = """
 import resource, sys
 from harness.judge.decide import run_scenario
+from harness.judge.suite import TooSlowToJudge, judge
+from harness.judge.verdict import Status, judge_strategy
 from tests.fault_kit import fault_scenario
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 record = run_scenario(fault_scenario("big_output"))

@@ -19,6 +19,7 @@ from harness.judge.verdict import (
     Status,
     control_rates,
     decide,
+    judge_strategy,
     render,
     repeats_for,
     runs_for_power,
@@ -35,7 +36,7 @@ GONE = {"compiled_call_during_make_fx": "safe", "flag_stuck_after_overlap": "saf
 
 def record(
     strategy: str, outcome: str = "ok", cache_state: str = "cold", tpd: int = 2,
-    stalled_s: float | None = None,
+    stalled_s: float | None = None, busy_at_deadline: bool | None = None,
 ) -> RunRecord:  # fmt: skip
     scenario = make_scenario(strategy=strategy, cache_state=cache_state, threads_per_device=tpd)
     threads = [ThreadRecord(i, "cpu", outcome if i == 0 else "ok") for i in range(tpd)]
@@ -43,7 +44,7 @@ def record(
         scenario=scenario.to_json(), outcome=outcome, outcome_counts={outcome: 1},
         threads=threads, threads_asked=tpd, threads_concurrent=tpd, versions=dict(VERSIONS),
         hardware={"device_name": "cpu", "cpu_count": 2, "cuda_device_count": 0},
-        stalled_s=stalled_s,
+        stalled_s=stalled_s, busy_at_deadline=busy_at_deadline,
     )  # fmt: skip
 
 
@@ -294,6 +295,25 @@ def test_one_thread_runs_are_no_evidence_and_a_control_that_fired_elsewhere_is_n
     v = decide([*mixed, *alone], production="warmup_locked", probes=HAZARD)
     assert status(v, "warmup_locked") is Status.INCONCLUSIVE
     assert "did not run in warm 1×2" in v.production_verdict.why
+
+
+def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> None:
+    """On the H200 a production wave of 16 runs at once on 16 cores left 5 of 8 cold
+    warmup_locked runs compiling at their deadline, and the gate said FAIL: do not upgrade
+    (results/2026-12-01-h200-cell-rt). Such runs show no failure and are no clean runs either."""
+    slow = [record("warmup_locked", "hang", busy_at_deadline=True) for _ in range(5)]
+    clean = runs("warmup_locked", 17)
+    control = [record("per_device", "hang", stalled_s=20.0) for _ in range(8)]
+    v = decide(control + slow + clean, production="warmup_locked", probes=HAZARD)
+    p = v.production_verdict
+    assert p.status is Status.INCONCLUSIVE and p.failed == 0 and not v.passed, p.why
+    assert "5 of 22 runs were still busy at their deadline (not stalled): too slow" in p.why
+    # A hang it did not find busy (or a stalled one) is still a failure, and one real failure
+    # beside slow runs makes the strategy unsafe.
+    for hang in (record("warmup_locked", "hang"), record("warmup_locked", "hang", stalled_s=9.0)):
+        assert judge_strategy("warmup_locked", [*clean, hang], {}).status is Status.UNSAFE
+    mixed = judge_strategy("warmup_locked", [*slow, record("warmup_locked", "nested_fx_error")], {})
+    assert mixed.status is Status.UNSAFE and mixed.failed == 1, mixed.why
 
 
 def test_a_control_hang_at_the_timeout_is_no_detection_and_a_stalled_one_is() -> None:

@@ -271,6 +271,8 @@ def _notes(
     if outcome is Outcome.HANG:
         # A hang the stall watch did not call: what it saw, so a missed stall can be told.
         notes += [ev.watch.note] if ev.watch.note else []
+        if ev.watch.busy_at_end:
+            notes.append("busy at the deadline: too slow for its timeout, no deadlock shown")
     if ev.processes_left:
         notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
     alone = sum(1 for c in ev.children for e in c.events("start_gate") if not e.data["met"])
@@ -340,6 +342,7 @@ def decide(ev: RunEvidence) -> RunRecord:
         detail="; ".join(notes) or None,
         stacks=stacks or None,
         stalled_s=ev.watch.stalled_s,
+        busy_at_deadline=True if outcome is Outcome.HANG and ev.watch.busy_at_end else None,
         wall_s=ev.wall_s,
         started_at=ev.started_at,
         repeat_index=ev.repeat_index,

@@ -15,6 +15,7 @@ import pytest
 from harness.judge.decide import run_scenario
 from harness.judge.outcomes import is_spurious_recompile, worst
 from harness.judge.race_expectations import ExpectedFailure
+from harness.judge.verdict import overran
 from harness.record import RunRecord, append_jsonl
 from harness.scenario import Scenario
 from harness.vocab import CacheState, Outcome, Schedule, Strategy
@@ -126,11 +127,23 @@ def explain(records: list[RunRecord]) -> str:
     return "\n".join(lines)
 
 
+class TooSlowToJudge(RaceOutcomeError):
+    """Every failed run was a hang still busy at its deadline (harness.judge.verdict.overran):
+    no failure shown and no clean run either; not the `hang` an expectation may name."""
+
+
 def judge(records: list[RunRecord]) -> None:
     """Raise the worst run's outcome error unless every run was ok.
 
     An `ok` run had every thread it asked for report and run concurrently: harness.judge.decide
     makes a run with fewer `other_error` and one whose threads ran alone `not_concurrent`."""
     outcome = worst(Outcome(r.outcome) for r in records)
+    failed = [r for r in records if r.outcome != Outcome.OK]
+    if failed and all(overran(r) for r in failed):
+        raise TooSlowToJudge(
+            f"too slow to judge: {len(failed)} of {len(records)} run(s) still busy at their "
+            f"deadline (not stalled); run fewer at once or give them a longer --run-timeout:\n"
+            f"{explain(records)}"
+        )
     if outcome is not Outcome.OK:
         raise OUTCOME_ERRORS[outcome](f"{outcome} in {len(records)} run(s):\n{explain(records)}")

@@ -117,6 +117,12 @@ def timeout_hang(record: RunRecord) -> bool:
     return record.outcome == Outcome.HANG and record.stalled_s is None
 
 
+def overran(record: RunRecord) -> bool:
+    """A hang at the timeout whose run the stall watch last found busy: the run was too slow for
+    its timeout (a loaded host), which shows no deadlock; nor is it a clean run."""
+    return timeout_hang(record) and record.busy_at_deadline is True
+
+
 def control_rates(records: Iterable[RunRecord], control: str) -> dict[str, ControlRate]:
     """Per cell, how many of the control's runs caught the race: any failing outcome but a hang
     at the timeout (a hang counts when the stall watch called it: racegate's threads stuck)."""
@@ -344,7 +350,8 @@ def judge_strategy(
     """One strategy's status from its runs here, the control's rates and the probe verdicts."""
     if not records:
         return StrategyVerdict(strategy, Status.NOT_RUN, 0, 0, why="no run of it here")
-    failed = [r for r in records if r.outcome != Outcome.OK]
+    failed = [r for r in records if r.outcome != Outcome.OK and not overran(r)]
+    slow = [r for r in records if overran(r)]
     n = len(records)
     if failed:
         failures = dict(Counter(r.outcome for r in failed).most_common())
@@ -354,6 +361,15 @@ def judge_strategy(
         return StrategyVerdict(
             strategy, Status.UNSAFE, n, len(failed), failures, covered,
             f"failed {len(failed)} of {n} runs ({what})",
+        )  # fmt: skip
+    if slow:  # fail closed: no failure shown, but these runs did not finish either
+        cells = Counter(cell_of(r) for r in slow)
+        covered = tuple(f"{c}: {k} too slow" for c, k in sorted(cells.items()))
+        return StrategyVerdict(
+            strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
+            f"{len(slow)} of {n} runs were still busy at their deadline (not stalled): too "
+            "slow to judge, no failure shown; run fewer at once (--jobs, RACEGATE_RACE_WORKERS)"
+            " or give them a longer --run-timeout",
         )  # fmt: skip
     return _clean(strategy, records, probes, rates or {}, cal, torch_version)
 
@@ -376,8 +392,10 @@ def _advice(production: StrategyVerdict, others: list[StrategyVerdict], control:
     if production.status is Status.NOT_RUN:
         return f"run {p} (the production strategy): nothing is decided yet{tail}."
     if production.status is Status.INCONCLUSIVE:
-        more = f" {production.more_runs} more times" if production.more_runs else ""
-        return f"undecided: run {p}{more} (and {control} beside it) before upgrading{tail}."
+        if production.more_runs:
+            more = f" {production.more_runs} more times"
+            return f"run {p}{more} (and {control} beside it) before upgrading{tail}."
+        return f"run {p} again before upgrading: {production.why}{tail}."
     if production.status is Status.MASKED:
         return (
             f"undecided here: {control} cannot produce the race on this machine; decide on one "

@@ -146,6 +146,9 @@ class WatchEvidence:
 
     stalled_s: float | None = None  # every stack unchanged, idle, this long: stopped early
     note: str = ""  # what the watch saw, when it did not call a stall
+    # It called no stall and its last look found the run busy (computing, not idle): a run
+    # stopped at its timeout then was too slow for it, which says nothing of a deadlock.
+    busy_at_end: bool = False
 
 
 @dataclass(frozen=True)

@@ -235,8 +235,12 @@ def run_children(
         until=t0 + scenario.timeout_s * 0.85,
     )
     stalled_s = wait_all(procs, t0, scenario.timeout_s, watch)
-    seen = WatchEvidence(stalled_s, "" if stalled_s is not None else watch.note(time.monotonic()))
     stalled = stalled_s is not None
+    seen = WatchEvidence(
+        stalled_s,
+        "" if stalled else watch.note(time.monotonic()),
+        busy_at_end=not stalled and watch.busy is True,
+    )
     return [finish_child(p, d, t0, ooms, stalled) for p, d in zip(procs, dirs, strict=True)], seen
 
 

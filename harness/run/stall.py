@@ -184,6 +184,7 @@ class StallWatch:
     _same_since: float | None = None
     idle_cores: float | None = None  # CPU over the last sample, in cores (for the reason)
     dumps_taken: int = 0
+    busy: bool | None = None  # what its last look found (None: it has not looked yet)
     _changed_at: float | None = None  # when a dump last differed from the one before
     _tids: dict[int, list[int]] = field(default_factory=dict)  # stepping threads, as reported
 
@@ -216,6 +217,7 @@ class StallWatch:
             idle = ours_cores < OURS_IDLE_CORES and self.idle_cores < RUN_IDLE_CORES
         else:
             idle = self.idle_cores < IDLE_CORES
+        self.busy = not idle
         if not idle:
             self._forget()
             return None
