@@ -10,6 +10,7 @@ the replica with seed i (scenarios here use seed 0).
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import resource
 import signal
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import torch
 
@@ -47,6 +49,9 @@ FAULTS: dict[str, tuple[str, int, str]] = {
     # As LLVM inside triton does at a process's first GPU compile: it installs its own handlers
     # for SIGUSR1 and SIGUSR2 over whatever was there, so a dump asked for by SIGUSR1 never comes.
     "signal_thief": ("hang", 2, "SIGUSR1/SIGUSR2 taken over by a library, then a deadlock"),
+    # Too late for the stall watch to stop it early (it asks for dumps until 85% of the timeout):
+    # the watch finds the stall at the end, from the threads' final stacks.
+    "late_deadlock": ("hang", 2, "both threads compute until 70% of the timeout, then deadlock"),
     "gil_hang": ("hang", 2, "thread 0 calls libc sleep() holding the GIL"),
     "sleep_past": ("hang", 2, "thread 0 sleeps past the timeout inside a step"),
     # A run too slow for its timeout, as a cold compile on an overloaded host is: it did not
@@ -73,6 +78,15 @@ def _vm_bytes() -> int:
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError("no VmSize in /proc/self/status")
+
+
+def _busy_until(share: float) -> None:
+    """Compute until `share` of the run's timeout by the runner's clock: its start and the
+    timeout are in the run dir's scenario.json (the worker's argument)."""
+    spec = json.loads((Path(sys.argv[1]) / "scenario.json").read_text())
+    until = spec["runner_t0"] + share * spec["scenario"]["timeout_s"]
+    while time.monotonic() < until:
+        pass
 
 
 def _take_user_signals() -> None:
@@ -122,7 +136,9 @@ class _Replica:
             threading.Thread(target=_poll, daemon=True).start()
         if fault == "signal_thief" and self.calls == 2 and me == 0:
             _take_user_signals()
-        deadlocks = ("deadlock2", "deadlock4", "deadlock_poller", "signal_thief")
+        if fault == "late_deadlock" and self.calls == 2:
+            _busy_until(0.7)
+        deadlocks = ("deadlock2", "deadlock4", "deadlock_poller", "signal_thief", "late_deadlock")
         if fault in deadlocks and self.calls == 2:
             self._deadlock(4 if fault == "deadlock4" else 2)
         if fault == "hang" and me == 1 and self.calls == 2:

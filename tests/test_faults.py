@@ -18,7 +18,7 @@ import pytest
 
 from harness.judge.decide import run_scenario
 from harness.judge.suite import TooSlowToJudge, judge
-from harness.judge.verdict import Status, judge_strategy
+from harness.judge.verdict import Status, control_rates, judge_strategy
 from harness.record import append_jsonl, read_jsonl
 from harness.run import cache_state, runner
 from tests.fault_kit import (
@@ -87,6 +87,20 @@ def test_a_stall_is_called_early(fault: str) -> None:
     assert left_behind() == []
 
 
+def test_a_deadlock_too_late_to_stop_early_is_still_a_stall() -> None:
+    """A deadlock that begins after the watch can no longer reach --stall before it stops
+    asking for dumps (85% of the timeout) is a stall all the same: its stepping threads' final
+    stacks are where the watch last saw them, the run idle since. On the H200 two of four
+    per_device cold deadlocks began that late, and counted as no detection of the control."""
+    record = run_scenario(fault_scenario("late_deadlock", stall_s=8.0, timeout_s=60.0))
+    assert record.outcome == "hang", record.detail
+    assert record.stalled_s is not None and record.stalled_s >= 8.0, record.detail
+    assert "through to its deadline" in (record.detail or ""), record.detail
+    assert record.busy_at_deadline is None
+    assert control_rates([record], "eager")["cold 1×2"].hits == 1
+    assert left_behind() == []
+
+
 def test_a_run_busy_past_its_timeout_is_too_slow_to_judge() -> None:
     """Still computing at its timeout (a cold compile on an overloaded host): `hang`, since it
     did not finish, but marked busy, so the case and the verdict call it too slow to judge, not
@@ -123,8 +137,6 @@ def test_every_hung_threads_stack_is_kept(fault: str) -> None:
 MEASURE_PEAK = """
 import resource, sys
 from harness.judge.decide import run_scenario
-from harness.judge.suite import TooSlowToJudge, judge
-from harness.judge.verdict import Status, judge_strategy
 from tests.fault_kit import fault_scenario
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 record = run_scenario(fault_scenario("big_output"))

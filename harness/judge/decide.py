@@ -16,7 +16,14 @@ from harness.judge import metrics, outcomes
 from harness.record import UNREPORTED_DEVICE, RunRecord, ThreadRecord
 from harness.run import runner
 from harness.run.cache_state import proves_warm
-from harness.run.protocol import CacheEvidence, ChildEvidence, RunEvidence, Step, ThreadReport
+from harness.run.protocol import (
+    CacheEvidence,
+    ChildEvidence,
+    RunEvidence,
+    Step,
+    ThreadReport,
+    WatchEvidence,
+)
 from harness.scenario import Scenario
 from harness.vocab import UNCOMPILED, WARMED_UP, CacheState, Outcome
 
@@ -52,18 +59,28 @@ def _last_error_line(stderr: str) -> str:
     return ""
 
 
+NO_WATCH = WatchEvidence()  # nothing seen: no stall
+
+
 def exit_finding(
-    child: ChildEvidence, timeout_s: float, what: str = "child", stalled_s: float | None = None
-) -> Finding | None:
+    child: ChildEvidence, timeout_s: float, what: str = "child",
+    watch: WatchEvidence = NO_WATCH,
+) -> Finding | None:  # fmt: skip
     """The process-level finding, or None for a child that exited 0 and reported.
 
-    stalled_s: the stall watch stopped the children run with this one, this long stalled."""
+    watch: what the stall watch found of the children run with this one (a stall, early or at
+    their deadline)."""
     rc = child.returncode
-    if stalled_s is not None:
+    if watch.stalled_s is not None:
+        when = (
+            f"through to its deadline, {child.wall_s:.0f} s into its {timeout_s:g} s timeout"
+            if watch.at_deadline
+            else f"stopped {child.wall_s:.0f} s into its {timeout_s:g} s timeout"
+        )
         return Finding(
             Outcome.HANG,
             f"{what} stalled: every stack unchanged, its processes idle, for "
-            f"{stalled_s:.0f} s; stopped {child.wall_s:.0f} s into its {timeout_s:g} s timeout",
+            f"{watch.stalled_s:.0f} s; {when}",
         )
     if child.timed_out:
         return Finding(Outcome.HANG, f"{what} killed at the {timeout_s:g} s timeout")
@@ -170,8 +187,7 @@ def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[dict, list
     out["deleted_bytes"] = cache.deleted_bytes
     found: list[Finding] = []
     if cache.prime is not None:
-        stalled = cache.prime_watch.stalled_s
-        prime_exit = exit_finding(cache.prime, scenario.timeout_s, "priming run", stalled)
+        prime_exit = exit_finding(cache.prime, scenario.timeout_s, "priming run", cache.prime_watch)
         out["prime_ok"] = prime_exit is None
         out["prime_counters"] = cache.prime.report.cache_counters if cache.prime.report else {}
         out["bytes_before_run"] = cache.bytes_before_run
@@ -240,7 +256,7 @@ def _children(
     placeholders: list[ThreadRecord] = []
     reports: list[ThreadReport] = []
     for child in ev.children:
-        exit_found = exit_finding(child, scenario.timeout_s, stalled_s=ev.watch.stalled_s)
+        exit_found = exit_finding(child, scenario.timeout_s, watch=ev.watch)
         findings += [exit_found] if exit_found else []
         mine = list(child.threads())
         reports += mine

@@ -149,6 +149,8 @@ class WatchEvidence:
     # It called no stall and its last look found the run busy (computing, not idle): a run
     # stopped at its timeout then was too slow for it, which says nothing of a deadlock.
     busy_at_end: bool = False
+    # stalled_s was found at the end (stalled_through): the run was not stopped early.
+    at_deadline: bool = False
 
 
 @dataclass(frozen=True)

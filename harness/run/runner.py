@@ -236,12 +236,25 @@ def run_children(
     )
     stalled_s = wait_all(procs, t0, scenario.timeout_s, watch)
     stalled = stalled_s is not None
+    children = [finish_child(p, d, t0, ooms, stalled) for p, d in zip(procs, dirs, strict=True)]
+    late = None
+    if not stalled and any(_hung(c) for c in children):
+        final = {p.pid: c.stacks for p, c in zip(procs, children, strict=True)}
+        late = watch.stalled_through(final, time.monotonic())
     seen = WatchEvidence(
-        stalled_s,
-        "" if stalled else watch.note(time.monotonic()),
-        busy_at_end=not stalled and watch.busy is True,
+        stalled_s if stalled else late,
+        "" if stalled or late is not None else watch.note(time.monotonic()),
+        busy_at_end=not stalled and late is None and watch.busy is True,
+        at_deadline=late is not None,
     )
-    return [finish_child(p, d, t0, ooms, stalled) for p, d in zip(procs, dirs, strict=True)], seen
+    return children, seen
+
+
+def _hung(child: ChildEvidence) -> bool:
+    """The child met the timeout, or reported a thread that never finished its steps."""
+    return child.timed_out or (
+        child.report is not None and not all(t.finished for t in child.report.threads)
+    )
 
 
 def installed_versions() -> dict[str, str]:

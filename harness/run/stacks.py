@@ -13,6 +13,7 @@ import re
 _HEADER = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
 # racegate's own threads (the stepping threads, the worker's main thread) have a frame here.
 _OURS = f"{os.sep}harness{os.sep}run{os.sep}"
+_STEPPING = f"{_OURS}threads.py"  # a stepping thread's frames start in harness/run/threads.py
 
 
 def blocks(text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
@@ -55,3 +56,14 @@ def ours(dump: str) -> str:
         if any(_OURS in line for line in block[1:])
     ]
     return "\n".join(mine)
+
+
+def stepping(dump: str) -> frozenset[str]:
+    """The stepping threads' stacks in a dump (or in a folded one), headers without the word
+    "Current": what must match for those threads to have stayed where they were."""
+    _, found = blocks(dump)
+    return frozenset(
+        "\n".join([f"Thread {ident}", *block[1:]])
+        for ident, block in found
+        if any(_STEPPING in line for line in block[1:])
+    )

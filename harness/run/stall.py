@@ -186,6 +186,7 @@ class StallWatch:
     dumps_taken: int = 0
     busy: bool | None = None  # what its last look found (None: it has not looked yet)
     _changed_at: float | None = None  # when a dump last differed from the one before
+    _looked_at: float | None = None  # when it last took dumps
     _tids: dict[int, list[int]] = field(default_factory=dict)  # stepping threads, as reported
 
     def note(self, now: float) -> str:
@@ -202,28 +203,24 @@ class StallWatch:
 
     def sample(self, live: list[int], now: float) -> float | None:
         """Seconds the run has been stalled when that reaches stall_s, else None."""
-        if self.stall_s <= 0 or now >= self.until or now - self._last_at < SAMPLE_EVERY_S:
+        if self.stall_s <= 0 or now - self._last_at < SAMPLE_EVERY_S:
             return None
-        cpu = cpu_seconds(self.pids_of_run(live))
-        ours, stepping = stepping_cpu_seconds(self._stepping(live))
         elapsed = now - self._last_at
-        last_cpu, self._last_cpu, self._last_at = self._last_cpu, cpu, now
-        last_ours, self._last_ours = self._last_ours, ours
-        if last_cpu is None:
+        idle = self._idle(live, now)
+        if idle is None:
             return None
-        self.idle_cores = max(0.0, cpu - last_cpu) / elapsed
-        ours_cores = max(0.0, ours - last_ours) / elapsed
-        if stepping:
-            idle = ours_cores < OURS_IDLE_CORES and self.idle_cores < RUN_IDLE_CORES
-        else:
-            idle = self.idle_cores < IDLE_CORES
         self.busy = not idle
         if not idle:
             self._forget()
             return None
+        if now >= self.until:
+            # The children's own deadline dumps take over: no stack is asked for any more, but
+            # the CPU still counts, for `busy` and `stalled_through` at the end.
+            return None
         files = {pid: self.children[pid] / "stacks.txt" for pid in live}
         dumps = {pid: stacks.ours(text) for pid, text in request_dumps(files).items()}
         self.dumps_taken += 1
+        self._looked_at = now
         unchanged = all(d and self._dumps.get(pid) == d for pid, d in dumps.items())
         if self._dumps and not unchanged:
             self._changed_at = now
@@ -235,6 +232,40 @@ class StallWatch:
             # The previous sample already showed these stacks: they have not moved since then.
             self._same_since = now - elapsed
         stalled = now - self._same_since
+        return stalled if stalled >= self.stall_s else None
+
+    def _idle(self, live: list[int], now: float) -> bool | None:
+        """Whether the run sat idle since the last look (None at the first: nothing to compare)."""
+        cpu = cpu_seconds(self.pids_of_run(live))
+        ours, stepping = stepping_cpu_seconds(self._stepping(live))
+        elapsed = now - self._last_at
+        last_cpu, self._last_cpu, self._last_at = self._last_cpu, cpu, now
+        last_ours, self._last_ours = self._last_ours, ours
+        if last_cpu is None:
+            return None
+        self.idle_cores = max(0.0, cpu - last_cpu) / elapsed
+        ours_cores = max(0.0, ours - last_ours) / elapsed
+        if stepping:
+            return ours_cores < OURS_IDLE_CORES and self.idle_cores < RUN_IDLE_CORES
+        return self.idle_cores < IDLE_CORES
+
+    def stalled_through(self, final: dict[int, str], now: float) -> float | None:
+        """For a run whose threads did not finish: how long its stepping threads were stuck,
+        when the watch's last dumps already showed them where each child's final stacks (its
+        own dump at its deadline) have them, and the run stayed idle since; else None.
+
+        A deadlock that begins less than stall_s before the watch stops asking for dumps
+        (`until`) is called here instead of early, at the end of its timeout."""
+        if self.stall_s <= 0 or self.busy is not False or self._looked_at is None:
+            return None
+        if not self._dumps or set(self._dumps) != set(final):
+            return None
+        for pid, seen in self._dumps.items():
+            last = stacks.stepping(final[pid])
+            if not last or last != stacks.stepping(seen):
+                return None
+        since = self._same_since if self._same_since is not None else self._looked_at
+        stalled = now - since
         return stalled if stalled >= self.stall_s else None
 
     def _stepping(self, live: list[int]) -> dict[int, list[int]]:
