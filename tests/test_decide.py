@@ -250,3 +250,20 @@ def test_every_outcome_but_ok_has_a_reason() -> None:
     assert "thread 1 hang: did not finish its steps" in rec.detail
     rec = decide(evidence(child([thread(0, TOGETHER[0], "ValueError: x"), thread(1, TOGETHER[1])])))
     assert rec.outcome == "other_error" and "thread 0 other_error: ValueError: x" in rec.detail
+
+
+def test_busy_at_the_deadline_only_when_nothing_but_hangs_failed() -> None:
+    """A run the watch found at work at its end is too slow only if every failure was a hang:
+    a thread that hit the tracing race beside one still compiling is the race (review)."""
+    busy = WatchEvidence(note="stall watch: last CPU 1.20 cores", busy_at_end=True)
+    late = "TimeoutError: racegate deadline: deadline reached after 0 of 9 steps"
+    hung = [thread(0, TOGETHER[0], late), thread(1, TOGETHER[1], late)]
+    rec = decide(evidence(child(hung), watch=busy))
+    assert rec.outcome == "hang" and rec.busy_at_deadline is True, rec.detail
+    assert "busy at the deadline" in (rec.detail or "")
+    nested = "RuntimeError: Detected that you are using FX to symbolically trace a dynamo-optimized"
+    raced = [thread(0, TOGETHER[0], nested), thread(1, TOGETHER[1], late)]
+    rec = decide(evidence(child(raced), watch=busy))
+    assert rec.outcome == "hang" and rec.busy_at_deadline is None, rec.detail
+    assert "busy at the deadline" not in (rec.detail or "")
+    assert decide(evidence(child(hung))).busy_at_deadline is None  # the watch saw no work

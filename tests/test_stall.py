@@ -239,3 +239,20 @@ def test_the_runs_processes_are_scanned_for_only_when_they_change() -> None:
         assert pids([proc.pid]) == [proc.pid] and pids.scans == 3
     finally:
         _end(proc)
+
+
+def test_stepping_stacks_leave_out_the_main_thread_joining_them() -> None:
+    """The worker's main thread joins the stepping threads in harness/run/threads.py too; its
+    stack changes at the deadline (its final dump), so it must not be taken for one of them."""
+    threads_py = f"{os.sep}harness{os.sep}run{os.sep}threads.py"
+    dump = (
+        "Thread 0x01 (most recent call first):\n"
+        '  File "/w/tests/fault_workloads.py", line 198 in _deadlock\n'
+        f'  File "/w{threads_py}", line 148 in _thread_main\n'
+        '  File "/usr/lib/python3/threading.py", line 1002 in _bootstrap\n'
+        "Current thread 0x02 (most recent call first):\n"
+        f'  File "/w{threads_py}", line 235 in run_threads\n'
+        '  File "/w/harness/run/worker.py", line 211 in drive\n'
+    )
+    found = stacks.stepping(dump)
+    assert len(found) == 1 and "_deadlock" in next(iter(found)), found

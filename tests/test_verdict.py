@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge.suite import RacegateConfig
+from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, TooSlowToJudge, judge
 from harness.judge.verdict import (
     Calibration,
     Status,
@@ -26,7 +26,7 @@ from harness.judge.verdict import (
 )
 from harness.record import RunRecord, ThreadRecord, read_jsonl
 from harness.scenario import make_scenario
-from harness.vocab import Schedule, Strategy
+from harness.vocab import Outcome, Schedule, Strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = {"torch": "2.13.0+cpu", "transformers": "5.17.0", "python": "3.12.3"}
@@ -314,6 +314,11 @@ def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> 
         assert judge_strategy("warmup_locked", [*clean, hang], {}).status is Status.UNSAFE
     mixed = judge_strategy("warmup_locked", [*slow, record("warmup_locked", "nested_fx_error")], {})
     assert mixed.status is Status.UNSAFE and mixed.failed == 1, mixed.why
+    # The case names the real failure beside slow runs, not their hang.
+    with pytest.raises(OUTCOME_ERRORS[Outcome.NESTED_FX_ERROR]):
+        judge([*slow, record("warmup_locked", "nested_fx_error")])
+    with pytest.raises(TooSlowToJudge):
+        judge([*slow, *clean])
 
 
 def test_a_control_hang_at_the_timeout_is_no_detection_and_a_stalled_one_is() -> None:

@@ -287,7 +287,7 @@ def _notes(
     if outcome is Outcome.HANG:
         # A hang the stall watch did not call: what it saw, so a missed stall can be told.
         notes += [ev.watch.note] if ev.watch.note else []
-        if ev.watch.busy_at_end:
+        if ev.watch.busy_at_end and all(t.outcome in (Outcome.OK, Outcome.HANG) for t in reported):
             notes.append("busy at the deadline: too slow for its timeout, no deadlock shown")
     if ev.processes_left:
         notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
@@ -322,7 +322,11 @@ def decide(ev: RunEvidence) -> RunRecord:
     tps, spread = metrics.median_and_spread(window_rates)
 
     thread_outcomes = [Outcome(t.outcome) for t in threads]
-    outcome = outcomes.worst([*thread_outcomes, *(f.outcome for f in findings)] or [Outcome.CRASH])
+    seen = [*thread_outcomes, *(f.outcome for f in findings)]
+    outcome = outcomes.worst(seen or [Outcome.CRASH])
+    # Too slow, not failed, only when nothing but hangs failed: a thread that hit the race
+    # beside one still compiling at the deadline is the race.
+    only_hangs = outcome is Outcome.HANG and all(o in (Outcome.OK, Outcome.HANG) for o in seen)
     concurrent = (
         asked
         if asked <= 1 and reports
@@ -358,7 +362,7 @@ def decide(ev: RunEvidence) -> RunRecord:
         detail="; ".join(notes) or None,
         stacks=stacks or None,
         stalled_s=ev.watch.stalled_s,
-        busy_at_deadline=True if outcome is Outcome.HANG and ev.watch.busy_at_end else None,
+        busy_at_deadline=True if only_hangs and ev.watch.busy_at_end else None,
         wall_s=ev.wall_s,
         started_at=ev.started_at,
         repeat_index=ev.repeat_index,

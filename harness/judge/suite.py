@@ -137,8 +137,9 @@ def judge(records: list[RunRecord]) -> None:
 
     An `ok` run had every thread it asked for report and run concurrently: harness.judge.decide
     makes a run with fewer `other_error` and one whose threads ran alone `not_concurrent`."""
-    outcome = worst(Outcome(r.outcome) for r in records)
     failed = [r for r in records if r.outcome != Outcome.OK]
+    # A run too slow to judge is no failure: the worst of the others names the error.
+    outcome = worst([Outcome(r.outcome) for r in failed if not overran(r)] or [Outcome.OK])
     if failed and all(overran(r) for r in failed):
         raise TooSlowToJudge(
             f"too slow to judge: {len(failed)} of {len(records)} run(s) still busy at their "

@@ -36,7 +36,9 @@ class Status(StrEnum):
     SAFE = "SAFE"  # clean, and the control showed this machine would have caught a race
     UNSAFE = "UNSAFE"  # at least one run failed
     MASKED = "MASKED"  # clean, the control never failed here, but a probe shows the hazard
-    INCONCLUSIVE = "INCONCLUSIVE"  # clean, but fewer runs than the control's power asks for
+    # No failure, but short evidence: fewer runs than the control's power asks for, no control
+    # in a cell, or runs still busy at their deadline (too slow to judge)
+    INCONCLUSIVE = "INCONCLUSIVE"
     NOT_RUN = "NOT RUN"
 
 

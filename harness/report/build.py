@@ -29,8 +29,9 @@ LEGEND = [
     "SAFE: every run ended ok, the positive control (per_device) failed here in the same cache"
     " states and topologies, and the runs were as many as its rate asks for (99% power;"
     " docs/vocabulary.md). UNSAFE: some run failed (counts: failed/runs; the details say which"
-    " outcome). INCONCLUSIVE: every run ended ok, but the evidence is short (the control did not"
-    " run or fire in a cell, or more runs are needed: the details say how many). MASKED: every"
+    " outcome). INCONCLUSIVE: no run failed, but the evidence is short (the control did not run"
+    " or fire in a cell, more runs are needed: the details say how many, or some runs were still"
+    " busy at their deadline: too slow to judge). MASKED: every"
     " run ended ok, the control never failed here, and a probe in expectations/probes.toml shows"
     " the hazard on this torch, so nothing could be seen (docs/torch-releases.md). NO DATA: not"
     " run here.",

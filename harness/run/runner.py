@@ -238,13 +238,14 @@ def run_children(
     stalled = stalled_s is not None
     children = [finish_child(p, d, t0, ooms, stalled) for p, d in zip(procs, dirs, strict=True)]
     late = None
-    if not stalled and any(_hung(c) for c in children):
+    hung = any(_hung(c) for c in children)
+    if not stalled and hung:
         final = {p.pid: c.stacks for p, c in zip(procs, children, strict=True)}
         late = watch.stalled_through(final, time.monotonic())
     seen = WatchEvidence(
         stalled_s if stalled else late,
         "" if stalled or late is not None else watch.note(time.monotonic()),
-        busy_at_end=not stalled and late is None and watch.busy is True,
+        busy_at_end=hung and not stalled and late is None and watch.working is True,
         at_deadline=late is not None,
     )
     return children, seen

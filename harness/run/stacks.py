@@ -13,7 +13,8 @@ import re
 _HEADER = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
 # racegate's own threads (the stepping threads, the worker's main thread) have a frame here.
 _OURS = f"{os.sep}harness{os.sep}run{os.sep}"
-_STEPPING = f"{_OURS}threads.py"  # a stepping thread's frames start in harness/run/threads.py
+# A stepping thread's outermost own frame (the worker's main thread joins them in threads.py too).
+_STEPPING = re.compile(re.escape(f"{_OURS}threads.py") + r'", line \d+ in _thread_main$')
 
 
 def blocks(text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
@@ -65,5 +66,5 @@ def stepping(dump: str) -> frozenset[str]:
     return frozenset(
         "\n".join([f"Thread {ident}", *block[1:]])
         for ident, block in found
-        if any(_STEPPING in line for line in block[1:])
+        if any(_STEPPING.search(line) for line in block[1:])
     )

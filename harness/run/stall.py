@@ -36,6 +36,12 @@ SAMPLE_EVERY_S = 2.0  # between two looks at the run's CPU time (and, when idle,
 OURS_IDLE_CORES = 0.05
 RUN_IDLE_CORES = 0.8
 IDLE_CORES = 0.15
+# Working, for a run that met its timeout (too slow, not hung): positive evidence, stricter than
+# "not idle" (which errs towards not interrupting): its stepping threads burned at least
+# OURS_WORKING_CORES or, none reported yet, the whole run at least WORKING_CORES, above the
+# 0.2-0.6 of a core a deadlocked GPU run's helpers burn.
+OURS_WORKING_CORES = 0.2
+WORKING_CORES = 1.0
 DUMP_WAIT_S = 1.0  # longest wait for a requested dump to land in the stacks file
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -185,6 +191,8 @@ class StallWatch:
     idle_cores: float | None = None  # CPU over the last sample, in cores (for the reason)
     dumps_taken: int = 0
     busy: bool | None = None  # what its last look found (None: it has not looked yet)
+    working: bool | None = None  # its last look found the run at work (OURS_WORKING_CORES)
+    dumps_empty: int = 0  # looks where a dump never came (a handler replaced, a slow host)
     _changed_at: float | None = None  # when a dump last differed from the one before
     _looked_at: float | None = None  # when it last took dumps
     _tids: dict[int, list[int]] = field(default_factory=dict)  # stepping threads, as reported
@@ -199,7 +207,8 @@ class StallWatch:
             if self._changed_at is None
             else f", stacks last moved {now - self._changed_at:.0f} s before"
         )
-        return f"stall watch: last CPU {cpu}, {self.dumps_taken} dump(s) taken{moved}"
+        empty = f" ({self.dumps_empty} came back empty)" if self.dumps_empty else ""
+        return f"stall watch: last CPU {cpu}, {self.dumps_taken} dump(s) taken{empty}{moved}"
 
     def sample(self, live: list[int], now: float) -> float | None:
         """Seconds the run has been stalled when that reaches stall_s, else None."""
@@ -218,8 +227,10 @@ class StallWatch:
             # the CPU still counts, for `busy` and `stalled_through` at the end.
             return None
         files = {pid: self.children[pid] / "stacks.txt" for pid in live}
-        dumps = {pid: stacks.ours(text) for pid, text in request_dumps(files).items()}
+        raw = request_dumps(files)
+        dumps = {pid: stacks.ours(text) for pid, text in raw.items()}
         self.dumps_taken += 1
+        self.dumps_empty += any(not text for text in raw.values())
         self._looked_at = now
         unchanged = all(d and self._dumps.get(pid) == d for pid, d in dumps.items())
         if self._dumps and not unchanged:
@@ -246,7 +257,9 @@ class StallWatch:
         self.idle_cores = max(0.0, cpu - last_cpu) / elapsed
         ours_cores = max(0.0, ours - last_ours) / elapsed
         if stepping:
+            self.working = ours_cores >= OURS_WORKING_CORES
             return ours_cores < OURS_IDLE_CORES and self.idle_cores < RUN_IDLE_CORES
+        self.working = self.idle_cores >= WORKING_CORES
         return self.idle_cores < IDLE_CORES
 
     def stalled_through(self, final: dict[int, str], now: float) -> float | None:
