@@ -74,7 +74,11 @@ def lint_steps(paths: list[str]) -> list[list[str]]:
     python = [str(p) for p in resolved if not _is_workflow(p)]
     steps = []
     if python:
-        steps += [["-m", "ruff", "check", *python], ["-m", "ruff", "format", "--check", *python]]
+        # --force-exclude: a path given by name still honours pyproject's excludes (results/).
+        steps += [
+            ["-m", "ruff", "check", "--force-exclude", *python],
+            ["-m", "ruff", "format", "--check", "--force-exclude", *python],
+        ]
     if workflows:
         steps.append(["@actionlint", "-no-color", *workflows])
     return steps
@@ -118,13 +122,7 @@ def main(argv: list[str]) -> int:
         print(f"racegate: error: needs python ≥ 3.11, this is {sys.version.split()[0]}",
               file=sys.stderr)  # fmt: skip
         return 2
-    env_dir = Path(os.environ.get("RACEGATE_VENV") or ROOT / ".venv")
-    try:
-        python = ensure_env(env_dir if env_dir.is_absolute() else ROOT / env_dir)
-    except subprocess.CalledProcessError as exc:
-        print(f"racegate: error: installing the requirements failed ({exc})", file=sys.stderr)
-        return 1
-    if argv[0] == "lint":
+    if argv[0] == "lint":  # bad paths are told before any install
         try:
             steps = lint_steps(argv[1:])
         except ValueError as exc:
@@ -133,6 +131,12 @@ def main(argv: list[str]) -> int:
     else:
         *first, last = COMMANDS[argv[0]]
         steps = [*first, [*last, *argv[1:]]]
+    env_dir = Path(os.environ.get("RACEGATE_VENV") or ROOT / ".venv")
+    try:
+        python = ensure_env(env_dir if env_dir.is_absolute() else ROOT / env_dir)
+    except subprocess.CalledProcessError as exc:
+        print(f"racegate: error: installing the requirements failed ({exc})", file=sys.stderr)
+        return 1
     for step in steps:
         head, *rest = step
         tool = head.removeprefix("@")

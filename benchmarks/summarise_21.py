@@ -137,8 +137,8 @@ def power_table(outs: Sequence[Path]) -> list[str]:
         if not pools["reference"] or not pools["candidate"]:
             rows.append(f"| `{preset}` | no pool of both sides | | | | |")
             continue
-        runs = {s: [r for f in fs for r in read_jsonl(f)] for s, fs in pools.items()}
-        try:
+        try:  # a torn or unreadable pool is a row saying so, not a crash of the whole summary
+            runs = {s: [r for f in fs for r in read_jsonl(f)] for s, fs in pools.items()}
             summary = _power(pools)
         except ValueError as exc:  # a run of a pool failed: counted, never used as a number
             rows.append(f"| `{preset}` | power failed: {exc} | | | | |")
