@@ -64,7 +64,7 @@ def test_stepping_threads_are_found_by_id_and_their_cpu_read() -> None:
     t.start()
     time.sleep(0.5)
     try:
-        cpu, found = stall.stepping_cpu_seconds({os.getpid(): [t.native_id or 0]})
+        cpu, found = stall.stepping_demand_seconds({os.getpid(): [t.native_id or 0]})
     finally:
         stop.set()
         t.join()
@@ -72,11 +72,11 @@ def test_stepping_threads_are_found_by_id_and_their_cpu_read() -> None:
     assert cpu > 0.05  # it spun for half a second (CPU clock ticks are 10 ms)
     # Once the thread has ended (join() returns a moment before the kernel lets it go).
     deadline = time.monotonic() + 5.0
-    while stall.stepping_cpu_seconds({os.getpid(): [t.native_id or 0]})[1] and (
+    while stall.stepping_demand_seconds({os.getpid(): [t.native_id or 0]})[1] and (
         time.monotonic() < deadline
     ):
         time.sleep(0.01)
-    assert stall.stepping_cpu_seconds({os.getpid(): [t.native_id or 0]}) == (0.0, 0)
+    assert stall.stepping_demand_seconds({os.getpid(): [t.native_id or 0]}) == (0.0, 0)
 
 
 def test_a_thread_a_stepping_thread_starts_is_not_counted() -> None:
@@ -101,7 +101,7 @@ def test_a_thread_a_stepping_thread_starts_is_not_counted() -> None:
             Path(f"/proc/self/task/{tid}/comm").read_text().strip()
             for tid in os.listdir("/proc/self/task")
         ]
-        cpu, found = stall.stepping_cpu_seconds({os.getpid(): [t.native_id or 0]})
+        cpu, found = stall.stepping_demand_seconds({os.getpid(): [t.native_id or 0]})
     finally:
         stop.set()
         t.join()
@@ -256,3 +256,31 @@ def test_stepping_stacks_leave_out_the_main_thread_joining_them() -> None:
     )
     found = stacks.stepping(dump)
     assert len(found) == 1 and "_deadlock" in next(iter(found)), found
+
+
+SPIN = (
+    "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); print('ready', flush=True)\n"
+    "while True: pass"
+)
+
+
+def test_a_starved_busy_process_is_busy_not_idle() -> None:
+    """Two spinning processes on one core each get about half of it: by CPU time alone (0.5
+    core, below RUN_IDLE_CORES) a starved compile would look idle beside a thread waiting for
+    it, and be called a stall (CI, a compiled CPU run on a loaded 2-core box). Its demand, CPU
+    time plus run-queue time, is a whole core."""
+    core = min(os.sched_getaffinity(0))
+    procs = [_child(SPIN, str(core)) for _ in range(2)]
+    try:
+        pid = procs[0].pid
+        cpu0, demand0 = (
+            stall._ticks(Path(f"/proc/{pid}/stat"), (11, 12)),
+            stall.demand_seconds([pid]),
+        )
+        time.sleep(2.0)
+        cpu = (stall._ticks(Path(f"/proc/{pid}/stat"), (11, 12)) - cpu0) / stall._TICK / 2.0
+        demand = (stall.demand_seconds([pid]) - demand0) / 2.0
+    finally:
+        _end(*procs)
+    assert cpu < stall.RUN_IDLE_CORES, cpu  # half a core or less: "idle" by CPU time
+    assert demand > 0.9 > stall.RUN_IDLE_CORES, (cpu, demand)

@@ -26,7 +26,9 @@ from harness.run import stacks
 from harness.run.lifeline import DUMP_SIGNAL
 from harness.run.protocol import STEPPING, ProgressEvent, ProtocolError
 
-SAMPLE_EVERY_S = 2.0  # between two looks at the run's CPU time (and, when idle, its stacks)
+SAMPLE_EVERY_S = 2.0  # between two looks at the run's CPU demand (and, when idle, its stacks)
+# Cores here are CPU demand: time on a CPU plus time waiting on a run queue (_task_demand), so a
+# starved thread of an overloaded host is as busy as a running one.
 # Idle: racegate's stepping threads (by the native ids the child reports) use below OURS_IDLE_CORES
 # and the whole run below RUN_IDLE_CORES; a deadlocked GPU run still burns 0.2-0.6 of a core
 # in torch's helper threads and processes (results/2026-12-01-h200-cell-stall, call 2). With
@@ -46,7 +48,7 @@ DUMP_WAIT_S = 1.0  # longest wait for a requested dump to land in the stacks fil
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-_OWN, _WITH_CHILDREN = (11, 12), (11, 12, 13, 14)  # utime stime (cutime cstime), after comm
+_OWN, _REAPED = (11, 12), (13, 14)  # utime stime; cutime cstime (reaped children), after comm
 
 
 def _ticks(stat: Path, which: tuple[int, ...]) -> int:
@@ -58,26 +60,44 @@ def _ticks(stat: Path, which: tuple[int, ...]) -> int:
     return 0
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU of these processes and of their reaped children."""
-    return sum(_ticks(Path(f"/proc/{pid}/stat"), _WITH_CHILDREN) for pid in pids) / _TICK
+def _task_demand(task: Path) -> float:
+    """Seconds a thread has run or waited to run: its schedstat's time on a CPU plus its time
+    on a run queue, so a thread starved on an overloaded host counts as busy, not idle (a
+    compile getting half a core is no deadlock). Its stat's CPU time where the kernel keeps no
+    schedstat; 0 when the thread is gone."""
+    with contextlib.suppress(OSError, ValueError):
+        run_ns, wait_ns = (task / "schedstat").read_text().split()[:2]
+        return (int(run_ns) + int(wait_ns)) / 1e9
+    return _ticks(task / "stat", _OWN) / _TICK
 
 
-def stepping_cpu_seconds(tids: dict[int, list[int]]) -> tuple[float, int]:
-    """CPU of racegate's stepping threads (pid → their native thread ids), and how many of
-    them are still alive.
+def demand_seconds(pids: list[int]) -> float:
+    """Run + run-queue time of every thread of these processes, and the CPU of their reaped
+    children (a compiler that has exited)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                total += _task_demand(Path(f"/proc/{pid}/task/{tid}"))
+        total += _ticks(Path(f"/proc/{pid}/stat"), _REAPED) / _TICK
+    return total
+
+
+def stepping_demand_seconds(tids: dict[int, list[int]]) -> tuple[float, int]:
+    """Run + run-queue time of racegate's stepping threads (pid → their native thread ids),
+    and how many of them are still alive.
 
     By id, not by the kernel name they carry (harness.run.threads names them for humans): a
     thread that a stepping thread starts (torch's helpers, a workload's own) inherits the name.
     """
-    total, found = 0, 0
+    total, found = 0.0, 0
     for pid, mine in tids.items():
         for tid in mine:
-            stat = Path(f"/proc/{pid}/task/{tid}/stat")
-            if stat.exists():  # else the thread (or its process) ended
-                total += _ticks(stat, _OWN)
+            task = Path(f"/proc/{pid}/task/{tid}")
+            if task.exists():  # else the thread (or its process) ended
+                total += _task_demand(task)
                 found += 1
-    return total / _TICK, found
+    return total, found
 
 
 def reported_tids(run_dir: Path) -> list[int] | None:
@@ -247,8 +267,8 @@ class StallWatch:
 
     def _idle(self, live: list[int], now: float) -> bool | None:
         """Whether the run sat idle since the last look (None at the first: nothing to compare)."""
-        cpu = cpu_seconds(self.pids_of_run(live))
-        ours, stepping = stepping_cpu_seconds(self._stepping(live))
+        cpu = demand_seconds(self.pids_of_run(live))
+        ours, stepping = stepping_demand_seconds(self._stepping(live))
         elapsed = now - self._last_at
         last_cpu, self._last_cpu, self._last_at = self._last_cpu, cpu, now
         last_ours, self._last_ours = self._last_ours, ours
