@@ -273,13 +273,17 @@ def test_a_starved_busy_process_is_busy_not_idle() -> None:
     procs = [_child(SPIN, str(core)) for _ in range(2)]
     try:
         pid = procs[0].pid
-        cpu0, demand0 = (
-            stall._ticks(Path(f"/proc/{pid}/stat"), (11, 12)),
+        stat = Path(f"/proc/{pid}/stat")
+        t0, cpu0, demand0 = (
+            time.monotonic(),
+            stall._ticks(stat, (11, 12)),
             stall.demand_seconds([pid]),
         )
         time.sleep(2.0)
-        cpu = (stall._ticks(Path(f"/proc/{pid}/stat"), (11, 12)) - cpu0) / stall._TICK / 2.0
-        demand = (stall.demand_seconds([pid]) - demand0) / 2.0
+        cpu1, demand1 = stall._ticks(stat, (11, 12)), stall.demand_seconds([pid])
+        elapsed = time.monotonic() - t0
+        cpu = (cpu1 - cpu0) / stall._TICK / elapsed
+        demand = (demand1 - demand0) / elapsed
     finally:
         _end(*procs)
     assert cpu < stall.RUN_IDLE_CORES, cpu  # half a core or less: "idle" by CPU time
