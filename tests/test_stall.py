@@ -231,6 +231,12 @@ def test_the_runs_processes_are_scanned_for_only_when_they_change() -> None:
         proc.stdin.write("spawn\n")
         proc.stdin.flush()
         kid = int(proc.stdout.readline())
+        # Right after exec the kernel shows an empty environ for a moment (CI saw it): the scan
+        # would miss the kid once, and the next look rescan. Wait until a scan can see it.
+        deadline = time.monotonic() + 10
+        while kid not in lifeline.processes_with("RACEGATE_TEST_MARK", mark):
+            assert time.monotonic() < deadline, "the kid never showed its environment"
+            time.sleep(0.05)
         assert sorted(pids([proc.pid])) == sorted([proc.pid, kid]) and pids.scans == 2
         assert pids([proc.pid]) and pids.scans == 2
         proc.stdin.write("kill\n")
