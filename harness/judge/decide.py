@@ -275,8 +275,9 @@ def _memory_growths(scenario: Scenario, mem_by_device: dict[str, list[int]]) -> 
 
 
 def _notes(
-    findings: list[Finding], reported: list[ThreadRecord], ev: RunEvidence, outcome: Outcome
-) -> list[str]:
+    findings: list[Finding], reported: list[ThreadRecord], ev: RunEvidence, outcome: Outcome,
+    too_slow: bool,
+) -> list[str]:  # fmt: skip
     """Every outcome comes with its reason: the run's findings, then each failed thread's."""
     failed = [t for t in reported if t.outcome != Outcome.OK]
     notes = [f.reason for f in findings] + [
@@ -287,7 +288,7 @@ def _notes(
     if outcome is Outcome.HANG:
         # A hang the stall watch did not call: what it saw, so a missed stall can be told.
         notes += [ev.watch.note] if ev.watch.note else []
-        if ev.watch.busy_at_end and all(t.outcome in (Outcome.OK, Outcome.HANG) for t in reported):
+        if too_slow:
             notes.append("busy at the deadline: too slow for its timeout, no deadlock shown")
     if ev.processes_left:
         notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
@@ -327,6 +328,7 @@ def decide(ev: RunEvidence) -> RunRecord:
     # Too slow, not failed, only when nothing but hangs failed: a thread that hit the race
     # beside one still compiling at the deadline is the race.
     only_hangs = outcome is Outcome.HANG and all(o in (Outcome.OK, Outcome.HANG) for o in seen)
+    too_slow = only_hangs and ev.watch.busy_at_end
     concurrent = (
         asked
         if asked <= 1 and reports
@@ -336,7 +338,7 @@ def decide(ev: RunEvidence) -> RunRecord:
     first = next((c.report for c in ev.children if c.report), None)
     built = (e.data["hardware"] for c in ev.children for e in c.events("built"))
     hw = (first.hardware if first else next(built, None)) or {"device_name": UNREPORTED_DEVICE}
-    notes = _notes(findings, reported, ev, outcome)
+    notes = _notes(findings, reported, ev, outcome, too_slow)
     stacks = "\n".join(c.stacks for c in ev.children if c.stacks.strip())
     return RunRecord(
         scenario=ev.scenario,
@@ -362,7 +364,7 @@ def decide(ev: RunEvidence) -> RunRecord:
         detail="; ".join(notes) or None,
         stacks=stacks or None,
         stalled_s=ev.watch.stalled_s,
-        busy_at_deadline=True if only_hangs and ev.watch.busy_at_end else None,
+        busy_at_deadline=True if too_slow else None,
         wall_s=ev.wall_s,
         started_at=ev.started_at,
         repeat_index=ev.repeat_index,

@@ -139,12 +139,13 @@ def judge(records: list[RunRecord]) -> None:
     makes a run with fewer `other_error` and one whose threads ran alone `not_concurrent`."""
     failed = [r for r in records if r.outcome != Outcome.OK]
     # A run too slow to judge is no failure: the worst of the others names the error.
-    outcome = worst([Outcome(r.outcome) for r in failed if not overran(r)] or [Outcome.OK])
-    if failed and all(overran(r) for r in failed):
+    real = [Outcome(r.outcome) for r in failed if not overran(r)]
+    if failed and not real:
         raise TooSlowToJudge(
             f"too slow to judge: {len(failed)} of {len(records)} run(s) still busy at their "
             f"deadline (not stalled); run fewer at once or give them a longer --run-timeout:\n"
             f"{explain(records)}"
         )
-    if outcome is not Outcome.OK:
+    if real:
+        outcome = worst(real)
         raise OUTCOME_ERRORS[outcome](f"{outcome} in {len(records)} run(s):\n{explain(records)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 _HEADER = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
 # racegate's own threads (the stepping threads, the worker's main thread) have a frame here.
@@ -50,21 +51,21 @@ def ours(dump: str) -> str:
     Other threads poll on their own (inductor's compile-worker timer, tqdm's monitor), so
     their stacks move in a deadlock too; racegate's threads are the ones that must progress.
     Which thread took the signal ("Current thread") is not a change either."""
-    _, found = blocks(dump)
-    mine = [
-        "\n".join([f"Thread {ident}", *block[1:]])
-        for ident, block in found
-        if any(_OURS in line for line in block[1:])
-    ]
-    return "\n".join(mine)
+    return "\n".join(_kept(dump, lambda line: _OURS in line))
 
 
 def stepping(dump: str) -> frozenset[str]:
-    """The stepping threads' stacks in a dump (or in a folded one), headers without the word
-    "Current": what must match for those threads to have stayed where they were."""
+    """The stepping threads' stacks in a dump (or in a folded one): what must match for those
+    threads to have stayed where they were."""
+    return frozenset(_kept(dump, _STEPPING.search))
+
+
+def _kept(dump: str, frame: Callable[[str], object]) -> list[str]:
+    """The blocks with a frame line `frame` accepts, each headed "Thread <id>" (without the
+    "Current" of the thread that took the signal)."""
     _, found = blocks(dump)
-    return frozenset(
+    return [
         "\n".join([f"Thread {ident}", *block[1:]])
         for ident, block in found
-        if any(_STEPPING.search(line) for line in block[1:])
-    )
+        if any(frame(line) for line in block[1:])
+    ]

@@ -51,11 +51,19 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _OWN, _REAPED = (11, 12), (13, 14)  # utime stime; cutime cstime (reaped children), after comm
 
 
+def _stat_fields(stat: Path) -> list[str] | None:
+    """A /proc .../stat file's fields after "pid (comm) " (state first), None when it is gone
+    (the process or thread ended): the one reader of those files here."""
+    with contextlib.suppress(OSError, ValueError):
+        text = stat.read_text()
+        return text[text.rindex(")") + 2 :].split()
+    return None
+
+
 def _ticks(stat: Path, which: tuple[int, ...]) -> int:
     """Clock ticks from a /proc .../stat file (0 when it is gone: the process or thread ended)."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        text = stat.read_text()
-        fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+    fields = _stat_fields(stat) or []
+    with contextlib.suppress(ValueError, IndexError):
         return sum(int(fields[k]) for k in which)
     return 0
 
@@ -147,10 +155,8 @@ def request_dumps(files: dict[int, Path]) -> dict[int, str]:
 
 def _alive(pid: int) -> bool:
     """A process that has not exited (a zombie has: its environ, and so the scan, is gone)."""
-    with contextlib.suppress(OSError, IndexError):
-        text = Path(f"/proc/{pid}/stat").read_text()
-        return text[text.rindex(")") + 2] not in "ZX"
-    return False
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    return bool(fields) and fields[0] not in ("Z", "X")
 
 
 def descendants(roots: list[int]) -> set[int]:
