@@ -37,7 +37,9 @@ export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2}
 PARTS=${PARTS:-a b c}
 T0=$SECONDS
 DEADLINE=$((SECONDS + ${TOTAL_S:-520}))
-TRAINER=(--schedule barrier --switch-interval 0.005 --repeat 1)
+# One cold run per process: on a GPU `harness run` defaults to all three cache states (three
+# runs, two after a priming run), which cut this script's first call (exit 124).
+TRAINER=(--schedule barrier --switch-interval 0.005 --repeat 1 --cache-states cold)
 if [[ ${DRY:-0} == 1 ]]; then
   DEV=cpu
   PLAIN=(--tiny --device cpu --steps 3 --warmup 1); PLAIN_PROFILE_STEPS=1

@@ -45,6 +45,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # Options ab sets itself, or that would break "one run, one record, timed alone".
 FORBIDDEN_RUN_ARGS = ("--out", "--json", "--jobs", "--repeat", "--keep")
+# List options of `harness run`: more than one value is more than one run per process.
+ONE_VALUE_RUN_ARGS = (
+    "--strategies",
+    "--strategy",
+    "--cache-states",
+    "--cache-state",
+    "--threads-per-device",
+)
 SIDES = ("reference", "candidate")
 
 
@@ -129,15 +137,25 @@ def _versions(versions: dict[str, str]) -> str:
 
 
 def check_run_args(run_args: Sequence[str]) -> list[str]:
-    """The `harness run` arguments, without the options ab owns; ValueError names one."""
-    for arg in run_args:
-        name = arg.split("=", 1)[0]
+    """The `harness run` arguments for one timed run per process; ValueError names a bad one.
+
+    The options ab owns are refused, and a list option must name one value."""
+    args = list(run_args)
+    for i, arg in enumerate(args):
+        name, sep, value = arg.partition("=")
         if name in FORBIDDEN_RUN_ARGS:
             raise ValueError(
                 f"harness run option {name!r} is set by ab itself or breaks one timed run per "
                 f"process; leave out: {', '.join(FORBIDDEN_RUN_ARGS)}"
             )
-    return list(run_args)
+        if name in ONE_VALUE_RUN_ARGS:
+            value = value if sep else (args[i + 1] if i + 1 < len(args) else "")
+            if "," in value:
+                raise ValueError(
+                    f"harness run option {name} {value!r}: an A/B run takes one value (one "
+                    "timed run per process); compare the others in A/Bs of their own"
+                )
+    return args
 
 
 def order(runs: int) -> list[tuple[str, int]]:
@@ -149,11 +167,18 @@ def order(runs: int) -> list[tuple[str, int]]:
     return out
 
 
+def _names_cache_state(run_args: Sequence[str]) -> bool:
+    return any(a.partition("=")[0] in ("--cache-states", "--cache-state") for a in run_args)
+
+
 def run_once(side: Side, run_args: list[str], out: Path, timeout_s: float) -> RunRecord:
     """One fresh `<python> -m harness run` process; its one record, or ValueError saying why not."""
     env = {**os.environ, **side.env}
-    # --repeat 1: `harness run` makes 3 runs per scenario on a GPU unless told otherwise.
-    cmd = [side.python, "-m", "harness", "run", *run_args, "--repeat", "1", "--out", str(out)]
+    # --repeat 1: `harness run` makes 3 runs per scenario on a GPU unless told otherwise, and
+    # runs every cache state (two of them after a priming run): one cold run unless told.
+    state = [] if _names_cache_state(run_args) else ["--cache-states", "cold"]
+    cmd = [side.python, "-m", "harness", "run", *run_args, *state, "--repeat", "1"]
+    cmd += ["--out", str(out)]
     try:
         proc = subprocess.run(
             cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s

@@ -275,3 +275,28 @@ def test_each_run_is_one_run_whatever_the_device(tmp_path: Path) -> None:
     args = argv.read_text().split("\n")
     assert args[:5] == ["-m", "harness", "run", "--devices", "0"]
     assert args[args.index("--repeat") + 1] == "1"
+    assert args[args.index("--cache-states") + 1] == "cold"  # not all three states of a GPU
+
+
+def test_a_cache_state_the_user_names_is_kept(tmp_path: Path) -> None:
+    argv = tmp_path / "argv"
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv}\nexit 3\n')
+    fake.chmod(0o700)
+    with pytest.raises(ValueError, match="exited 3"):
+        ab.run_once(ab.Side("reference", str(fake)), ["--cache-states=warm"], tmp_path / "r", 30)
+    args = argv.read_text().split("\n")
+    assert "--cache-states=warm" in args and "cold" not in args
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--cache-states", "cold,warm"],
+        ["--strategies=warmup,per_device"],
+        ["--threads-per-device", "1,2"],
+    ],
+)
+def test_a_list_option_with_more_than_one_value_is_refused(args: list[str]) -> None:
+    with pytest.raises(ValueError, match="takes one value"):
+        ab.check_run_args(["--preset", "tiny", *args])
