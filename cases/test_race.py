@@ -18,8 +18,10 @@ import pytest
 from harness.judge import race_expectations
 from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, judge, racegate_key, run_case
 from harness.judge.verdict import Calibration, cell_label, cell_of, control_rates, repeats_for
+from harness.record import RunRecord
 from harness.report.terminal import calibration_key, session_records
-from harness.scenario import make_scenario
+from harness.run.runner import SharedPrimes
+from harness.scenario import Scenario, make_scenario
 from harness.vocab import CacheState, Outcome, Strategy
 
 # Per-case time limit (pytest-timeout, thread method: all stacks dumped on a hang).
@@ -152,16 +154,42 @@ def test_race(race_case, racegate_config, pytestconfig) -> None:
         threads_per_device=tpd,
         steps=4 if devices == ("cpu",) else 8,
         warmup_steps=1,
-        # Warm and deleted runs first prime the cache in a run of their own: halve each budget.
-        # A run's budget is the same whatever the case's repeats (its time limit scales).
+        # Warm and deleted runs copy the cache of a priming run made first (one per case):
+        # halve each budget, for the first run's wait on it. A run's budget is the same
+        # whatever the case's repeats (its time limit scales).
         timeout_s=rc.run_timeout_within(
             CASE_TIMEOUT_S * 0.8 / rc.repeat / (1 if cache_state is CacheState.COLD else 2)
         ),
         workload=rc.workload,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
+    with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
+        records, why = _run_race_case(
+            scenario, strategy, cell, rc, cal, pytestconfig, primes, command
+        )
+    judge(records)  # raises on a failed run (which ended the case unless it is the control)
+    print(f"{strategy} {cell}: {len(records)} runs; {why}")
+
+
+def _run_race_case(
+    scenario: Scenario,
+    strategy: Strategy,
+    cell: str,
+    rc: RacegateConfig,
+    cal: Calibration,
+    pytestconfig: pytest.Config,
+    primes: SharedPrimes,
+    command: str,
+) -> tuple[list[RunRecord], str]:
+    """The case's runs (all the control's; the production strategy's as many as its power
+    asks; the others until the first failure) and why that many."""
     run = functools.partial(
-        run_case, scenario, results=rc.results, command=command, timing_valid=not rc.overlapping
+        run_case,
+        scenario,
+        results=rc.results,
+        command=command,
+        timing_valid=not rc.overlapping,
+        primes=primes,
     )
     if strategy != rc.production:
         repeat, stop, why = case_repeats(strategy, rc, cal)
@@ -179,8 +207,7 @@ def test_race(race_case, racegate_config, pytestconfig) -> None:
             left, why = production_runs_left(
                 len(records), cell, rc, cal, session_records(pytestconfig)
             )
-    judge(records)  # raises on a failed run (which ended the case unless it is the control)
-    print(f"{strategy} {cell}: {len(records)} runs; {why}")
+    return records, why
 
 
 def incident_topology(gpus: int) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -259,18 +259,20 @@ def _run_all(
     """Every (scenario, repeat index) run, `args.jobs` at once; each record appended to `out`
     as it lands."""
     from harness.judge.decide import run_scenario
-    from harness.run.runner import kill_live_children
+    from harness.run.runner import SharedPrimes, kill_live_children
 
     records: list[RunRecord] = []
     timing_valid = args.jobs == 1 or len(jobs) == 1  # runs side by side time nothing
     progress = _progress()
-    with progress, ThreadPoolExecutor(args.jobs) as pool:
+    # A warm/deleted scenario's runs copy the cache of one priming run (made by the first).
+    primes = SharedPrimes(keep=args.keep)
+    with primes, progress, ThreadPoolExecutor(args.jobs) as pool:
         task = progress.add_task(f"{len(jobs)} run(s)", total=len(jobs))
         # Each run is its own subprocess; the pool only waits on them, so threads are enough.
         futures = {
             pool.submit(
                 run_scenario, sc, command=command, repeat_index=k, keep=args.keep,
-                timing_valid=timing_valid,
+                timing_valid=timing_valid, primes=primes,
             ): (sc, k)
             for sc, k in jobs
         }  # fmt: skip

@@ -37,6 +37,39 @@ def test_warm_state_is_proven_by_cache_hits() -> None:
     assert record.cache["proven_warm"] is True
 
 
+def test_the_runs_of_a_warm_case_share_one_priming_run_and_each_proves_warm(tmp_path) -> None:
+    """run_case primes once and copies that cache into each run's own root. The copy must
+    stand alone: a run from a copy whose source was moved away still hits every entry, so no
+    run reads the shared primed tree (an entry that named its path would miss there)."""
+    import dataclasses
+    import shutil
+
+    from harness.judge.decide import decide
+    from harness.judge.suite import run_case
+    from harness.run.runner import Primed, SharedPrimes, collect
+
+    scenario = tiny("per_device", "warm")
+    with SharedPrimes() as primes:
+        records = run_case(scenario, 2, None, "", primes=primes, jobs=2)
+        assert primes.made == 1
+        primed = primes.get(scenario)  # made already: no second priming run
+        assert primes.made == 1
+        moved = tmp_path / "moved"
+        shutil.move(primed.root, moved)
+
+        class Moved(SharedPrimes):
+            def get(self, scenario) -> Primed:
+                return dataclasses.replace(primed, root=moved)
+
+        records.append(decide(collect(scenario, primes=Moved())))
+    assert not primed.root.exists()
+    for record in records:
+        assert record.outcome == "ok", record.detail
+        assert record.cache["prime_ok"] and record.cache["prime_copied"]
+        assert record.cache["proven_warm"] is True, record.cache["counters"]
+        assert record.cache["dir"] != str(primed.root)
+
+
 def test_deleted_state_removes_the_cache_mid_run_and_compiles_again() -> None:
     record = run_scenario(tiny("per_device", "deleted"))
     assert record.outcome == "ok", record.detail

@@ -191,6 +191,7 @@ def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[dict, list
         out["prime_ok"] = prime_exit is None
         out["prime_counters"] = cache.prime.report.cache_counters if cache.prime.report else {}
         out["bytes_before_run"] = cache.bytes_before_run
+        out["prime_copied"] = cache.prime_copied  # a copy of one priming run the runs shared
         if prime_exit is not None:
             out["prime_error"] = cache.prime.stderr_tail[-1000:]
     if state is CacheState.WARM:
@@ -382,6 +383,7 @@ def run_scenario(
     work_dir: Path | None = None,
     keep: bool = False,
     timing_valid: bool = True,
+    primes: runner.SharedPrimes | None = None,
 ) -> RunRecord:
     """Run one scenario in fresh processes and decide it (see harness.run.runner.collect)."""
     evidence = runner.collect(
@@ -391,5 +393,6 @@ def run_scenario(
         work_dir=work_dir,
         keep=keep,
         timing_valid=timing_valid,
+        primes=primes,
     )
     return decide(evidence)

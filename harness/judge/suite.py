@@ -17,6 +17,7 @@ from harness.judge.outcomes import is_spurious_recompile, worst
 from harness.judge.race_expectations import ExpectedFailure
 from harness.judge.verdict import overran
 from harness.record import RunRecord, append_jsonl
+from harness.run.runner import SharedPrimes
 from harness.scenario import Scenario
 from harness.vocab import CacheState, Outcome, Schedule, Strategy
 
@@ -75,6 +76,7 @@ def run_case(
     timing_valid: bool = True,
     first_index: int = 0,
     jobs: int = 1,
+    primes: SharedPrimes | None = None,
 ) -> list[RunRecord]:
     """`repeat` isolated runs of `scenario`; each record is appended to `results` as it lands.
 
@@ -83,8 +85,16 @@ def run_case(
     flight finishes first. Detection rates come from `python -m harness run --repeat N`, which
     runs them all. first_index: the repeat index of the first of these runs, for a case that
     calls this more than once. jobs: runs at once, in batches (their records then say
-    timing_valid False: they overlapped each other).
+    timing_valid False: they overlapped each other). primes: the priming runs to share (a
+    caller that calls this more than once for one case passes its own); by default the
+    case's warm/deleted runs share one priming run, made here and removed at the end.
     """
+    if primes is None:
+        with SharedPrimes() as own:
+            return run_case(
+                scenario, repeat, results, command, stop_on_failure=stop_on_failure,
+                timing_valid=timing_valid, first_index=first_index, jobs=jobs, primes=own,
+            )  # fmt: skip
     jobs = max(1, min(jobs, repeat))
     timing_valid = timing_valid and jobs == 1
     records: list[RunRecord] = []
@@ -93,7 +103,11 @@ def run_case(
         for start in range(0, repeat, jobs):
             batch = pool.map(
                 lambda k: run_scenario(
-                    scenario, command=command, repeat_index=k, timing_valid=timing_valid
+                    scenario,
+                    command=command,
+                    repeat_index=k,
+                    timing_valid=timing_valid,
+                    primes=primes,
                 ),
                 indices[start : start + jobs],
             )

@@ -162,6 +162,8 @@ class CacheEvidence:
     counters: dict[str, int]  # summed over the run's children
     deleted_bytes: int | None  # summed `cache_deleted` events; None: no deletion happened
     prime_watch: WatchEvidence = WatchEvidence()  # the stall watch over the priming run
+    # The cache was copied from a priming run shared by the scenario's runs (prime is its).
+    prime_copied: bool = False
 
 
 @dataclass(frozen=True)

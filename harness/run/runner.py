@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -284,7 +285,7 @@ def child_specs(scenario: Scenario, base: Path) -> list[dict[str, Any]]:
 
 def _cache_evidence(
     scenario: Scenario, root: Path, prime: ChildEvidence | None, before: int | None,
-    children: list[ChildEvidence], prime_watch: WatchEvidence,
+    children: list[ChildEvidence], prime_watch: WatchEvidence, *, copied: bool = False,
 ) -> CacheEvidence:  # fmt: skip
     counters: dict[str, int] = {}
     for child in children:
@@ -301,7 +302,86 @@ def _cache_evidence(
         counters=counters,
         deleted_bytes=sum(deleted) if deleted else None,
         prime_watch=prime_watch,
+        prime_copied=copied and prime is not None,
     )
+
+
+def _needs_prime(scenario: Scenario) -> bool:
+    return scenario.cache_state in (CacheState.WARM, CacheState.DELETED)
+
+
+@dataclass(frozen=True)
+class Primed:
+    """A compile cache one priming run filled, for the runs of its scenario to copy."""
+
+    root: Path  # the primed root: copied into each run's own root, never run in
+    child: ChildEvidence
+    watch: WatchEvidence
+
+
+def _prime(scenario: Scenario, base: Path, root: Path, run_id: str) -> Primed:
+    """The priming run of a warm/deleted state, in `root`; its processes gone when it returns."""
+    env, _ = child_env(scenario, root, run_id)
+    spec = {"scenario": scenario.to_json(), "mode": "prime"}
+    primes, watch = run_children([spec], base / "prime", env, scenario)
+    lifeline.kill_run(run_id)
+    return Primed(root, primes[0], watch)
+
+
+class SharedPrimes:
+    """One priming run per scenario, shared by all its runs; the primed dirs go on close.
+
+    A warm or deleted run used to prime its own cache first, which made each of them two
+    runs' time. The cache one priming run leaves is copied into each run's private root
+    instead: every run still starts from a cache of its own in its own 0700 root, and each
+    run's record proves its state (a warm run hits and never misses). A copy is
+    self-contained: on CPU torch 2.13 a copy hit every entry after the primed root was moved
+    away, and opened no file under it (strace; tests/test_cache_states.py checks the hits).
+    Thread-safe: runs of one scenario started together wait for its one priming run."""
+
+    def __init__(self, work_dir: Path | None = None, *, keep: bool = False) -> None:
+        self._work_dir, self._keep = work_dir, keep
+        self._lock = threading.Lock()
+        self._primes: dict[str, tuple[threading.Lock, list[Primed]]] = {}
+        self._dirs: list[Path] = []
+
+    def get(self, scenario: Scenario) -> Primed:
+        key = json.dumps(scenario.to_json(), sort_keys=True)
+        with self._lock:
+            lock, made = self._primes.setdefault(key, (threading.Lock(), []))
+        with lock:  # the first caller primes; the others wait for it
+            if not made:
+                base = Path(tempfile.mkdtemp(prefix="racegate-prime-", dir=self._work_dir))
+                with self._lock:
+                    self._dirs.append(base)
+                run_id = uuid.uuid4().hex
+                LIVE_RUNS.add(run_id)
+                try:
+                    made.append(
+                        _prime(scenario, base, cache_state.private_dir(base / "root"), run_id)
+                    )
+                finally:
+                    lifeline.kill_run(run_id)
+                    LIVE_RUNS.discard(run_id)
+            return made[0]
+
+    @property
+    def made(self) -> int:
+        """Priming runs made so far."""
+        with self._lock:
+            return sum(len(made) for _, made in self._primes.values())
+
+    def close(self) -> None:
+        with self._lock:
+            dirs, self._dirs = self._dirs, []
+        for base in dirs if not self._keep else []:
+            shutil.rmtree(base, ignore_errors=True)
+
+    def __enter__(self) -> SharedPrimes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def collect(
@@ -312,11 +392,14 @@ def collect(
     work_dir: Path | None = None,
     keep: bool = False,
     timing_valid: bool = True,
+    primes: SharedPrimes | None = None,
 ) -> RunEvidence:
     """Run one scenario in fresh processes (after priming the cache if its state asks).
 
     timing_valid: False when the caller runs other scenarios beside this one (`--jobs`,
-    pytest-xdist); the record then counts for its outcome, not its tokens/s."""
+    pytest-xdist); the record then counts for its outcome, not its tokens/s. primes: where a
+    warm/deleted run copies its primed cache from (one priming run for all the scenario's
+    runs); without it the run primes a cache of its own first."""
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     lifeline.become_subreaper()
@@ -326,13 +409,18 @@ def collect(
     left: list[int] | None = None  # what kill_run found still alive once the children ended
     try:
         root = cache_state.private_dir(base / "root")
+        primed = None
+        if _needs_prime(scenario):
+            if primes is not None:
+                primed = primes.get(scenario)
+                # symlinks=True: a link is copied as a link, never followed out of the tree.
+                shutil.copytree(primed.root, root, symlinks=True, dirs_exist_ok=True)
+            else:
+                primed = _prime(scenario, base, root, run_id)
         env, overridden = child_env(scenario, root, run_id)
         prime, before, prime_watch = None, None, WatchEvidence()
-        if scenario.cache_state in (CacheState.WARM, CacheState.DELETED):
-            spec = {"scenario": scenario.to_json(), "mode": "prime"}
-            primes, prime_watch = run_children([spec], base / "prime", env, scenario)
-            prime = primes[0]
-            lifeline.kill_run(run_id)
+        if primed is not None:
+            prime, prime_watch = primed.child, primed.watch
             before = cache_state.tree_size(root)
         children, watch = run_children(child_specs(scenario, base), base / "run", env, scenario)
         wall_s = time.monotonic() - t0
@@ -342,7 +430,9 @@ def collect(
         return RunEvidence(
             scenario=scenario.to_json(),
             children=tuple(children),
-            cache=_cache_evidence(scenario, root, prime, before, children, prime_watch),
+            cache=_cache_evidence(
+                scenario, root, prime, before, children, prime_watch, copied=primes is not None
+            ),
             overridden_env=overridden,
             timing_valid=timing_valid,
             command=command,
