@@ -20,6 +20,8 @@
 #   DRY=1 OUT=<dir> bash benchmarks/gpu_evidence_21.sh    # the same logic on CPU, tiny (~8 min
 #                                                         # on a loaded 2-core box)
 #   python3 benchmarks/summarise_21.py <dir>              # the tables (also written at the end)
+#   PACK=$OUT/all.tar.gz OUT=$(mktemp -d) bash benchmarks/gpu_evidence_21.sh
+#       # on the lent device, which returns at most 8 files: everything packed into one
 #
 # Steps: a racegate qwen3-8b run of 3 steady steps + 2 warm-up is ~45-50 s (the suite's 6 + 2
 # took 52 s, 10 + 2 took 57-78 s, results/2026-11-30-h200x2*); its run-to-run spread is 0.02%,
@@ -30,6 +32,7 @@
 set -uo pipefail
 : "${OUT:?set OUT to the folder that receives everything}"
 mkdir -p "$OUT/logs" && OUT=$(cd "$OUT" && pwd) || exit 2
+[[ -n ${PACK:-} ]] && trap 'tar czf "$PACK" -C "$OUT" .' EXIT
 cd "$(dirname "$0")/.." || exit 2
 PY=${PYTHON:-python3}
 export PYTHON=$PY PYTHONUNBUFFERED=1
