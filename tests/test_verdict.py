@@ -348,3 +348,35 @@ def test_a_control_hang_at_the_timeout_is_no_detection_and_a_stalled_one_is() ->
     other = [record("per_device", "nested_fx_error") for _ in range(4)]
     assert control_rates(other + timed_out, "per_device")["cold 1×2"].hits == 4
     assert status(v, "per_device") is Status.UNSAFE
+
+
+def _timed(records: list[RunRecord], tokens: list[float]) -> list[RunRecord]:
+    return [
+        dataclasses.replace(r, tokens_per_s=t, timing_valid=True)
+        for r, t in zip(records, tokens, strict=True)
+    ]
+
+
+def test_a_safe_strategy_significantly_faster_than_production_is_named() -> None:
+    """Issue 21: if `processes` is faster and SAFE for a workload, the verdict says so."""
+    control = runs("per_device", 8, 8)  # cold 8/8: a clean strategy needs 5 runs there
+    base = [100.0, 102.0, 98.0, 101.0, 99.0]
+    prod = _timed(runs("warmup_locked", 5), base)
+    fast = _timed(runs("processes", 5), [t * 1.17 for t in base])
+    v = decide(control + prod + fast, production="warmup_locked", probes=HAZARD)
+    assert v.passed and status(v, "processes") is Status.SAFE
+    (f,) = v.faster
+    assert f.strategy == "processes" and f.cell == "cold 1×2"
+    assert f.comparison.ratio == pytest.approx(1.17)
+    text = "\n".join(render(v))
+    assert "processes is SAFE here and ran 1.17× the tokens/s of warmup_locked" in text
+    assert "5 vs 5 timed runs" in text
+    # Within the noise, not faster; faster but unsafe; faster but timed beside other runs.
+    same = _timed(runs("processes", 5), [101.0, 99.0, 100.0, 98.0, 102.0])
+    assert decide(control + prod + same, production="warmup_locked", probes=HAZARD).faster == ()
+    bad = fast[:4] + runs("processes", 1, 1)
+    v = decide(control + prod + bad, production="warmup_locked", probes=HAZARD)
+    assert status(v, "processes") is Status.UNSAFE and v.faster == ()
+    overlapped = [dataclasses.replace(r, timing_valid=False) for r in fast]
+    v = decide(control + prod + overlapped, production="warmup_locked", probes=HAZARD)
+    assert status(v, "processes") is Status.SAFE and v.faster == ()

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from harness.judge import compare
 from harness.judge.metrics import wilson_interval
 from harness.record import RunRecord
 from harness.versions import ABSENT
@@ -170,6 +171,55 @@ class StrategyVerdict:
 
 
 @dataclass(frozen=True)
+class Faster:
+    """A SAFE strategy whose steady tokens/s beat the production strategy's where both ran."""
+
+    strategy: str
+    cell: str
+    comparison: compare.Comparison  # reference: the production strategy
+
+    def describe(self, production: str) -> str:
+        c = self.comparison
+        return (
+            f"{self.strategy} is SAFE here and ran {c.ratio:.2f}× the tokens/s of {production} "
+            f"(95% CI {c.low:.2f}–{c.high:.2f}; {self.cell}, {len(c.candidate)} vs "
+            f"{len(c.reference)} timed runs): a faster option for this workload"
+        )
+
+
+def _timed(records: Iterable[RunRecord]) -> dict[tuple[str, str], list[float]]:
+    """Steady tokens/s of clean runs timed alone, by (preset, cell)."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        if r.outcome == Outcome.OK and r.timing_valid and r.tokens_per_s:
+            out.setdefault((str(r.scenario.get("preset")), cell_of(r)), []).append(r.tokens_per_s)
+    return out
+
+
+def faster_than_production(
+    by: Mapping[str, list[RunRecord]], verdicts: Iterable[StrategyVerdict], production: str
+) -> tuple[Faster, ...]:
+    """SAFE strategies significantly faster than production in a cell where both have ≥ 2
+    timed runs (harness.judge.compare: the whole 95% interval above 1 and the ratio above
+    1 + its tolerance). Where several cells qualify, the one with the most runs is named."""
+    ref = _timed(by.get(production, []))
+    out = []
+    for v in verdicts:
+        if v.status is not Status.SAFE or v.strategy == production:
+            continue
+        found = []
+        for key, cand in _timed(by.get(v.strategy, [])).items():
+            if len(cand) >= compare.MIN_RUNS and len(ref.get(key, [])) >= compare.MIN_RUNS:
+                c = compare.compare(ref[key], cand)
+                if c.change is compare.Change.HIGHER:
+                    found.append((len(cand) + len(ref[key]), key[1], c))
+        if found:
+            _, cell, c = max(found, key=lambda f: f[0])
+            out.append(Faster(v.strategy, cell, c))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class Verdict:
     versions: dict[str, str]
     hardware: str
@@ -178,6 +228,7 @@ class Verdict:
     advice: str
     control: str = str(Strategy.PER_DEVICE)
     rates: tuple[ControlRate, ...] = ()  # the control's, per cell
+    faster: tuple[Faster, ...] = ()  # SAFE strategies significantly faster than production
 
     @property
     def production_verdict(self) -> StrategyVerdict:
@@ -455,6 +506,7 @@ def decide(
         advice=_advice(verdicts[0], list(verdicts[1:]), control),
         control=control,
         rates=tuple(rates.values()),
+        faster=faster_than_production(by, verdicts, production),
     )
 
 
@@ -487,6 +539,8 @@ def render(verdict: Verdict) -> list[str]:
         lines += wrap(f"  {s.status:<12} {s.strategy}{role.get(s.strategy, '')}: {s.why}", 15)
         if s.covered and s.strategy == verdict.production:
             lines += wrap(f"{'':15}ran: {'; '.join(s.covered)}", 20)
+    for f in verdict.faster:
+        lines += wrap(f"  faster:      {f.describe(verdict.production)}", 15)
     decision = _DECISION.get(verdict.production_verdict.status, "UNDECIDED")
     lines += wrap(f"{decision}: {verdict.advice}", len(decision) + 2)
     return lines

@@ -160,7 +160,8 @@ def headline(m: Matrix) -> str:
 
 
 def throughput_notes(m: Matrix, hw: str) -> list[str]:
-    """The tok/s checks skipped in this hardware's gated groups, summed: one line each."""
+    """Notes under this hardware's table: SAFE strategies faster than production, and the
+    tok/s checks skipped in its gated groups, summed; one line each."""
     mine = [
         c
         for row in m.rows[hw]
@@ -171,7 +172,11 @@ def throughput_notes(m: Matrix, hw: str) -> list[str]:
     floorless = sum(
         not c.timings_void and (c.throughput is None or c.throughput.skipped) for c in mine
     )
-    out = []
+    out = [
+        f"torch {row[0]} / transformers {row[1]}: {f.describe(m.production_strategy)}"
+        for row in m.rows[hw]
+        for f in m.groups[hw, row].verdict.faster
+    ]
     if floorless:
         out.append(
             f"tok/s not gated in {floorless} of {plural(len(mine), 'production cell')}: no floor"
@@ -254,6 +259,7 @@ def summary_json(m: Matrix, title: str, inputs: list[str]) -> dict[str, Any]:
                 "transformers": g.row[1],
                 "gate": str(g.gate.status),
                 "advice": g.verdict.advice,
+                "faster": [f.describe(m.production_strategy) for f in g.verdict.faster],
                 "strategies": {
                     s.strategy: {
                         "status": str(s.status),
