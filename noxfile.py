@@ -17,6 +17,7 @@ import shutil
 import socket
 import sys
 from pathlib import Path
+from typing import NamedTuple
 from xml.etree import ElementTree
 
 import nox
@@ -331,9 +332,9 @@ def host_race_workers(cores: int, gpus: int, gpu_bytes: int) -> int:
     return max(1, min(by_cores, by_memory))
 
 
-def race_workers(session: nox.Session, gpus: int, gpu_bytes: int) -> int:
+def race_workers(session: nox.Session, gpus: int, gpu_bytes: int, knobs: CellKnobs) -> int:
     """RACEGATE_RACE_WORKERS when set, else host_race_workers for this host's cores and GPUs."""
-    workers = env_int("RACEGATE_RACE_WORKERS", None, minimum=1, what="race cases at once")
+    workers = knobs.race_workers
     if workers is None:
         workers = host_race_workers(len(os.sched_getaffinity(0)), gpus, gpu_bytes)
         session.log(f"race workers: {workers} (from this host; RACEGATE_RACE_WORKERS overrides)")
@@ -351,19 +352,37 @@ def junit_failures(path: Path) -> int | None:
     return sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
 
 
-def run_gpu_cell(session: nox.Session, workers: int) -> None:
+class CellKnobs(NamedTuple):
+    """A GPU cell's RACEGATE_* integers, read before anything is installed or run: a bad value
+    must cost nothing (every cell reads the same environment). A NamedTuple, not a dataclass:
+    the noxfile is loaded by path, outside sys.modules, where dataclasses cannot resolve it."""
+
+    race_workers: int | None  # None: sized to the host (host_race_workers)
+    case_jobs: int
+    control_repeat: int | None  # None: the plugin's default
+
+    @classmethod
+    def from_env(cls) -> CellKnobs:
+        return cls(
+            race_workers=env_int(
+                "RACEGATE_RACE_WORKERS", None, minimum=1, what="race cases at once"
+            ),
+            case_jobs=env_int("RACEGATE_CASE_JOBS", 8, minimum=1, what="runs of one case at once"),
+            # The control's runs per cell. 8 at 8 case jobs put ~30 runs at once on one
+            # 16-core H200 host: every priming run timed out (overload), so the plugin's
+            # default stays (results/2026-12-01-h200-cell-stall, call 2).
+            control_repeat=env_int(
+                "RACEGATE_CONTROL_REPEAT", None, minimum=1, what="the control's runs per case"
+            ),
+        )
+
+
+def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     """Throughput cases first, alone on the machine; then the rest, `workers` cases at a time
     on every GPU (pytest-xdist, --share-gpus: outcomes stay valid, timings would not). On
     2xH200 the both-GPU race selection of one cell took 6.5-7.3 min at 16 workers (four cells,
     results/2026-11-30-h200x2-session3 and -session4), against hours one case at a time."""
-    # Read before anything runs: a bad value must not cost the throughput part first.
-    case_jobs = env_int("RACEGATE_CASE_JOBS", 8, minimum=1, what="runs of one case at once")
-    # The control's runs per cell (the plugin's default unless set). 8 at 8 case jobs put ~30
-    # runs at once on one 16-core H200 host: every priming run timed out (overload), so the
-    # default stays (results/2026-12-01-h200-cell-stall, call 2).
-    control_repeat = env_int(
-        "RACEGATE_CONTROL_REPEAT", None, minimum=1, what="the control's runs per case"
-    )
+    case_jobs, control_repeat = knobs.case_jobs, knobs.control_repeat
     marker, rest = split_marker(session.posargs)  # a user's -m narrows both halves
     both = f"({marker}) and " if marker else ""
     out = results_dir(session)
@@ -436,6 +455,7 @@ GPU_PROBE = (
 @nox.parametrize("torch", cell_params("torch", GPU_TORCH))
 def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     """One torch × transformers cell of the GPU suite (race, cache-state, throughput cases)."""
+    knobs = CellKnobs.from_env()  # a bad value: exit 2 before a skip or an install
     if shutil.which("nvidia-smi") is None:
         session.skip("no NVIDIA GPU here (nvidia-smi not found); run cpu_matrix or race instead")
     install_cell(session, torch, transformers)
@@ -443,10 +463,10 @@ def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     gpus, gpu_bytes = map(int, probe.split()[-2:]) if probe else (0, 0)
     if probe is not None and gpus == 0:
         session.skip(f"torch {torch} in this session sees no GPU (driver or CUDA build mismatch)")
-    if (workers := race_workers(session, gpus, gpu_bytes)) == 1:
+    if (workers := race_workers(session, gpus, gpu_bytes, knobs)) == 1:
         run_suite(session, "cases")  # one case at a time, no pytest-xdist: every timing counts
     else:
-        run_gpu_cell(session, workers)
+        run_gpu_cell(session, workers, knobs)
 
 
 @nox.session

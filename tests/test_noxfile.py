@@ -351,6 +351,24 @@ def test_gpu_matrix_skips_without_a_gpu(
         noxfile.gpu_matrix(FakeSession("gpu", gpus=0), torch="2.11.0", transformers="5.8.1")
 
 
+@pytest.mark.parametrize(
+    "var", ["RACEGATE_RACE_WORKERS", "RACEGATE_CASE_JOBS", "RACEGATE_CONTROL_REPEAT"]
+)
+def test_a_bad_cell_setting_stops_the_cell_before_it_installs_or_skips(
+    noxfile: ModuleType, var: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Read first: on the xdist path they were read after the install and the throughput part
+    had run, so a typo cost a cell's install and its throughput cases first."""
+    monkeypatch.setenv(var, "eight")
+    monkeypatch.setattr(noxfile.shutil, "which", lambda _: None)  # would skip: no GPU
+    session = FakeSession("gpu")
+    with pytest.raises(SystemExit) as exc:
+        noxfile.gpu_matrix(session, torch="2.11.0", transformers="5.8.1")
+    assert exc.value.code == 2 and f"{var}='eight'" in capsys.readouterr().err
+    assert session.installs == [] and session.runs == []
+
+
 def test_report_session_reads_the_results_dir(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
