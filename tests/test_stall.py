@@ -294,3 +294,26 @@ def test_a_starved_busy_process_is_busy_not_idle() -> None:
         _end(*procs)
     assert cpu < stall.RUN_IDLE_CORES, cpu  # half a core or less: "idle" by CPU time
     assert demand > 0.9 > stall.RUN_IDLE_CORES, (cpu, demand)
+
+
+def test_a_dump_or_give_up_signal_at_a_childs_first_instant_does_not_kill_it(
+    tmp_path: Path,
+) -> None:
+    """The watch may signal a child before its interpreter has run a line (a tiny timeout, a
+    slow start): a real-time signal's default action would kill it (exit -37). The runner
+    starts it with both blocked; the worker unblocks them once ignored or armed."""
+    from harness.run import cache_state, runner
+    from tests.fault_kit import fault_scenario
+
+    scenario = fault_scenario("ok")
+    root = cache_state.private_dir(tmp_path / "root")
+    env, _ = runner.child_env(scenario, root, uuid.uuid4().hex)
+    (spec,) = runner.child_specs(scenario, tmp_path)
+    proc = runner.start_child(spec, tmp_path / "run", env)
+    try:
+        proc.send_signal(lifeline.DUMP_SIGNAL)  # at once: the child is still starting
+        proc.send_signal(lifeline.GIVE_UP_SIGNAL)
+        assert proc.wait(timeout=120) == 0, (tmp_path / "run" / "stderr.txt").read_text()[-2000:]
+    finally:
+        proc.kill()
+    assert (tmp_path / "run" / "result.json").is_file()

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
@@ -29,6 +30,26 @@ RUN_MARKER = "RACEGATE_RUN_ID"
 # same theft as the fault `signal_thief`). No library racegate runs takes these two.
 DUMP_SIGNAL = signal.SIGRTMIN + 3
 GIVE_UP_SIGNAL = signal.SIGRTMIN + 4
+RUN_SIGNALS = frozenset({DUMP_SIGNAL, GIVE_UP_SIGNAL})
+
+
+@contextlib.contextmanager
+def run_signals_blocked() -> Iterator[None]:
+    """Block RUN_SIGNALS in this thread while it starts a child. The signal mask survives fork
+    and exec, so one sent before the child's first line (interpreter start-up) stays pending
+    instead of killing it (a real-time signal's default action; measured: exit -37), and the
+    worker unblocks them once it has set their handlers (`unblock_run_signals`)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, RUN_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def unblock_run_signals() -> None:
+    """The worker, once its handlers for RUN_SIGNALS are set (SIG_IGN first): one that came
+    while they were blocked is then delivered to that handler, or discarded if ignored."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, RUN_SIGNALS)
 
 
 def _prctl(option: int, arg: int) -> bool:

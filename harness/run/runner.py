@@ -108,8 +108,13 @@ def start_child(
     (run_dir / "scenario.json").write_text(json.dumps(spec))
     if STOPPING.is_set():
         raise RuntimeError("racegate is shutting down: no new run is started")
-    with (run_dir / "stdout.txt").open("wb") as out, (run_dir / "stderr.txt").open("wb") as err:
-        # Output goes straight to files; the runner only ever reads their tails.
+    # Output goes straight to files; the runner only ever reads their tails. The stall
+    # watch's signals are blocked until the worker has set its handlers.
+    with (
+        (run_dir / "stdout.txt").open("wb") as out,
+        (run_dir / "stderr.txt").open("wb") as err,
+        lifeline.run_signals_blocked(),
+    ):
         proc = subprocess.Popen(
             [sys.executable, "-m", "harness.run.worker", str(run_dir)],
             env=env,

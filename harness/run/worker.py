@@ -20,6 +20,7 @@ lifeline.die_with_parent(int(_runner) if _runner and _runner.isdigit() else None
 # armed their handlers yet: ignored until then.
 signal.signal(lifeline.DUMP_SIGNAL, signal.SIG_IGN)
 signal.signal(lifeline.GIVE_UP_SIGNAL, signal.SIG_IGN)
+lifeline.unblock_run_signals()  # the runner started us with them blocked
 
 import faulthandler  # noqa: E402
 import json  # noqa: E402
