@@ -28,8 +28,11 @@ RUN_MARKER = "RACEGATE_RUN_ID"
 # Python 3.12): after one torch.compile on CUDA, SIGUSR1's handler lay in libtriton.so and its
 # dump no longer landed, while one on SIGRTMIN+3 still did (tests/fault_workloads.py has the
 # same theft as the fault `signal_thief`). No library racegate runs takes these two.
-DUMP_SIGNAL = signal.SIGRTMIN + 3
-GIVE_UP_SIGNAL = signal.SIGRTMIN + 4
+# Without real-time signals (macOS: no CUDA, so no triton to take the user signals) the user
+# signals do.
+_RT = getattr(signal, "SIGRTMIN", None)
+DUMP_SIGNAL: int = _RT + 3 if _RT is not None else signal.SIGUSR1
+GIVE_UP_SIGNAL: int = _RT + 4 if _RT is not None else signal.SIGUSR2
 RUN_SIGNALS = frozenset({DUMP_SIGNAL, GIVE_UP_SIGNAL})
 
 
