@@ -31,6 +31,10 @@ N_WINDOWS = 3  # tokens/s is the median of this many steady-state windows
 # Each thread's steady steps must have overlapped other threads' steps (compiling or steady)
 # for at least this share of its steady time, or the run proves nothing about the race.
 CONCURRENCY_SHARE = 0.5
+# And together the clean threads' steady steps must have demanded at least this many cores (CPU
+# demand: on a CPU or waiting for one, harness.run.schedstat). Threads that take turns under a
+# lock demand at most 1 between them, however many they are.
+DEMAND_CORES = 1.5
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,7 @@ def thread_record(report: ThreadReport, compiled: bool) -> ThreadRecord:
         step_s=[s.seconds for s in steps],
         shapes=[s.shape for s in steps],
         span=(steps[0].start, steps[-1].end) if steps else None,
+        step_demand_s=[s.demand_s for s in steps],
     )
 
 
@@ -158,6 +163,23 @@ def overlap_shares(
     return shares
 
 
+def demand_shares(reports: list[ThreadReport], warmup_steps: int) -> list[float | None]:
+    """Per thread: the CPU demand of its steady steps over their wall time (cores: 1.0 = it ran
+    or was ready to run for the whole step). None: no steady step, or one without demand.
+
+    Every steady step, not only those up to the quota: a steady thread beside another's compile
+    waits for the GIL that compile's Python holds (tiny CPU `per_device`, the first steps:
+    0.63 + 0.46), and a lock that serialises the threads holds them apart in every step.
+    """
+    shares: list[float | None] = []
+    for report in reports:
+        steady = steady_steps(report, warmup_steps)
+        wall = sum(s.seconds for s in steady)
+        known = steady and wall > 0 and all(s.demand_s is not None for s in steady)
+        shares.append(sum(s.demand_s or 0.0 for s in steady) / wall if known else None)
+    return shares
+
+
 def concurrency_findings(
     records: list[ThreadRecord], shares: list[float | None], asked: int
 ) -> list[Finding]:
@@ -178,6 +200,39 @@ def concurrency_findings(
                 )
             )
     return found
+
+
+def demand_findings(
+    records: list[ThreadRecord], shares: list[float | None], asked: int
+) -> list[Finding]:
+    """Clean threads whose steady steps together demanded less than DEMAND_CORES took turns.
+
+    Step times alone cannot tell: a step's time includes its wait for a lock, so steps that take
+    turns under one lock still overlap. Their CPU demand can: at most one of them runs at a time.
+    """
+    if asked <= 1 or any(rec.outcome != Outcome.OK for rec in records):
+        return []  # as concurrency_findings
+    missing = [rec.index for rec in records if None in (rec.step_demand_s or [])]
+    if missing:
+        which = ", ".join(map(str, missing))
+        return [
+            Finding(
+                Outcome.NOT_CONCURRENT,
+                f"thread(s) {which}: steady steps without CPU demand (the kernel gave no "
+                f"/proc/thread-self/schedstat): whether the threads took turns is not shown",
+            )
+        ]
+    known = [share for share in shares if share is not None]
+    if len(known) < 2 or sum(known) >= DEMAND_CORES:
+        return []  # one thread with steps: concurrency_findings already says so
+    return [
+        Finding(
+            Outcome.NOT_CONCURRENT,
+            f"threads' steady steps demanded {' + '.join(f'{s:.2f}' for s in known)} = "
+            f"{sum(known):.2f} cores (a serial run demands ≤ 1; needs ≥ {DEMAND_CORES:g}): "
+            f"they took turns (a lock, the GIL or a sleep inside the step)",
+        )
+    ]
 
 
 def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[dict, list[Finding]]:
@@ -313,6 +368,10 @@ def decide(ev: RunEvidence) -> RunRecord:
     for rec, share in zip(reported, shares, strict=True):
         rec.overlap_share = share
     findings += concurrency_findings(reported, shares, asked)
+    demands = demand_shares(reports, scenario.warmup_steps)
+    for rec, demand in zip(reported, demands, strict=True):
+        rec.demand_share = demand
+    findings += demand_findings(reported, demands, asked)
     cache, cache_found = cache_findings(ev.cache, scenario)
     findings += cache_found
     steady, flops_rate, mem_by_device, flops_problems = _throughput(scenario, ev.children)
