@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.judge.decide import CONCURRENCY_SHARE, decide
+from harness.judge.decide import CONCURRENCY_SHARE, DEMAND_CORES, decide
 from harness.judge.metrics import merge, overlap_share
 from harness.run.protocol import (
     CacheEvidence,
@@ -24,13 +24,19 @@ from harness.scenario import make_scenario
 FAULT = "tests.fault_workloads:make_workload"
 
 
-def steps(*spans: tuple[float, float]) -> tuple[Step, ...]:
-    """A compiling first step (shape 0) then steady steps, at the given (start, end) times."""
-    return tuple(Step(0, a, b, 10, n == 0, None) for n, (a, b) in enumerate(spans))
+def steps(*spans: tuple[float, float], busy: float | None = 1.0) -> tuple[Step, ...]:
+    """A compiling first step (shape 0) then steady steps, at the given (start, end) times, each
+    demanding `busy` of its time in CPU (None: no schedstat)."""
+    return tuple(
+        Step(0, a, b, 10, n == 0, None, None if busy is None else busy * (b - a))
+        for n, (a, b) in enumerate(spans)
+    )
 
 
-def thread(i: int, spans: list[tuple[float, float]], error: str | None = None) -> ThreadReport:
-    return ThreadReport(i, "cpu", error is None, error, 0, steps(*spans))
+def thread(
+    i: int, spans: list[tuple[float, float]], error: str | None = None, busy: float | None = 1.0
+) -> ThreadReport:
+    return ThreadReport(i, "cpu", error is None, error, 0, steps(*spans, busy=busy))
 
 
 TOGETHER = [[(0, 1), (1, 2), (2, 3)], [(0, 1.1), (1.1, 2.1), (2.1, 3.1)]]
@@ -100,6 +106,33 @@ def test_serial_steps_are_not_concurrent() -> None:
     assert rec.outcome == "not_concurrent"
     assert "thread 0's steady steps overlapped other threads' steps for 0%" in rec.detail
     assert rec.threads_concurrent == 0
+
+
+def test_steps_that_take_turns_under_a_lock_are_not_concurrent() -> None:
+    """Issue 17 item 2: steps under one lock overlap by their times (each waits for the lock
+    inside its step), so only the threads' CPU demand shows that they took turns."""
+    together = [thread(i, s, busy=0.5) for i, s in enumerate(TOGETHER)]
+    rec = decide(evidence(child(together)))
+    assert rec.outcome == "not_concurrent", rec.detail
+    assert "demanded 0.50 + 0.50 = 1.00 cores" in rec.detail
+    assert f"needs ≥ {DEMAND_CORES:g}" in rec.detail and "took turns" in rec.detail
+    assert [t.demand_share for t in rec.threads] == pytest.approx([0.5, 0.5])
+    assert all(t.overlap_share and t.overlap_share > 0.9 for t in rec.threads)  # times can't tell
+
+
+def test_threads_that_demand_just_enough_are_concurrent() -> None:
+    busy = DEMAND_CORES / 2 + 0.01
+    rec = decide(evidence(child([thread(i, s, busy=busy) for i, s in enumerate(TOGETHER)])))
+    assert rec.outcome == "ok", rec.detail
+    assert rec.threads[0].step_demand_s == pytest.approx([busy, busy, busy])
+
+
+def test_steps_without_cpu_demand_fail_closed() -> None:
+    """A kernel without schedstat: no demand, so no proof the threads did not take turns."""
+    rec = decide(evidence(child([thread(0, TOGETHER[0]), thread(1, TOGETHER[1], busy=None)])))
+    assert rec.outcome == "not_concurrent", rec.detail
+    assert "thread(s) 1: steady steps without CPU demand" in rec.detail
+    assert "schedstat" in rec.detail
 
 
 def test_a_single_thread_is_exempt_from_concurrency() -> None:

@@ -33,8 +33,12 @@ N_WINDOWS = 3  # tokens/s is the median of this many steady-state windows
 CONCURRENCY_SHARE = 0.5
 # And together the clean threads' steady steps must have demanded at least this many cores (CPU
 # demand: on a CPU or waiting for one, harness.run.schedstat). Threads that take turns under a
-# lock demand at most 1 between them, however many they are.
-DEMAND_CORES = 1.5
+# lock demand at most 1 between them, however many they are. Measured, 2 threads, 2-core CPU
+# box, torch 2.13, `tiny`: the fault suite's `serial` 0.99; `warmup_locked` 1.75 alone,
+# 1.56-1.63 with a second run beside it and 1.49-1.83 with two (the GIL, held by a thread the
+# overloaded host preempts, keeps more of the steps waiting); `per_device` 1.68 alone,
+# 1.80-1.81 beside another run; the fault suite's `ok` 1.99. The bar sits between the two.
+DEMAND_CORES = 1.25
 
 
 @dataclass(frozen=True)
