@@ -49,8 +49,8 @@ class ThreadRecord:
     # work, not its waits for locks, the GIL or sleeps); an item is None where the kernel gave
     # no schedstat. None: the record predates it.
     step_demand_s: list[float | None] | None = None
-    # Its steady steps' demand over their wall time (cores; the concurrency check sums these over
-    # threads). None: no steady step with demand, or the record predates it.
+    # Its steady steps' demand over their wall time (cores), recorded, not judged (why: in
+    # harness.judge.decide.demand_shares). None: no steady step with demand, or predates it.
     demand_share: float | None = None
 
 

@@ -97,10 +97,9 @@ def render(rows: list[dict[str, object]], command: str, wall: float) -> str:
     lines += ["", f"{len(rows) - len(missed)} of {len(rows)} faults got the expected outcome."]
     lines += [
         "",
-        "`serial` (every step under one process-wide lock) overlaps by per-step times (a step's "
-        "time includes its wait for the lock); the threads' CPU demand shows they took turns "
-        "(`not_concurrent`). A lock that blocks a whole first step is a hang "
-        "(`first_step_block`).",
+        "`serial` (every step under one process-wide lock) is recorded `ok`: a step's time "
+        "includes its wait for the lock, so by per-step times the threads' steps do overlap. "
+        "A lock that blocks a whole first step is caught (`first_step_block` → hang).",
     ]
     return "\n".join(lines) + "\n"
 

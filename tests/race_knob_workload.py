@@ -19,17 +19,16 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
+import time
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from harness.workload_api import StepResult
-from tests.fault_workloads import compute_for
 
 STRATEGIES = ("per_device", "warmup", "warmup_locked")
 _LINGER_S = 5.0  # an open trace waits at most this long for another thread's compiled call
-# A step computes (GIL released) so the threads' steps overlap and demand CPU: a concurrent run.
-_STEP_S = 0.05
+_STEP_S = 0.05  # a step sleeps (GIL released) so the threads' steps overlap: a concurrent run
 
 _serial = threading.Lock()  # closes the window: lazy traces and compiled calls, one at a time
 # Traces never overlap each other (two concurrent make_fx trip a different torch race, the
@@ -112,7 +111,7 @@ class _Replica:
             if shape not in self.traced:
                 self._trace(shape)
             self._call(shape)
-        compute_for(_STEP_S)
+        time.sleep(_STEP_S)
         return StepResult(tokens=shape + 1)
 
     def eager_fallbacks(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from pathlib import Path
@@ -9,11 +10,18 @@ from pathlib import Path
 import pytest
 
 from harness.run import schedstat
-from tests.fault_workloads import compute_for
 
 pytestmark = pytest.mark.skipif(
     not schedstat.THREAD_SELF.exists(), reason="no /proc/thread-self/schedstat on this kernel"
 )
+
+
+def compute_for(seconds: float) -> None:
+    """CPU work with the GIL released, on this thread alone (hashlib releases it over 2 KiB)."""
+    block = bytes(1 << 18)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        hashlib.sha256(block).digest()
 
 
 def _demand_during(work) -> float:
