@@ -163,11 +163,14 @@ def demand_shares(reports: list[ThreadReport], warmup_steps: int) -> list[float 
     """Per thread: the CPU demand of its steady steps over their wall time (cores: 1.0 = it ran
     or was ready to run for the whole step). None: no steady step, or one without demand.
 
-    Recorded, not judged: threads that take turns under a lock sum to at most 1 core, but so do
-    threads that take turns at the GIL, which still interleave finely enough to race. A steady
-    thread beside another's compile waits for the GIL the compile's Python holds (2-core CPU box,
-    torch 2.13: the fault suite's whole-step lock 0.45 + 0.54 = 0.99 cores; the Llama example,
-    `per_device`, 2 steps, 0.50 + 0.18 = 0.69; tiny `warmup_locked` 1.49-1.83).
+    Recorded, not judged: threads that take turns under a whole-step lock sum to at most 1 core
+    between them, but so does a run that was concurrent only part of its steady time. The Llama
+    example (`per_device`, 2 threads, 2-core CPU box, torch 2.13) summed 0.50 + 0.18 = 0.69,
+    below a whole-step lock's 0.45 + 0.54 = 0.99 (the fault suite's `serial`, its step's sleep
+    made 0.1 s of computing; as it sleeps, 0.01 + 0.01): thread 1 ran 324 steady steps
+    at 0.92 beside thread 0's compile, then one steady step waited 60 s (4 s of demand) while
+    that compile finished (torch's own compile lock, by the look of it), and that one step
+    outweighs the rest. The built-in `tiny` drafter summed 1.5-1.8.
     """
     shares: list[float | None] = []
     for report in reports:
