@@ -20,7 +20,9 @@ SCHEMA_VERSION = 2
 # Fields added to schema 2 after records of it were committed (results/): a record without one
 # reads as that field's default, which must say "not recorded" (None). Every other field must
 # be there, and no unknown one may be.
-ADDED_TO_SCHEMA_2 = frozenset({"stalled_s", "busy_at_deadline"})
+ADDED_TO_SCHEMA_2 = frozenset(
+    {"stalled_s", "busy_at_deadline", "step_demand_s", "demand_share"}  # ThreadRecord: the last 2
+)
 
 
 class TornRecordsError(ValueError):
@@ -43,6 +45,13 @@ class ThreadRecord:
     span: tuple[float, float] | None = None  # monotonic start/end of its stepping
     # Share of its steady time during which another thread was inside a step (None: alone).
     overlap_share: float | None = None
+    # CPU demand of each step, as step_s (seconds on a CPU or waiting for one: the step's own
+    # work, not its waits for locks, the GIL or sleeps); an item is None where the kernel gave
+    # no schedstat. None: the record predates it.
+    step_demand_s: list[float | None] | None = None
+    # Its steady steps' demand over their wall time (cores), recorded, not judged (why: in
+    # harness.judge.decide.demand_shares). None: no steady step with demand, or predates it.
+    demand_share: float | None = None
 
 
 # RunRecord.hardware["device_name"] of a run none of whose children said what it ran on.
@@ -99,7 +108,7 @@ class RunRecord:
                 f"record schema_version {version!r}; this racegate reads {SCHEMA_VERSION}"
             )
         data = _exactly(cls, data, optional=ADDED_TO_SCHEMA_2)
-        threads = [_exactly(ThreadRecord, t) for t in data["threads"]]
+        threads = [_exactly(ThreadRecord, t, optional=ADDED_TO_SCHEMA_2) for t in data["threads"]]
         for t in threads:  # JSON has no tuples
             t["span"] = tuple(t["span"]) if t["span"] is not None else None
         data["threads"] = [ThreadRecord(**t) for t in threads]

@@ -24,13 +24,19 @@ from harness.scenario import make_scenario
 FAULT = "tests.fault_workloads:make_workload"
 
 
-def steps(*spans: tuple[float, float]) -> tuple[Step, ...]:
-    """A compiling first step (shape 0) then steady steps, at the given (start, end) times."""
-    return tuple(Step(0, a, b, 10, n == 0, None) for n, (a, b) in enumerate(spans))
+def steps(*spans: tuple[float, float], busy: float | None = 1.0) -> tuple[Step, ...]:
+    """A compiling first step (shape 0) then steady steps, at the given (start, end) times, each
+    demanding `busy` of its time in CPU (None: no schedstat)."""
+    return tuple(
+        Step(0, a, b, 10, n == 0, None, None if busy is None else busy * (b - a))
+        for n, (a, b) in enumerate(spans)
+    )
 
 
-def thread(i: int, spans: list[tuple[float, float]], error: str | None = None) -> ThreadReport:
-    return ThreadReport(i, "cpu", error is None, error, 0, steps(*spans))
+def thread(
+    i: int, spans: list[tuple[float, float]], error: str | None = None, busy: float | None = 1.0
+) -> ThreadReport:
+    return ThreadReport(i, "cpu", error is None, error, 0, steps(*spans, busy=busy))
 
 
 TOGETHER = [[(0, 1), (1, 2), (2, 3)], [(0, 1.1), (1.1, 2.1), (2.1, 3.1)]]
@@ -100,6 +106,18 @@ def test_serial_steps_are_not_concurrent() -> None:
     assert rec.outcome == "not_concurrent"
     assert "thread 0's steady steps overlapped other threads' steps for 0%" in rec.detail
     assert rec.threads_concurrent == 0
+
+
+def test_each_steps_cpu_demand_and_each_threads_share_are_recorded() -> None:
+    """Recorded for reading (GPU cells): a thread's steady share is its steps' demand over their
+    time; a thread with a step without demand (no schedstat) has no share."""
+    threads = [thread(0, TOGETHER[0], busy=0.5), thread(1, TOGETHER[1], busy=None)]
+    rec = decide(evidence(child(threads)))
+    assert rec.outcome == "ok", rec.detail  # recorded, not judged (decide.demand_shares)
+    assert rec.threads[0].step_demand_s == pytest.approx([0.5, 0.5, 0.5])
+    assert rec.threads[0].demand_share == pytest.approx(0.5)
+    assert rec.threads[1].step_demand_s == [None, None, None]
+    assert rec.threads[1].demand_share is None
 
 
 def test_a_single_thread_is_exempt_from_concurrency() -> None:

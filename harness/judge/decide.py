@@ -128,6 +128,7 @@ def thread_record(report: ThreadReport, compiled: bool) -> ThreadRecord:
         step_s=[s.seconds for s in steps],
         shapes=[s.shape for s in steps],
         span=(steps[0].start, steps[-1].end) if steps else None,
+        step_demand_s=[s.demand_s for s in steps],
     )
 
 
@@ -155,6 +156,28 @@ def overlap_shares(
         own = [(s.start, s.end) for s in steady_steps(mine, warmup_steps)]
         others = [iv for j, ivs in enumerate(intervals) if j != i for iv in ivs]
         shares.append(metrics.overlap_share(own, others))
+    return shares
+
+
+def demand_shares(reports: list[ThreadReport], warmup_steps: int) -> list[float | None]:
+    """Per thread: the CPU demand of its steady steps over their wall time (cores: 1.0 = it ran
+    or was ready to run for the whole step). None: no steady step, or one without demand.
+
+    Recorded, not judged: threads that take turns under a whole-step lock sum to at most 1 core
+    between them, but so does a run that was concurrent only part of its steady time. The Llama
+    example (`per_device`, 2 threads, 2-core CPU box, torch 2.13) summed 0.50 + 0.18 = 0.69,
+    below a whole-step lock's 0.45 + 0.54 = 0.99 (the fault suite's `serial`, its step's sleep
+    made 0.1 s of computing; as it sleeps, 0.01 + 0.01): thread 1 ran 324 steady steps
+    at 0.92 beside thread 0's compile, then one steady step waited 60 s (4 s of demand) while
+    that compile finished (torch's own compile lock, by the look of it), and that one step
+    outweighs the rest. The built-in `tiny` drafter summed 1.5-1.8.
+    """
+    shares: list[float | None] = []
+    for report in reports:
+        steady = steady_steps(report, warmup_steps)
+        wall = sum(s.seconds for s in steady)
+        known = steady and wall > 0 and all(s.demand_s is not None for s in steady)
+        shares.append(sum(s.demand_s or 0.0 for s in steady) / wall if known else None)
     return shares
 
 
@@ -314,6 +337,9 @@ def decide(ev: RunEvidence) -> RunRecord:
     for rec, share in zip(reported, shares, strict=True):
         rec.overlap_share = share
     findings += concurrency_findings(reported, shares, asked)
+    demands = demand_shares(reports, scenario.warmup_steps)
+    for rec, demand in zip(reported, demands, strict=True):
+        rec.demand_share = demand
     cache, cache_found = cache_findings(ev.cache, scenario)
     findings += cache_found
     steady, flops_rate, mem_by_device, flops_problems = _throughput(scenario, ev.children)

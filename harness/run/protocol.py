@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: Step.demand_s
 
 # A thread that could not finish its steps before the run's deadline writes this mark in its
 # error; the judge files it as a hang (docs/vocabulary.md).
@@ -33,6 +33,9 @@ class Step:
     tokens: int
     compiled_shape: bool  # first step of this shape in this thread: it compiled, not steady
     mem_peak: int | None  # device peak bytes after the step (None on CPU)
+    # The stepping thread's own CPU demand during the step (harness.run.schedstat: on a CPU or
+    # waiting for one), seconds; None: the kernel gave no schedstat to read.
+    demand_s: float | None
 
     @property
     def seconds(self) -> float:

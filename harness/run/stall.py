@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.run import stacks
+from harness.run import schedstat, stacks
 from harness.run.lifeline import DUMP_SIGNAL
 from harness.run.protocol import STEPPING, ProgressEvent, ProtocolError
 
@@ -69,14 +69,11 @@ def _ticks(stat: Path, which: tuple[int, ...]) -> int:
 
 
 def _task_demand(task: Path) -> float:
-    """Seconds a thread has run or waited to run: its schedstat's time on a CPU plus its time
-    on a run queue, so a thread starved on an overloaded host counts as busy, not idle (a
-    compile getting half a core is no deadlock). Its stat's CPU time where the kernel keeps no
-    schedstat; 0 when the thread is gone."""
-    with contextlib.suppress(OSError, ValueError):
-        run_ns, wait_ns = (task / "schedstat").read_text().split()[:2]
-        return (int(run_ns) + int(wait_ns)) / 1e9
-    return _ticks(task / "stat", _OWN) / _TICK
+    """Seconds a thread has run or waited to run (harness.run.schedstat), so a thread starved on
+    an overloaded host counts as busy, not idle (a compile getting half a core is no deadlock).
+    Its stat's CPU time where the kernel keeps no schedstat; 0 when the thread is gone."""
+    demand = schedstat.demand_s(task / "schedstat")
+    return demand if demand is not None else _ticks(task / "stat", _OWN) / _TICK
 
 
 def demand_seconds(pids: list[int]) -> float:

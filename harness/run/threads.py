@@ -11,11 +11,11 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from harness.run import lifeline
+from harness.run import lifeline, schedstat
 from harness.run.protocol import DEADLINE_MARK, Step
 from harness.vocab import Schedule
 from harness.workload_api import Replica
@@ -82,7 +82,7 @@ def _with_mem(step: Step, device: str) -> Step:
     if not device.startswith("cuda"):
         return step
     peak = int(torch.cuda.max_memory_allocated(torch.device(device)))
-    return Step(step.shape, step.start, step.end, step.tokens, step.compiled_shape, peak)
+    return replace(step, mem_peak=peak)
 
 
 class _Coordinator:
@@ -144,11 +144,15 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
         while time.monotonic() < plan.deadline and not GIVE_UP.is_set():
             shape = _next_shape(co, i, base_shape, new_shape)
             # Monotonic, not perf_counter: steps of threads in other processes are compared.
-            t0 = time.monotonic()
+            t0, demand0 = time.monotonic(), schedstat.demand_s()
             result = run.replica.step(shape)
             sync_device(run.device)
+            t1, demand1 = time.monotonic(), schedstat.demand_s()
+            # What this thread itself ran (or was ready to) of the step: a step spent waiting
+            # for a lock held by another thread demands nothing (the judge's concurrency check).
+            demand = demand1 - demand0 if demand0 is not None and demand1 is not None else None
             compiled = shape not in seen_shapes
-            step = Step(shape, t0, time.monotonic(), int(result.tokens), compiled, None)
+            step = Step(shape, t0, t1, int(result.tokens), compiled, None, demand)
             run.steps.append(step if run.device == "cpu" else _with_mem(step, run.device))
             seen_shapes.add(shape)
             done += 1
