@@ -56,6 +56,19 @@ def test_waiting_for_a_lock_or_sleeping_demands_nothing() -> None:
 
 def test_no_file_or_no_counts_is_no_evidence(tmp_path: Path) -> None:
     zeros = tmp_path / "schedstat"
-    zeros.write_text("0 0 0\n")  # a kernel that keeps the file but not the counts
-    assert schedstat.demand_s(zeros) is None
+    zeros.write_text("0 0 0\n")
+    assert not schedstat.counts_kept(zeros)  # a kernel that keeps the file but not the counts
+    assert schedstat.counts_kept()  # this one keeps them
+    # A thread that has only just started reads zeros too: that is a demand of 0, not none
+    # (treating it as none made the first read of a new thread fail at random).
+    assert schedstat.demand_s(zeros) == 0.0
     assert schedstat.demand_s(tmp_path / "absent") is None
+
+
+def test_a_new_threads_first_read_is_evidence() -> None:
+    seen: list[float | None] = []
+    for _ in range(50):
+        t = threading.Thread(target=lambda: seen.append(schedstat.demand_s()))
+        t.start()
+        t.join(10)
+    assert None not in seen and len(seen) == 50
