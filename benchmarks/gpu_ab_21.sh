@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Issue 21's version A/B on one H200, through `nox -s gpu_ab` itself: each CANDIDATE
+# transformers release against the reference (the runner image's torch with transformers
+# 5.6.0, noxfile.AB_REFERENCE), interleaved runs on GPU 0, RUNS per side (RACEGATE_AB_RUNS), for
+# PRESET. Wheels: .whl (nox and its deps) and .whl-ab (transformers 5.6.0 and 5.8.1, tokenizers
+# 0.22.2) carried, merged here into one wheelhouse for RACEGATE_WHEELHOUSE. Everything is
+# packed into $OUT/all.tar.gz at exit (the device returns at most 8 files), with summary.txt
+# beside it.
+#   OUT=<empty dir> PRESET=small CANDIDATES="5.8.1 5.17.0" RUNS=5 bash benchmarks/gpu_ab_21.sh
+#   OUT=<empty dir> PRESET=qwen3-8b-drafter CANDIDATES=5.8.1 RUNS=3 bash benchmarks/gpu_ab_21.sh
+# Cost, from the runs measured so far: `small` ≈ 30 s a run, the 8B ≈ 55 s (3 steady steps), so
+# one A/B is about 2 × RUNS runs plus building the two venvs (a minute or two the first time).
+set -uo pipefail
+OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
+cd "$(dirname "$0")/.." || exit 2
+PRESET=${PRESET:-small}
+RUNS=${RUNS:-5}
+export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2 RACEGATE_AB_RUNS=$RUNS
+W=$(mktemp -d)
+trap 'cp "$W/summary.txt" "$OUT/" 2>/dev/null; tar czf "$OUT/all.tar.gz" -C "$W" .; rm -rf "$W"' EXIT
+t0=$SECONDS
+log() { echo "[$(date -u +%T) +$((SECONDS - t0))s] $*" | tee -a "$W/session.log"; }
+WHEELS="$W/wheels"
+mkdir -p "$WHEELS"
+cp .whl/*.whl .whl-ab/*.whl "$WHEELS"/ || { log "carry .whl and .whl-ab"; exit 2; }
+SITE=$(mktemp -d)
+python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl >>"$W/session.log" 2>&1
+{ git rev-parse HEAD; nvidia-smi -L; } >"$W/env.txt" 2>&1
+case $PRESET in
+  small) RUN_ARGS=(--preset small --devices 0 --threads-per-device 1 --steps 60 --warmup-steps 3) ;;
+  *) RUN_ARGS=(--preset "$PRESET" --devices 0 --threads-per-device 1 --steps 3 --warmup-steps 2) ;;
+esac
+for cand in ${CANDIDATES:-5.8.1 5.17.0}; do
+  dir="$W/$PRESET-$cand"
+  mkdir -p "$dir"
+  log "A/B $PRESET: transformers $cand against the reference: start"
+  timeout -s INT -k 20 "${AB_S:-900}" env PYTHONPATH="$SITE" RACEGATE_WHEELHOUSE="$WHEELS" \
+    RACEGATE_RESULTS_DIR="$dir" python3 -m nox -s "gpu_ab(torch='system', transformers='$cand')" \
+    -- "${RUN_ARGS[@]}" >"$dir/nox.log" 2>&1
+  log "A/B $PRESET $cand: nox exit $?"
+  {
+    echo "## $PRESET: transformers $cand vs the reference"
+    grep -E "tokens_per_s|peak_mem|A/B|slower|faster|no significant|run [0-9]+/" "$dir/nox.log" | tail -20
+  } >>"$W/summary.txt"
+done
+cat "$W/summary.txt"
