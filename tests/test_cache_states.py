@@ -110,3 +110,27 @@ def test_a_compiled_run_and_a_probe_run_write_nothing_outside_their_root(
     probes = run_probes_isolated(["is_compiling_leak"], timeout_s=60)
     assert [r.name for r in probes] == ["is_compiling_leak"]
     assert sorted(str(p) for p in [*home.rglob("*"), *tmp.rglob("*")]) == []
+
+
+def test_a_primed_cache_is_copied_without_its_sockets_or_fifos(tmp_path: Path) -> None:
+    """A priming run's helpers may leave a socket or a FIFO in its TMPDIR (multiprocessing's
+    listener): not cache, and shutil's copy raises on one."""
+    import os
+    import socket
+
+    from harness.run.cache_state import private_dir
+    from harness.run.runner import copy_cache
+
+    primed = private_dir(tmp_path / "primed")
+    (primed / "inductor").mkdir(mode=0o700)
+    (primed / "inductor" / "entry").write_bytes(b"compiled")
+    os.mkfifo(primed / "fifo")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(primed / "sock"))
+        (primed / "link").symlink_to("inductor/entry")
+        root = private_dir(tmp_path / "root")
+        copy_cache(primed, root)
+    assert sorted(p.name for p in root.iterdir()) == ["inductor", "link"]
+    assert (root / "inductor" / "entry").read_bytes() == b"compiled"
+    assert os.readlink(root / "link") == "inductor/entry"
+    assert (root.stat().st_mode & 0o777) == 0o700

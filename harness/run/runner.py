@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -311,6 +312,20 @@ def _cache_evidence(
     )
 
 
+def _copy_regular(src: str, dst: str) -> None:
+    """shutil.copytree's copy_function: regular files only. A socket or FIFO a priming run's
+    helpers left in its TMPDIR (multiprocessing's listener, say) is no cache, and copying one
+    would raise."""
+    if stat.S_ISREG(os.lstat(src).st_mode):
+        shutil.copy2(src, dst)
+
+
+def copy_cache(primed: Path, root: Path) -> None:
+    """A primed root's files into a run's own (existing, 0700) root. symlinks=True: a link is
+    copied as a link, never followed out of the tree."""
+    shutil.copytree(primed, root, symlinks=True, copy_function=_copy_regular, dirs_exist_ok=True)
+
+
 def _needs_prime(scenario: Scenario) -> bool:
     return scenario.cache_state in (CacheState.WARM, CacheState.DELETED)
 
@@ -418,8 +433,7 @@ def collect(
         if _needs_prime(scenario):
             if primes is not None:
                 primed = primes.get(scenario)
-                # symlinks=True: a link is copied as a link, never followed out of the tree.
-                shutil.copytree(primed.root, root, symlinks=True, dirs_exist_ok=True)
+                copy_cache(primed.root, root)
             else:
                 primed = _prime(scenario, base, root, run_id)
         env, overridden = child_env(scenario, root, run_id)
