@@ -154,11 +154,11 @@ def test_race(race_case, racegate_config, pytestconfig) -> None:
         threads_per_device=tpd,
         steps=4 if devices == ("cpu",) else 8,
         warmup_steps=1,
-        # Warm and deleted runs copy the cache of a priming run made first (one per case):
-        # halve each budget, for the first run's wait on it. A run's budget is the same
-        # whatever the case's repeats (its time limit scales).
+        # Warm and deleted runs copy the cache of one priming run made first: it takes a
+        # run's share of the case's time. A run's budget is the same whatever the case's
+        # repeats (its time limit scales).
         timeout_s=rc.run_timeout_within(
-            CASE_TIMEOUT_S * 0.8 / rc.repeat / (1 if cache_state is CacheState.COLD else 2)
+            CASE_TIMEOUT_S * 0.8 / (rc.repeat + (cache_state is not CacheState.COLD))
         ),
         workload=rc.workload,
     )
