@@ -90,6 +90,18 @@ for title, paths in (("cell", sorted(w.glob("m/**/*.jsonl"))), ("detection", [w 
               f"{sum(r.stalled_s is not None for r in recs)} | "
               f"{sum(bool(r.busy_at_deadline) for r in recs)} | "
               f"{walls[0]}–{walls[-1]} (median {statistics.median(walls):.0f}) |")
+# Issue 17's evidence on a GPU: the threads' CPU demand over their steady steps, summed per
+# run (a whole-step lock keeps it at ≤ 1 core; on CPU concurrent runs summed 1.5-1.8).
+print("\nsteady CPU demand of clean 2-thread runs, summed over threads (cores): min / median / max")
+sums = defaultdict(list)
+for p in [*sorted(w.glob("m/**/*.jsonl")), w / "detection.jsonl"]:
+    if p.exists():
+        for r in read_jsonl(p):
+            shares = [t.demand_share for t in r.threads]
+            if r.outcome == "ok" and len(shares) == 2 and None not in shares:
+                sums[r.scenario["strategy"]].append(sum(shares))
+for s, v in sorted(sums.items()):
+    print(f"  {s}: {min(v):.2f} / {statistics.median(v):.2f} / {max(v):.2f} ({len(v)} runs)")
 PY
 grep -E "racegate verdict|^  (SAFE|UNSAFE|MASKED|INCONCLUSIVE|NOT RUN)|^(PASS|FAIL|UNDECIDED):|passed|failed" \
   "$W/nox.log" | tail -30 >>"$W/summary.txt"
