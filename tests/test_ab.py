@@ -264,28 +264,28 @@ def test_result_lines_end_with_the_decision() -> None:
     assert failed.regressed and failed.lines()[-1].startswith("A/B FAILED: candidate run 1")
 
 
-def test_each_run_is_one_run_whatever_the_device(tmp_path: Path) -> None:
-    """`harness run` repeats each scenario 3 times on a GPU by default: ab asks for one."""
+def _argv_of_one_run(tmp_path: Path, run_args: list[str]) -> list[str]:
+    """The argv run_once gives `harness run`, from a stand-in python that records it (and
+    fails, so no record is expected)."""
     argv = tmp_path / "argv"
     fake = tmp_path / "python"
     fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv}\nexit 3\n')
     fake.chmod(0o700)
     with pytest.raises(ValueError, match="exited 3"):
-        ab.run_once(ab.Side("candidate", str(fake)), ["--devices", "0"], tmp_path / "r.jsonl", 30)
-    args = argv.read_text().split("\n")
+        ab.run_once(ab.Side("candidate", str(fake)), run_args, tmp_path / "r.jsonl", 30)
+    return argv.read_text().split("\n")
+
+
+def test_each_run_is_one_run_whatever_the_device(tmp_path: Path) -> None:
+    """`harness run` repeats each scenario 3 times on a GPU by default: ab asks for one."""
+    args = _argv_of_one_run(tmp_path, ["--devices", "0"])
     assert args[:5] == ["-m", "harness", "run", "--devices", "0"]
     assert args[args.index("--repeat") + 1] == "1"
     assert args[args.index("--cache-states") + 1] == "cold"  # not all three states of a GPU
 
 
 def test_a_cache_state_the_user_names_is_kept(tmp_path: Path) -> None:
-    argv = tmp_path / "argv"
-    fake = tmp_path / "python"
-    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv}\nexit 3\n')
-    fake.chmod(0o700)
-    with pytest.raises(ValueError, match="exited 3"):
-        ab.run_once(ab.Side("reference", str(fake)), ["--cache-states=warm"], tmp_path / "r", 30)
-    args = argv.read_text().split("\n")
+    args = _argv_of_one_run(tmp_path, ["--cache-states=warm"])
     assert "--cache-states=warm" in args and "cold" not in args
 
 
