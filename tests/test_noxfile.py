@@ -352,7 +352,9 @@ def test_gpu_matrix_skips_without_a_gpu(
 
 
 @pytest.mark.parametrize(
-    "var", ["RACEGATE_RACE_WORKERS", "RACEGATE_CASE_JOBS", "RACEGATE_CONTROL_REPEAT"]
+    "var",
+    ["RACEGATE_RACE_WORKERS", "RACEGATE_CASE_JOBS", "RACEGATE_CONTROL_REPEAT"],
+    ids=["workers", "case-jobs", "control-repeat"],  # no "race" in an id (test_plugin)
 )
 def test_a_bad_cell_setting_stops_the_cell_before_it_installs_or_skips(
     noxfile: ModuleType, var: str, monkeypatch: pytest.MonkeyPatch,
