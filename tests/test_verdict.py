@@ -380,3 +380,7 @@ def test_a_safe_strategy_significantly_faster_than_production_is_named() -> None
     overlapped = [dataclasses.replace(r, timing_valid=False) for r in fast]
     v = decide(control + prod + overlapped, production="warmup_locked", probes=HAZARD)
     assert status(v, "processes") is Status.SAFE and v.faster == ()
+    # A number that is no rate is left out, never a crash of the verdict.
+    odd = fast[:3] + _timed(runs("processes", 2), [float("nan"), float("inf")])
+    (f,) = decide(control + prod + odd, production="warmup_locked", probes=HAZARD).faster
+    assert len(f.comparison.candidate) == 3

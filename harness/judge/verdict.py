@@ -191,7 +191,8 @@ def _timed(records: Iterable[RunRecord]) -> dict[tuple[str, str], list[float]]:
     """Steady tokens/s of clean runs timed alone, by (preset, cell)."""
     out: dict[tuple[str, str], list[float]] = {}
     for r in records:
-        if r.outcome == Outcome.OK and r.timing_valid and r.tokens_per_s:
+        tps = r.tokens_per_s
+        if r.outcome == Outcome.OK and r.timing_valid and tps and math.isfinite(tps) and tps > 0:
             out.setdefault((str(r.scenario.get("preset")), cell_of(r)), []).append(r.tokens_per_s)
     return out
 
