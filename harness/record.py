@@ -46,7 +46,7 @@ class ThreadRecord:
     # Share of its steady time during which another thread was inside a step (None: alone).
     overlap_share: float | None = None
     # CPU demand of each step, as step_s (seconds on a CPU or waiting for one: the step's own
-    # work, not its waits for locks, the GIL or sleeps); an item is None where the kernel gave
+    # work, not its waits for locks or sleeps); an item is None where the kernel gave
     # no schedstat. None: the record predates it.
     step_demand_s: list[float | None] | None = None
     # Its steady steps' demand over their wall time (cores), recorded, not judged (why: in

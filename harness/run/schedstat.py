@@ -3,9 +3,11 @@ reads the child's threads from the runner) and the step loop (each stepping thre
 
 Demand is time on a CPU plus time waiting on a run queue (schedstat's first two fields): a
 thread that computes, or is ready to and waits for a core, whether or not the host has one free
-(so an overloaded host does not lower it). A thread blocked on a lock, a futex, the GIL or a
-sleep adds nothing. A GPU wait adds too while CUDA spins (its default schedule when the host has
-at least as many cores as CUDA contexts).
+(so an overloaded host does not lower it). A thread blocked on a lock, a futex or a sleep adds
+nothing. One waiting for the GIL wakes every switch interval to ask for it, so at the race
+cases' 10 µs it counts as demand (two pure-Python threads summed 1.95 cores). A GPU wait adds
+too while CUDA spins (its default schedule when the host has at least as many cores as CUDA
+contexts).
 """
 
 from __future__ import annotations
