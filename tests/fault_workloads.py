@@ -170,6 +170,9 @@ class _Replica:
         if fault == "self_sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
         if fault == "abort":
+            # Last words on stderr first, as a native library's abort leaves them (libstdc++'s
+            # "terminate called after throwing ..."): the run's report must show them.
+            os.write(2, b"fault: thread 0 aborts at its 2nd step\n")
             os.abort()
         if fault == "big_output":
             chunk = b"x" * (1 << 20)
