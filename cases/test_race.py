@@ -22,7 +22,7 @@ from harness.record import RunRecord
 from harness.report.terminal import calibration_key, session_records
 from harness.run.runner import SharedPrimes
 from harness.scenario import Scenario, make_scenario
-from harness.vocab import CacheState, Outcome, Strategy
+from harness.vocab import Outcome, Strategy
 
 # Per-case time limit (pytest-timeout, thread method: all stacks dumped on a hang).
 CASE_TIMEOUT_S = 900
@@ -157,9 +157,7 @@ def test_race(race_case, racegate_config, pytestconfig) -> None:
         # Warm and deleted runs copy the cache of one priming run made first: it takes a
         # run's share of the case's time. A run's budget is the same whatever the case's
         # repeats (its time limit scales).
-        timeout_s=rc.run_timeout_within(
-            CASE_TIMEOUT_S * 0.8 / (rc.repeat + (cache_state is not CacheState.COLD))
-        ),
+        timeout_s=rc.run_timeout_within(CASE_TIMEOUT_S * 0.8 / (rc.repeat + cache_state.primed)),
         workload=rc.workload,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])

@@ -86,6 +86,11 @@ class CacheState(StrEnum):
     WARM = "warm"  # filled by a prior single-threaded run of the same scenario
     DELETED = "deleted"  # filled, then removed while the run is in progress
 
+    @property
+    def primed(self) -> bool:
+        """A priming run fills the cache before the run (warm, deleted)."""
+        return self is not CacheState.COLD
+
 
 class Schedule(StrEnum):
     """When each thread starts compiling relative to the others (issue 11)."""

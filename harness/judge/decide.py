@@ -221,7 +221,7 @@ def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[dict, list
         out["proven_warm"] = proves_warm(cache.counters)
     if scenario.strategy in UNCOMPILED:
         return out, []  # nothing compiles: there is no cache state to prove
-    if state in (CacheState.WARM, CacheState.DELETED) and not out.get("prime_ok"):
+    if state.primed and not out.get("prime_ok"):
         found.append(
             Finding(Outcome.OTHER_ERROR, f"cache state {str(state)!r} not reached: priming failed")
         )

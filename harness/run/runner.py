@@ -38,7 +38,7 @@ from harness.run.protocol import (
     WatchEvidence,
 )
 from harness.scenario import Scenario
-from harness.vocab import CacheState, Strategy
+from harness.vocab import Strategy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TAIL_BYTES = 64 * 1024  # of a child's stderr kept as evidence; the rest stays on disk
@@ -326,10 +326,6 @@ def copy_cache(primed: Path, root: Path) -> None:
     shutil.copytree(primed, root, symlinks=True, copy_function=_copy_regular, dirs_exist_ok=True)
 
 
-def _needs_prime(scenario: Scenario) -> bool:
-    return scenario.cache_state in (CacheState.WARM, CacheState.DELETED)
-
-
 @dataclass(frozen=True)
 class Primed:
     """A compile cache one priming run filled, for the runs of its scenario to copy."""
@@ -430,7 +426,7 @@ def collect(
     try:
         root = cache_state.private_dir(base / "root")
         primed = None
-        if _needs_prime(scenario):
+        if scenario.cache_state.primed:
             if primes is not None:
                 primed = primes.get(scenario)
                 copy_cache(primed.root, root)
