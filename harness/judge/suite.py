@@ -6,6 +6,7 @@ the failure a table row predicts; any other failure still fails the case.
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,17 +90,12 @@ def run_case(
     caller that calls this more than once for one case passes its own); by default the
     case's warm/deleted runs share one priming run, made here and removed at the end.
     """
-    if primes is None:
-        with SharedPrimes() as own:
-            return run_case(
-                scenario, repeat, results, command, stop_on_failure=stop_on_failure,
-                timing_valid=timing_valid, first_index=first_index, jobs=jobs, primes=own,
-            )  # fmt: skip
     jobs = max(1, min(jobs, repeat))
     timing_valid = timing_valid and jobs == 1
     records: list[RunRecord] = []
     indices = list(range(first_index, first_index + repeat))
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(max_workers=jobs) as pool:
+        primes = primes or stack.enter_context(SharedPrimes())
         for start in range(0, repeat, jobs):
             batch = pool.map(
                 lambda k: run_scenario(
