@@ -182,7 +182,7 @@ class Faster:
         c = self.comparison
         return (
             f"{self.strategy} is SAFE here and ran {c.ratio:.2f}× the tokens/s of {production} "
-            f"(95% CI {c.low:.2f}–{c.high:.2f}; {self.cell}, {len(c.candidate)} vs "
+            f"({c.confidence:.0%} CI {c.low:.2f}–{c.high:.2f}; {self.cell}, {len(c.candidate)} vs "
             f"{len(c.reference)} timed runs): a faster option for this workload"
         )
 

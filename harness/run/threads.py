@@ -149,7 +149,7 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
             sync_device(run.device)
             t1, demand1 = time.monotonic(), schedstat.demand_s()
             # What this thread itself ran (or was ready to) of the step: a step spent waiting
-            # for a lock held by another thread demands nothing (the judge's concurrency check).
+            # for a lock held by another thread demands nothing (recorded: decide.demand_shares).
             demand = demand1 - demand0 if demand0 is not None and demand1 is not None else None
             compiled = shape not in seen_shapes
             step = Step(shape, t0, t1, int(result.tokens), compiled, None, demand)
