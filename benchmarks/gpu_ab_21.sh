@@ -17,11 +17,12 @@ PRESET=${PRESET:-small}
 RUNS=${RUNS:-5}
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2 RACEGATE_AB_RUNS=$RUNS
 W=$(mktemp -d)
-trap 'cp "$W/summary.txt" "$OUT/" 2>/dev/null; tar czf "$OUT/all.tar.gz" -C "$W" .; rm -rf "$W"' EXIT
+# The merged wheelhouse lives outside $W: inside, it went into the pack (30 MB, over the
+# device's 16 MiB a file) and the pack did not come back (session 9, small vs 5.8.1).
+WHEELS=$(mktemp -d)
+trap 'cp "$W/summary.txt" "$OUT/" 2>/dev/null; tar czf "$OUT/all.tar.gz" -C "$W" .; rm -rf "$W" "$WHEELS"' EXIT
 t0=$SECONDS
 log() { echo "[$(date -u +%T) +$((SECONDS - t0))s] $*" | tee -a "$W/session.log"; }
-WHEELS="$W/wheels"
-mkdir -p "$WHEELS"
 cp .whl/*.whl .whl-ab/*.whl "$WHEELS"/ || { log "carry .whl and .whl-ab"; exit 2; }
 SITE=$(mktemp -d)
 python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl >>"$W/session.log" 2>&1
