@@ -5,10 +5,12 @@ and the report. `nox -l` lists them; `nox -s gpu_matrix` is the nightly job.
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import hashlib
 import importlib.metadata
 import importlib.util
+import itertools
 import json
 import logging
 import os
@@ -311,6 +313,44 @@ def split_marker(posargs: list[str]) -> tuple[str | None, list[str]]:
     return known.marker, rest
 
 
+def marker_may_select(marker: str | None, mark: str) -> bool:
+    """False only when the `-m` expression `marker` is false for every test carrying `mark`,
+    whatever other marks it has: `not throughput` never selects a throughput case, so the cell
+    need not start pytest (and import torch) for a selection it knows is empty.
+
+    pytest's own parser (`_pytest.mark.expression`) is private, and the noxfile runs in nox's
+    interpreter, which need not have pytest. The grammar (identifiers, and/or/not, parentheses)
+    is a subset of Python's, so `ast` reads it. Anything else (keyword arguments, an identifier
+    Python does not accept, more than 12 names) answers True: pytest then decides, as before.
+    """
+    if not marker or not marker.strip():
+        return True
+    try:
+        tree = ast.parse(marker.strip(), mode="eval").body
+    except SyntaxError:
+        return True
+    allowed = (ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.Name, ast.Load)
+    if not all(isinstance(node, allowed) for node in ast.walk(tree)):
+        return True
+    names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {mark})
+    if len(names) > 12:
+        return True
+
+    def value(node: ast.expr, marks: dict[str, bool]) -> bool:
+        if isinstance(node, ast.Name):
+            return marks[node.id]
+        if isinstance(node, ast.UnaryOp):
+            return not value(node.operand, marks)
+        assert isinstance(node, ast.BoolOp)
+        parts = (value(v, marks) for v in node.values)
+        return all(parts) if isinstance(node.op, ast.And) else any(parts)
+
+    return any(
+        value(tree, {mark: True, **dict(zip(names, bits, strict=True))})
+        for bits in itertools.product((False, True), repeat=len(names))
+    )
+
+
 # GPU memory one race case may hold on each GPU it uses: the worst `small` race run on 2xH200
 # peaked at 10.4 GiB on one device (results/2026-11-30-h200x2-session*, median 4.4 GiB), plus
 # its CUDA context.
@@ -389,10 +429,14 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     # Exit 1 (cases failed) or 5 (none selected) must not stop the race part from running.
     tp_junit = "junit-throughput.xml"
     (out / tp_junit).unlink(missing_ok=True)  # a rerun's verdict must not be an old file's
-    run_suite(
-        session, "cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
-        posargs=rest,
-    )  # fmt: skip
+    throughput = marker_may_select(marker, "throughput")
+    if throughput:
+        run_suite(
+            session, "cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
+            posargs=rest,
+        )  # fmt: skip
+    else:
+        session.log(f"throughput cases: -m {marker!r} selects none; not run")
     # The race cases in two waves: first every case but the production strategy's (the
     # control among them, its runs side by side), then the production strategy's, whose runs
     # follow the control's rate that the first wave measured (cases/test_race.py).
@@ -412,6 +456,8 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
             session.error(f"the race run wrote no readable {out / junit}: it died (a hang?)")
         elif failed:
             session.error(f"{failed} race case(s) failed: see {out / junit}")
+    if not throughput:
+        return
     failed = junit_failures(out / tp_junit)
     if failed is None:
         session.error(f"the throughput run wrote no readable {out / tp_junit}: it died (a hang?)")
