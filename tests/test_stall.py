@@ -11,6 +11,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from harness.run import lifeline, stacks, stall, threads
 from harness.run.lifeline import DUMP_SIGNAL
 from harness.run.protocol import STEPPING, ProgressEvent
@@ -245,6 +247,52 @@ def test_the_runs_processes_are_scanned_for_only_when_they_change() -> None:
         assert pids([proc.pid]) == [proc.pid] and pids.scans == 3
     finally:
         _end(proc)
+
+
+NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+
+
+def _spawn_with_pid(pid: int) -> subprocess.Popen[bytes] | None:
+    """A process given `pid`, which has just been freed: the kernel hands out ns_last_pid + 1
+    next, so writing pid - 1 there makes the next fork get it (another fork can win: retry)."""
+    for _ in range(20):
+        NS_LAST_PID.write_text(str(pid - 1))
+        proc = subprocess.Popen(["sleep", "60"])
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait()
+    return None
+
+
+@pytest.mark.skipif(
+    not os.access(NS_LAST_PID, os.W_OK), reason="pid reuse needs a writable ns_last_pid (root)"
+)
+def test_a_pid_the_kernel_gave_to_another_process_is_no_process_of_the_run() -> None:
+    """A run's process ends, and the kernel gives its pid to an unrelated process: that one is
+    not the run's (its CPU would make a deadlocked run look at work). Before, the set was kept
+    while each pid was alive, and the stranger was counted."""
+    mark = uuid.uuid4().hex
+    run_proc = subprocess.Popen(["sleep", "60"], env=dict(os.environ, RACEGATE_TEST_MARK=mark))
+    pids = stall.RunProcesses(lambda: lifeline.processes_with("RACEGATE_TEST_MARK", mark))
+    deadline = time.monotonic() + 10
+    while run_proc.pid not in lifeline.processes_with("RACEGATE_TEST_MARK", mark):
+        assert time.monotonic() < deadline, "the run's process never showed its environment"
+        time.sleep(0.05)
+    stranger = None
+    try:
+        assert pids([run_proc.pid]) == [run_proc.pid] and pids.scans == 1
+        run_proc.kill()
+        run_proc.wait()
+        # Start times count clock ticks (10 ms): a pid reused within one tick would look the
+        # same. The kernel reuses a pid only after handing out all the others, never that fast.
+        time.sleep(0.05)
+        stranger = _spawn_with_pid(run_proc.pid)
+        if stranger is None:
+            pytest.skip(f"pid {run_proc.pid} went to other forks 20 times")
+        assert pids([]) == [] and pids.scans == 2
+    finally:
+        _end(run_proc, *([stranger] if stranger else []))
 
 
 def test_stepping_stacks_leave_out_the_main_thread_joining_them() -> None:

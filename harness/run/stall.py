@@ -150,10 +150,20 @@ def request_dumps(files: dict[int, Path]) -> dict[int, str]:
     return dumps
 
 
+def _started(pid: int) -> int | None:
+    """When a live process started (clock ticks after boot, /proc/<pid>/stat field 22); None
+    once it has exited. A pid and this tell one process from a later one given its pid."""
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    if not fields or fields[0] in ("Z", "X"):
+        return None
+    with contextlib.suppress(ValueError, IndexError):
+        return int(fields[19])
+    return None
+
+
 def _alive(pid: int) -> bool:
     """A process that has not exited (a zombie has: its environ, and so the scan, is gone)."""
-    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
-    return bool(fields) and fields[0] not in ("Z", "X")
+    return _started(pid) is not None
 
 
 def descendants(roots: list[int]) -> set[int]:
@@ -184,18 +194,25 @@ class RunProcesses:
 
     It may have when a process of the set ended (its children re-parent, perhaps out of the
     children's tree) or when the children's tree holds a process the set does not; walking that
-    tree costs a few reads per process of the run, the scan one per process of the host."""
+    tree costs a few reads per process of the run, the scan one per process of the host. A
+    process is known by its pid and start time: a pid the kernel gave to another process since
+    the scan is an ended process of the set, not a live one (its CPU is not the run's)."""
 
     scan: Callable[[], list[int]]
     scans: int = 0
-    _pids: list[int] | None = None
+    _known: dict[int, int] | None = None  # pid → its start time, as the scan found them
 
     def __call__(self, live: list[int]) -> list[int]:
-        known = self._pids
-        if known is None or not all(map(_alive, known)) or not descendants(live) <= set(known):
-            self._pids = known = self.scan()
+        known = self._known
+        if (
+            known is None
+            or any(_started(pid) != started for pid, started in known.items())
+            or not descendants(live) <= known.keys()
+        ):
+            found = ((pid, _started(pid)) for pid in self.scan())
+            self._known = known = {pid: t for pid, t in found if t is not None}
             self.scans += 1
-        return known
+        return list(known)
 
 
 @dataclass
