@@ -216,17 +216,28 @@ def rope(positions_BK: torch.Tensor, s: Shape, dtype) -> tuple[torch.Tensor, tor
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
-def _chunk_ce(hidden_CH, lm_head_VH, labels_C, weights_C) -> torch.Tensor:
-    logits_CV = (hidden_CH @ lm_head_VH.t()).float()
+# Cross-entropy on float32 logits, as racegate's model/loss.py computes it, or on the model's
+# dtype (bf16 on a GPU), as SpecForge's open DFlash trainer does (specforge/core/dflash.py:
+# F.cross_entropy on the lm_head's output): the upcast is a copy of every chunk's logits and
+# doubles the softmax's memory traffic. --ce-dtype picks one, so one call measures both.
+CE_DTYPES = ("float32", "model")
+
+
+def _chunk_ce(hidden_CH, lm_head_VH, labels_C, weights_C, upcast: bool) -> torch.Tensor:
+    logits_CV = hidden_CH @ lm_head_VH.t()
+    if upcast:
+        logits_CV = logits_CV.float()
     return (F.cross_entropy(logits_CV, labels_C, reduction="none") * weights_C).sum()
 
 
-def chunked_ce(hidden_TH, lm_head_VH, labels_T, weights_T, chunk: int) -> torch.Tensor:
+def chunked_ce(
+    hidden_TH, lm_head_VH, labels_T, weights_T, chunk: int, upcast: bool = True
+) -> torch.Tensor:
     total = hidden_TH.new_zeros((), dtype=torch.float32)
     for i in range(0, hidden_TH.shape[0], chunk):
         part = slice(i, i + chunk)
         total = total + checkpoint(
-            _chunk_ce, hidden_TH[part], lm_head_VH, labels_T[part], weights_T[part],
+            _chunk_ce, hidden_TH[part], lm_head_VH, labels_T[part], weights_T[part], upcast,
             use_reentrant=False,
         )  # fmt: skip
     return total / weights_T.sum()
@@ -265,6 +276,7 @@ class Result:
     mask_density: float
     peak_mem_bytes: int | None
     final_loss: float
+    ce_dtype: str = "float32"  # CE_DTYPES: the logits' dtype in the cross-entropy
     torch: str = torch.__version__
     schema_version: int = 2  # 2: query_tokens_per_step
 
@@ -340,6 +352,7 @@ def run(
     seed: int = 0,
     profile_table: Path | None = None,
     profile_steps: int = 2,
+    ce_dtype: str = "float32",
 ) -> Result:
     """Time `steps` steady steps after `warmup`; with `profile_table`, profile `profile_steps`
     more and write the table there (write_profile)."""
@@ -364,7 +377,10 @@ def run(
 
     def one_step() -> torch.Tensor:
         hidden = model(noise, target, cos, sin, attend)
-        loss = chunked_ce(hidden.reshape(-1, s.hidden), lm_head, labels, weights, s.loss_chunk)
+        loss = chunked_ce(
+            hidden.reshape(-1, s.hidden), lm_head, labels, weights, s.loss_chunk,
+            upcast=ce_dtype == "float32",
+        )  # fmt: skip
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -392,6 +408,7 @@ def run(
         mask_density=density,
         peak_mem_bytes=torch.cuda.max_memory_allocated(device) if cuda else None,
         final_loss=float(loss),
+        ce_dtype=ce_dtype,
     )
     if profile_table is not None:
         what = f"{result.device}, torch {result.torch}"
@@ -412,6 +429,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="profile --profile-steps more steps after the timed ones; write the table here",
     )  # fmt: skip
     p.add_argument("--profile-steps", type=int, default=2, help="(default: %(default)s)")
+    p.add_argument(
+        "--ce-dtype", choices=CE_DTYPES, default="float32",
+        help="the logits' dtype in the cross-entropy: float32 (racegate's model/loss.py) or the "
+        "model's (SpecForge's trainer; bf16 on a GPU) (default: %(default)s)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.profile_steps < 1:
         print(
@@ -425,6 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     res = run(
         shape, device, args.steps, args.warmup,
         profile_table=args.profile_table, profile_steps=args.profile_steps,
+        ce_dtype=args.ce_dtype,
     )  # fmt: skip
     mfu = f"{res.mfu:.1%}" if res.mfu is not None else "n/a (not an H200)"
     mem = f"{res.peak_mem_bytes / 2**30:.1f} GiB" if res.peak_mem_bytes else "n/a"
@@ -434,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{res.query_tokens_per_s / 1e3:.2f} K query tokens/s "
         f"(windows {', '.join(f'{w / 1e3:.2f}' for w in res.window_tokens_per_s)} K), "
         f"{res.tflops_per_s:.0f} TFLOP/s, MFU {mfu}, mask density {res.mask_density:.1%}, "
-        f"peak {mem}, loss {res.final_loss:.3f}"
+        f"peak {mem}, loss {res.final_loss:.3f} (cross-entropy in {res.ce_dtype})"
     )
     if args.json is not None:
         args.json.write_text(json.dumps(asdict(res), indent=2) + "\n")

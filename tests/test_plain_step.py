@@ -107,3 +107,29 @@ def test_the_8b_shape_is_the_harness_steady_bucket_and_counts_alike() -> None:
     per_micro = bucket.batch_size * bucket.num_anchors * cfg.block_size
     assert counted == [per_micro] * 3, counted
     assert shape.query_slots == per_micro * bucket.micro_batches
+
+
+def test_the_cross_entropy_runs_on_the_logits_dtype_it_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--ce-dtype model keeps bf16 logits (SpecForge's trainer); float32 upcasts them first
+    (racegate's model/loss.py). The losses agree to bf16's precision and differ: each ran."""
+    ps = _load()
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(64, 32, generator=gen).to(torch.bfloat16)
+    lm_head = (torch.randn(500, 32, generator=gen) * 0.5).to(torch.bfloat16)
+    labels = torch.randint(0, 500, (64,), generator=gen)
+    weights = torch.rand(64, generator=gen)
+    seen: list[torch.dtype] = []
+    ce = torch.nn.functional.cross_entropy
+
+    def recorded(logits, *args, **kwargs):  # the real cross-entropy, its input dtype noted
+        seen.append(logits.dtype)
+        return ce(logits, *args, **kwargs)
+
+    monkeypatch.setattr(ps.F, "cross_entropy", recorded)
+    up = ps.chunked_ce(hidden, lm_head, labels, weights, 16, upcast=True)
+    bf = ps.chunked_ce(hidden, lm_head, labels, weights, 16, upcast=False)
+    assert seen == [torch.float32] * 4 + [torch.bfloat16] * 4
+    assert up.dtype == bf.dtype == torch.float32  # the weighted sum is float32 either way
+    assert up != bf and abs(float(up) - float(bf)) < 0.02 * float(up)

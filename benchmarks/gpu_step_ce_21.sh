@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Issue 21, part 3, the next question on one H200: is the float32 upcast of the logits before
+# the cross-entropy (model/loss.py, and plain_step.py by default) what the independent plain
+# step left out? SpecForge's open DFlash trainer computes F.cross_entropy on the lm_head's bf16
+# output, so the upcast would be cost without fidelity. Alone on the machine, counterbalanced
+# (P32 PBF R32 RBF RBF R32 PBF P32):
+#   P32 / PBF: benchmarks/plain_step.py at one sequence, --ce-dtype float32 / model;
+#   R32 / RBF: racegate's qwen3-8b-drafter (`harness run`, warmup_locked, 1 thread, cold) from
+#              this tree / from a copy whose model/loss.py drops the `.float()`.
+# The last PBF and P32 runs write a profile table. Everything is packed into $OUT/all.tar.gz
+# (the device returns at most 8 files), summary.txt beside it.
+#   OUT=<empty dir> bash benchmarks/gpu_step_ce_21.sh
+set -uo pipefail
+OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
+cd "$(dirname "$0")/.." || exit 2
+export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
+W=$(mktemp -d)
+BF=$(mktemp -d)
+mkdir -p "$W/logs"
+trap 'cp "$W/summary.txt" "$OUT/" 2>/dev/null; tar czf "$OUT/all.tar.gz" -C "$W" .; rm -rf "$W" "$BF"' EXIT
+{ date -u +%FT%TZ; git rev-parse HEAD; nvidia-smi -L
+  python3 -c 'import torch, transformers as t; print("torch", torch.__version__, "transformers", t.__version__)'
+} >"$W/env.txt" 2>&1
+cp -a . "$BF/tree"
+sed -i 's/logits_CV = (hidden_CH @ lm_head_VH.t()).float()/logits_CV = hidden_CH @ lm_head_VH.t()/' \
+  "$BF/tree/model/loss.py"
+if grep -q '\.float()$' <(grep 'logits_CV = ' "$BF/tree/model/loss.py"); then
+  echo "the bf16 copy still upcasts"; exit 2
+fi
+t0=$SECONDS
+log() { echo "+$((SECONDS - t0))s $*" | tee -a "$W/order.txt"; }
+plain() {  # plain CE_DTYPE K [profile]
+  local prof=()
+  [[ ${3:-} == profile ]] && prof=(--profile-table "$W/profile-plain-$1.txt")
+  timeout -k 5 150 python3 benchmarks/plain_step.py --device cuda:0 --batch 1 --steps 10 \
+    --warmup 3 --ce-dtype "$1" --json "$W/plain-$1-$2.json" "${prof[@]}" \
+    >"$W/logs/plain-$1-$2.log" 2>&1
+  log "plain ce $1 #$2 rc=$?"
+}
+racegate() {  # racegate float32|bf16 K
+  local tree=.
+  [[ $1 == bf16 ]] && tree=$BF/tree
+  (cd "$tree" && timeout -k 5 150 python3 -m harness run --preset qwen3-8b-drafter --devices 0 \
+    --strategies warmup_locked --cache-states cold --threads-per-device 1 --steps 3 \
+    --warmup-steps 2 --schedule barrier --switch-interval 0.005 --repeat 1 --run-timeout 140 \
+    --results "$W/racegate-$1.jsonl" >"$W/logs/racegate-$1-$2.log" 2>&1)
+  log "racegate ce $1 #$2 rc=$?"
+}
+plain float32 1; plain model 1; racegate float32 1; racegate bf16 1
+racegate bf16 2; racegate float32 2; plain model 2 profile; plain float32 2 profile
+python3 - "$W" <<'PY' | tee "$W/summary.txt"
+import json, statistics, sys
+from pathlib import Path
+w = Path(sys.argv[1])
+def med(v):
+    return statistics.median(v) if v else None
+rows = {}
+for ce in ("float32", "model"):
+    res = [json.loads(f.read_text()) for f in sorted(w.glob(f"plain-{ce}-*.json"))]
+    v = [r["query_tokens_per_s"] for r in res]
+    rows[f"plain {ce}"] = med(v)
+    print(f"plain, CE in {ce}: {[round(x) for x in v]} median {med(v)}; step ms "
+          f"{[round(r['median_step_ms'], 1) for r in res]}; peak {[r['peak_mem_bytes'] for r in res]}")
+for ce in ("float32", "bf16"):
+    f = w / f"racegate-{ce}.jsonl"
+    rs = [json.loads(line) for line in f.read_text().splitlines()] if f.exists() else []
+    v = [r["tokens_per_s"] for r in rs if r.get("outcome") == "ok" and r.get("tokens_per_s")]
+    rows[f"racegate {ce}"] = med(v)
+    print(f"racegate, CE in {ce}: {[round(x) for x in v]} median {med(v)}; outcomes "
+          f"{[r['outcome'] for r in rs]}; peak {[r.get('peak_mem_bytes') for r in rs]}")
+for a, b in (("racegate float32", "plain float32"), ("racegate bf16", "plain model"),
+             ("plain model", "plain float32"), ("racegate bf16", "racegate float32")):
+    if rows.get(a) and rows.get(b):
+        print(f"{a} / {b}: {rows[a] / rows[b]:.3f}x")
+PY
