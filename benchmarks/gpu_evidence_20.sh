@@ -5,8 +5,8 @@
 #      the probes; the production wave last), at the host's own race workers
 #      (noxfile.host_race_workers) unless RACE_WORKERS says otherwise: target ≤ 6 min;
 #   2. in what is left of CALL_S: detection runs, 2 threads on cuda:0, 10 µs switch interval,
-#      8 runs each, the cells still short of 8 first (singleton × each state, per_device deleted),
-#      then per_device cold and warm.
+#      8 runs each, the cells still short of 8 first (per_device warm and deleted, whose runs
+#      now copy one priming run's cache), then per_device cold, then singleton.
 # Records are appended as they land. The device returns at most 8 files, so everything is
 # written to a private dir and packed into $OUT/all.tar.gz at exit; $OUT/summary.txt holds the
 # tables (also in the pack). Needs .whl carried (nox and its wheels for the image's python).
@@ -58,9 +58,11 @@ detect() {  # detect STRATEGIES STATES
     >>"$W/detection.log" 2>&1
   log "detection $1 $2: exit $?"
 }
+# Session 9 (results/2026-12-01-h200-cell-shared) gave singleton 8 runs per state; per_device with
+# shared priming had only the cell's 4 per state, so its primed states come first now.
+detect per_device warm,deleted
+detect per_device cold
 detect singleton cold,warm,deleted
-detect per_device deleted
-detect per_device cold,warm
 
 # ---- the tables -------------------------------------------------------------------------
 python3 - "$W" "$cell_s" >"$W/summary.txt" 2>&1 <<'PY'
