@@ -11,22 +11,17 @@
 # Cost, from the runs measured so far: `small` ≈ 30 s a run, the 8B ≈ 55 s (3 steady steps), so
 # one A/B is about 2 × RUNS runs plus building the two venvs (a minute or two the first time).
 set -uo pipefail
-OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
 cd "$(dirname "$0")/.." || exit 2
+source benchmarks/device_call.sh  # $OUT, $W (packed at exit), log, scratch, env.txt
 PRESET=${PRESET:-small}
 RUNS=${RUNS:-5}
-export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2 RACEGATE_AB_RUNS=$RUNS
-W=$(mktemp -d)
-# The merged wheelhouse lives outside $W: inside, it went into the pack (30 MB, over the
+export RACEGATE_AB_RUNS=$RUNS
+# The merged wheelhouse is scratch, not in $W: inside, it went into the pack (30 MB, over the
 # device's 16 MiB a file) and the pack did not come back (session 9, small vs 5.8.1).
-WHEELS=$(mktemp -d)
-trap 'cp "$W/summary.txt" "$OUT/" 2>/dev/null; tar czf "$OUT/all.tar.gz" -C "$W" .; rm -rf "$W" "$WHEELS"' EXIT
-t0=$SECONDS
-log() { echo "[$(date -u +%T) +$((SECONDS - t0))s] $*" | tee -a "$W/session.log"; }
+scratch WHEELS
 cp .whl/*.whl .whl-ab/*.whl "$WHEELS"/ || { log "carry .whl and .whl-ab"; exit 2; }
-SITE=$(mktemp -d)
+scratch SITE
 python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl >>"$W/session.log" 2>&1
-{ git rev-parse HEAD; nvidia-smi -L; } >"$W/env.txt" 2>&1
 case $PRESET in
   small) RUN_ARGS=(--preset small --devices 0 --threads-per-device 1 --steps 60 --warmup-steps 3) ;;
   *) RUN_ARGS=(--preset "$PRESET" --devices 0 --threads-per-device 1 --steps 3 --warmup-steps 2) ;;

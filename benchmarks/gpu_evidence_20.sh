@@ -13,22 +13,9 @@
 #   OUT=<empty dir> bash benchmarks/gpu_evidence_20.sh
 #   then: tar xzf all.tar.gz -C results/<date>-h200-cell-…/ and read summary.txt
 set -uo pipefail
-OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
 cd "$(dirname "$0")/.." || exit 2
-export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
-W=$(mktemp -d)  # 0700, unpredictable
-trap 'cp "$W/summary.txt" "$OUT/" 2>/dev/null; tar czf "$OUT/all.tar.gz" -C "$W" .; rm -rf "$W"' EXIT
-t0=$SECONDS
-log() { echo "[$(date -u +%T) +$((SECONDS - t0))s] $*" | tee -a "$W/session.log"; }
-{
-  date -u +%FT%TZ
-  git rev-parse HEAD 2>/dev/null || echo "commit unknown"
-  nvidia-smi -L
-  nproc
-  python3 -c 'import sys, torch, transformers as t; print("python", sys.version.split()[0],
-    "torch", torch.__version__, "transformers", t.__version__)'
-} >"$W/env.txt" 2>&1
-SITE="$(mktemp -d)"
+source benchmarks/device_call.sh  # $OUT, $W (packed at exit), log, scratch, env.txt
+scratch SITE
 python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl >>"$W/session.log" 2>&1 \
   || { log "cannot install .whl (carry it)"; exit 2; }
 

@@ -11,24 +11,16 @@
 # (the device returns at most 8 files), summary.txt beside it.
 #   OUT=<empty dir> bash benchmarks/gpu_step_ce_21.sh
 set -uo pipefail
-OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
 cd "$(dirname "$0")/.." || exit 2
-export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
-W=$(mktemp -d)
-BF=$(mktemp -d)
+source benchmarks/device_call.sh  # $OUT, $W (packed at exit), log, scratch, env.txt
 mkdir -p "$W/logs"
-trap 'cp "$W/summary.txt" "$OUT/" 2>/dev/null; tar czf "$OUT/all.tar.gz" -C "$W" .; rm -rf "$W" "$BF"' EXIT
-{ date -u +%FT%TZ; git rev-parse HEAD; nvidia-smi -L
-  python3 -c 'import torch, transformers as t; print("torch", torch.__version__, "transformers", t.__version__)'
-} >"$W/env.txt" 2>&1
+scratch BF
 cp -a . "$BF/tree"
 sed -i 's/logits_CV = (hidden_CH @ lm_head_VH.t()).float()/logits_CV = hidden_CH @ lm_head_VH.t()/' \
   "$BF/tree/model/loss.py"
 if grep -q '\.float()$' <(grep 'logits_CV = ' "$BF/tree/model/loss.py"); then
   echo "the bf16 copy still upcasts"; exit 2
 fi
-t0=$SECONDS
-log() { echo "+$((SECONDS - t0))s $*" | tee -a "$W/order.txt"; }
 plain() {  # plain CE_DTYPE K [profile]
   local prof=()
   [[ ${3:-} == profile ]] && prof=(--profile-table "$W/profile-plain-$1.txt")
