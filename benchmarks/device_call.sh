@@ -2,13 +2,16 @@
 # gpu_step_ce_21.sh): a private work dir, packed into one file at exit, because the lent device
 # returns at most 8 files (16 MiB each) from $OUT.
 #
-# After `source benchmarks/device_call.sh` (from the repository root, OUT set to an empty dir):
+# A script sources it first, before any cd: `source "$(dirname "$0")/device_call.sh"`. OUT
+# (an empty dir, relative to where the script was started) is made absolute, then the shell
+# moves to the repository root. After that:
 #   $OUT   absolute;  $W  a fresh 0700 dir (mktemp: no predictable /tmp name) for everything
 #   log MSG            "[hh:mm:ss +Ns] MSG" to stdout and $W/session.log
 #   scratch NAME       NAME=another fresh dir, removed at exit and never packed (wheels, copies)
 #   $W/env.txt         date, commit, GPUs, cores, python / torch / transformers
 # At exit, $W is packed into $OUT/all.tar.gz, with $W/summary.txt (if any) copied beside it.
 OUT="$(cd "${OUT:?set OUT to an empty dir}" && pwd)" || exit 2
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2}
 W=$(mktemp -d) || exit 2
 _device_dirs=("$W")

@@ -11,8 +11,7 @@
 # Cost, from the runs measured so far: `small` ≈ 30 s a run, the 8B ≈ 55 s (3 steady steps), so
 # one A/B is about 2 × RUNS runs plus building the two venvs (a minute or two the first time).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
-source benchmarks/device_call.sh  # $OUT, $W (packed at exit), log, scratch, env.txt
+source "$(dirname "$0")/device_call.sh"  # $OUT, cd to the repo, $W (packed), log, scratch
 PRESET=${PRESET:-small}
 RUNS=${RUNS:-5}
 export RACEGATE_AB_RUNS=$RUNS

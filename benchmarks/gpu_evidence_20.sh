@@ -13,8 +13,7 @@
 #   OUT=<empty dir> bash benchmarks/gpu_evidence_20.sh
 #   then: tar xzf all.tar.gz -C results/<date>-h200-cell-…/ and read summary.txt
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
-source benchmarks/device_call.sh  # $OUT, $W (packed at exit), log, scratch, env.txt
+source "$(dirname "$0")/device_call.sh"  # $OUT, cd to the repo, $W (packed), log, scratch
 scratch SITE
 python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl >>"$W/session.log" 2>&1 \
   || { log "cannot install .whl (carry it)"; exit 2; }

@@ -9,10 +9,9 @@
 #              this tree / from a copy whose model/loss.py drops the `.float()`.
 # The last PBF and P32 runs write a profile table. Everything is packed into $OUT/all.tar.gz
 # (the device returns at most 8 files), summary.txt beside it.
-#   OUT=<empty dir> bash benchmarks/gpu_step_ce_21.sh
+#   OUT=<empty dir> [BUDGET=540] bash benchmarks/gpu_step_ce_21.sh
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
-source benchmarks/device_call.sh  # $OUT, $W (packed at exit), log, scratch, env.txt
+source "$(dirname "$0")/device_call.sh"  # $OUT, cd to the repo, $W (packed), log, scratch
 mkdir -p "$W/logs"
 scratch BF
 cp -a . "$BF/tree"
@@ -21,20 +20,30 @@ sed -i 's/logits_CV = (hidden_CH @ lm_head_VH.t()).float()/logits_CV = hidden_CH
 if grep -q '\.float()$' <(grep 'logits_CV = ' "$BF/tree/model/loss.py"); then
   echo "the bf16 copy still upcasts"; exit 2
 fi
+# Each run starts only if BUDGET (default 540 s: the device's 600 s a command, less the pack)
+# still holds its worst case, so the call always ends in time to pack what ran.
+fits() {  # fits NEED WHAT
+  local left=$((${BUDGET:-540} - (SECONDS - t0)))
+  ((left >= $1)) && return 0
+  log "$2: not started ($left s left, needs $1)"
+  return 1
+}
 plain() {  # plain CE_DTYPE K [profile]
+  fits 90 "plain ce $1 #$2" || return 0
   local prof=()
   [[ ${3:-} == profile ]] && prof=(--profile-table "$W/profile-plain-$1.txt")
-  timeout -k 5 150 python3 benchmarks/plain_step.py --device cuda:0 --batch 1 --steps 10 \
+  timeout -k 5 85 python3 benchmarks/plain_step.py --device cuda:0 --batch 1 --steps 10 \
     --warmup 3 --ce-dtype "$1" --json "$W/plain-$1-$2.json" "${prof[@]}" \
     >"$W/logs/plain-$1-$2.log" 2>&1
   log "plain ce $1 #$2 rc=$?"
 }
 racegate() {  # racegate float32|bf16 K
+  fits 150 "racegate ce $1 #$2" || return 0
   local tree=.
   [[ $1 == bf16 ]] && tree=$BF/tree
-  (cd "$tree" && timeout -k 5 150 python3 -m harness run --preset qwen3-8b-drafter --devices 0 \
+  (cd "$tree" && timeout -k 5 145 python3 -m harness run --preset qwen3-8b-drafter --devices 0 \
     --strategies warmup_locked --cache-states cold --threads-per-device 1 --steps 3 \
-    --warmup-steps 2 --schedule barrier --switch-interval 0.005 --repeat 1 --run-timeout 140 \
+    --warmup-steps 2 --schedule barrier --switch-interval 0.005 --repeat 1 --run-timeout 130 \
     --results "$W/racegate-$1.jsonl" >"$W/logs/racegate-$1-$2.log" 2>&1)
   log "racegate ce $1 #$2 rc=$?"
 }
