@@ -22,13 +22,14 @@ python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl >>"$W
 workers=()
 [[ -n ${RACE_WORKERS:-} ]] && workers=(RACEGATE_RACE_WORKERS="$RACE_WORKERS")
 log "cell: start (budget ${BUDGET:-420} s${RACE_WORKERS:+, $RACE_WORKERS race workers})"
+cell_t0=$SECONDS  # the cell's own clock: t0 (device_call.sh) also counts the wheel install
 timeout -s INT -k 20 "${BUDGET:-420}" env PYTHONPATH="$SITE" RACEGATE_WHEELHOUSE="$PWD/.whl" \
   RACEGATE_RESULTS_DIR="$W/m" "${workers[@]}" \
   python3 -m nox -s "gpu_matrix(torch='system', transformers='5.17.0')" \
   -- -m "not throughput" --devices 0 --threads-per-device 2 --repeat 3 --run-timeout 90 -rA \
   >"$W/nox.log" 2>&1
-log "cell: nox exit $? after $((SECONDS - t0)) s"
-cell_s=$((SECONDS - t0))
+log "cell: nox exit $? after $((SECONDS - cell_t0)) s"
+cell_s=$((SECONDS - cell_t0))
 
 # ---- 2. detection -----------------------------------------------------------------------
 detect() {  # detect STRATEGIES STATES

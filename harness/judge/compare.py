@@ -108,6 +108,11 @@ class Comparison:
         return data
 
 
+def is_rate(value: float | None) -> bool:
+    """A sample a comparison can take: a finite number above 0 (not None, NaN or inf)."""
+    return value is not None and math.isfinite(value) and value > 0
+
+
 def check_samples(values: list[float], side: str, metric: str) -> list[float]:
     """The samples as floats; ValueError naming the side if too few or not all positive."""
     out = [float(v) for v in values]
@@ -116,7 +121,7 @@ def check_samples(values: list[float], side: str, metric: str) -> list[float]:
             f"{side} has {len(out)} {metric} sample(s); a comparison needs at least {MIN_RUNS} "
             "runs per side (one run has no spread)"
         )
-    bad = [v for v in out if not (math.isfinite(v) and v > 0)]
+    bad = [v for v in out if not is_rate(v)]
     if bad:
         raise ValueError(f"{side} {metric} sample {bad[0]!r} is not a positive finite number")
     return out

@@ -95,7 +95,8 @@ def run_case(
     records: list[RunRecord] = []
     indices = list(range(first_index, first_index + repeat))
     with contextlib.ExitStack() as stack, ThreadPoolExecutor(max_workers=jobs) as pool:
-        primes = primes or stack.enter_context(SharedPrimes())
+        if primes is None:
+            primes = stack.enter_context(SharedPrimes())
         for start in range(0, repeat, jobs):
             batch = pool.map(
                 lambda k: run_scenario(

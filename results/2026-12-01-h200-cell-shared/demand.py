@@ -1,14 +1,18 @@
 """Per-step CPU demand of this folder's clean 2-thread runs: python3 demand.py (from anywhere).
 
-For each thread, the median over its steady steps of step_demand_s / step_s. A steady step is
-past the scenario's warm-up steps and not the thread's first step at its shape (that one
-compiles; the records keep each step's shape, not its compile flag).
+For each thread, the median over its steady steps of step_demand_s / step_s. Steady is
+harness.judge.metrics.is_steady; a step compiled when it was the thread's first at its shape,
+as harness/run/threads.py sets it (the records keep each step's shape, not that flag).
 """
 
 import json
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from harness.judge.metrics import is_steady  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "call1"
 FILES = [*sorted(HERE.glob("m/*/records.jsonl")), HERE / "detection.jsonl"]
@@ -26,9 +30,9 @@ for path in FILES:
             seen: set[int] = set()
             shares = []
             for n, (shape, s, d) in enumerate(zip(t["shapes"], t["step_s"], t["step_demand_s"])):
-                first = shape not in seen
+                compiled = shape not in seen
                 seen.add(shape)
-                if n >= warmup and not first and d is not None and s > 0:
+                if is_steady(n, compiled, warmup) and d is not None and s > 0:
                     shares.append(d / s)
             if shares:
                 medians[r["scenario"]["strategy"]].append(statistics.median(shares))
