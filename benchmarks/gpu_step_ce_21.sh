@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# Issue 21, part 3, the next question on one H200: is the float32 upcast of the logits before
-# the cross-entropy (model/loss.py, and plain_step.py by default) what the independent plain
-# step left out? SpecForge's open DFlash trainer computes F.cross_entropy on the lm_head's bf16
-# output, so the upcast would be cost without fidelity. Alone on the machine, counterbalanced
-# (P32 PBF R32 RBF RBF R32 PBF P32):
+# Issue 21, part 3, on one H200: what the float32 upcast of the logits before the
+# cross-entropy costs. SpecForge's open DFlash trainer computes F.cross_entropy on the lm_head's
+# bf16 output, so the upcast is cost without fidelity. Run at 4d84119, when model/loss.py still
+# upcast (results/2026-12-02-h200-step-ce: 7.9% in racegate's step); since then model/loss.py
+# keeps bf16, and the float32 arm is a copy that puts the `.float()` back. Alone on the machine,
+# counterbalanced (P32 PBF R32 RBF RBF R32 PBF P32):
 #   P32 / PBF: benchmarks/plain_step.py at one sequence, --ce-dtype float32 / model;
 #   R32 / RBF: racegate's qwen3-8b-drafter (`harness run`, warmup_locked, 1 thread, cold) from
-#              this tree / from a copy whose model/loss.py drops the `.float()`.
+#              a copy whose model/loss.py upcasts / from this tree.
 # The last PBF and P32 runs write a profile table. Everything is packed into $OUT/all.tar.gz
 # (the device returns at most 8 files), summary.txt beside it.
 #   OUT=<empty dir> [BUDGET=540] bash benchmarks/gpu_step_ce_21.sh
 set -uo pipefail
 source "$(dirname "$0")/device_call.sh"  # $OUT, cd to the repo, $W (packed), log, scratch
 mkdir -p "$W/logs"
-scratch BF
-cp -a . "$BF/tree"
-sed -i 's/logits_CV = (hidden_CH @ lm_head_VH.t()).float()/logits_CV = hidden_CH @ lm_head_VH.t()/' \
-  "$BF/tree/model/loss.py"
-if grep -q '\.float()$' <(grep 'logits_CV = ' "$BF/tree/model/loss.py"); then
-  echo "the bf16 copy still upcasts"; exit 2
+scratch F32
+cp -a . "$F32/tree"
+sed -i 's/logits_CV = hidden_CH @ lm_head_VH.t()$/logits_CV = (hidden_CH @ lm_head_VH.t()).float()/' \
+  "$F32/tree/model/loss.py"
+if ! grep -q '\.float()$' <(grep 'logits_CV = ' "$F32/tree/model/loss.py"); then
+  echo "the float32 copy does not upcast"; exit 2
 fi
 # Each run starts only if BUDGET (default 540 s: the device's 600 s a command, less the pack)
 # still holds its worst case, so the call always ends in time to pack what ran.
@@ -40,7 +41,7 @@ plain() {  # plain CE_DTYPE K [profile]
 racegate() {  # racegate float32|bf16 K
   fits 150 "racegate ce $1 #$2" || return 0
   local tree=.
-  [[ $1 == bf16 ]] && tree=$BF/tree
+  [[ $1 == float32 ]] && tree=$F32/tree
   (cd "$tree" && timeout -k 5 145 python3 -m harness run --preset qwen3-8b-drafter --devices 0 \
     --strategies warmup_locked --cache-states cold --threads-per-device 1 --steps 3 \
     --warmup-steps 2 --schedule barrier --switch-interval 0.005 --repeat 1 --run-timeout 130 \

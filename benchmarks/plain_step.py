@@ -216,10 +216,11 @@ def rope(positions_BK: torch.Tensor, s: Shape, dtype) -> tuple[torch.Tensor, tor
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
-# Cross-entropy on float32 logits, as racegate's model/loss.py computes it, or on the model's
-# dtype (bf16 on a GPU), as SpecForge's open DFlash trainer does (specforge/core/dflash.py:
-# F.cross_entropy on the lm_head's output): the upcast is a copy of every chunk's logits and
-# doubles the softmax's memory traffic. --ce-dtype picks one, so one call measures both.
+# Cross-entropy on the model's dtype (bf16 on a GPU), as SpecForge's open DFlash trainer does
+# (specforge/core/dflash.py: F.cross_entropy on the lm_head's output) and racegate's
+# model/loss.py does since 2026-12-02, or on float32 logits, as both did before: the upcast is a
+# copy of every chunk's logits and doubled the softmax's memory traffic. It cost 6.8% here and
+# 7.9% in racegate's step on one H200 (results/2026-12-02-h200-step-ce). --ce-dtype picks one.
 CE_DTYPES = ("float32", "model")
 
 
@@ -276,7 +277,7 @@ class Result:
     mask_density: float
     peak_mem_bytes: int | None
     final_loss: float
-    ce_dtype: str = "float32"  # CE_DTYPES: the logits' dtype in the cross-entropy
+    ce_dtype: str = "model"  # CE_DTYPES: the logits' dtype in the cross-entropy
     torch: str = torch.__version__
     schema_version: int = 2  # 2: query_tokens_per_step
 
@@ -352,7 +353,7 @@ def run(
     seed: int = 0,
     profile_table: Path | None = None,
     profile_steps: int = 2,
-    ce_dtype: str = "float32",
+    ce_dtype: str = "model",
 ) -> Result:
     """Time `steps` steady steps after `warmup`; with `profile_table`, profile `profile_steps`
     more and write the table there (write_profile)."""
@@ -430,9 +431,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     p.add_argument("--profile-steps", type=int, default=2, help="(default: %(default)s)")
     p.add_argument(
-        "--ce-dtype", choices=CE_DTYPES, default="float32",
-        help="the logits' dtype in the cross-entropy: float32 (racegate's model/loss.py) or the "
-        "model's (SpecForge's trainer; bf16 on a GPU) (default: %(default)s)",
+        "--ce-dtype", choices=CE_DTYPES, default="model",
+        help="the logits' dtype in the cross-entropy: the model's (racegate's model/loss.py and "
+        "SpecForge's trainer; bf16 on a GPU) or float32 (default: %(default)s)",
     )  # fmt: skip
     args = p.parse_args(argv)
     if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.profile_steps < 1:
