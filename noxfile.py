@@ -437,25 +437,25 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
         )  # fmt: skip
     else:
         session.log(f"throughput cases: -m {marker!r} selects none; not run")
-    # The race cases in two waves: first every case but the production strategy's (the
-    # control among them, its runs side by side), then the production strategy's, whose runs
-    # follow the control's rate that the first wave measured (cases/test_race.py).
-    records = out / "records.jsonl"  # both waves judge what this cell run wrote from here on
+    # The race cases in one pytest: the production strategy's case runs beside the rest, one
+    # run at a time until the control's runs in its cell have landed, then as many as the
+    # control's rate asks for (cases/test_race.py). A second wave after the rest left the host
+    # half idle: on one H200 the production wave started 253 s into a 421 s cell, while from
+    # ~120 s on only 3-5 race runs were in flight (results/2026-12-02-h200-cell).
+    records = out / "records.jsonl"  # the cell judges what this run wrote from here on
     start = len(records.read_bytes().splitlines()) if records.is_file() else 0
-    waves = {"junit-race.xml": "not production", "junit-production.xml": "production"}
-    for junit, marks in waves.items():
-        (out / junit).unlink(missing_ok=True)
-        run_suite(
-            session, "cases", "-m", f"{both}not throughput and {marks}", "-n", str(workers),
-            "--share-gpus", f"--case-jobs={case_jobs}", f"--records-from={start}",
-            *([f"--control-repeat={control_repeat}"] if control_repeat is not None else []),
-            junit=junit, posargs=rest, ok_codes=(0, 1, 5),
-        )  # fmt: skip
-    for junit in waves:
-        if (failed := junit_failures(out / junit)) is None:
-            session.error(f"the race run wrote no readable {out / junit}: it died (a hang?)")
-        elif failed:
-            session.error(f"{failed} race case(s) failed: see {out / junit}")
+    race_junit = out / "junit-race.xml"
+    race_junit.unlink(missing_ok=True)
+    run_suite(
+        session, "cases", "-m", f"{both}not throughput", "-n", str(workers), "--share-gpus",
+        f"--case-jobs={case_jobs}", f"--records-from={start}",
+        *([f"--control-repeat={control_repeat}"] if control_repeat is not None else []),
+        junit=race_junit.name, posargs=rest, ok_codes=(0, 1, 5),
+    )  # fmt: skip
+    if (failed := junit_failures(race_junit)) is None:
+        session.error(f"the race run wrote no readable {race_junit}: it died (a hang?)")
+    elif failed:
+        session.error(f"{failed} race case(s) failed: see {race_junit}")
     if not throughput:
         return
     failed = junit_failures(out / tp_junit)

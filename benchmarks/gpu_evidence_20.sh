@@ -2,7 +2,7 @@
 # Issue 20's GPU evidence in one device call on one H200 (nvidia-h200: 16 cores):
 #   1. one gpu_matrix cell's one-GPU race selection through `nox -s gpu_matrix` itself, timed
 #      whole (every GPU strategy × cold/warm/deleted × 2 threads on cuda:0, 3 runs per case,
-#      the probes; the production wave last), at the host's own race workers
+#      the probes; the production case among them), at the host's own race workers
 #      (noxfile.host_race_workers) unless RACE_WORKERS says otherwise: target ≤ 6 min;
 #   2. in what is left of CALL_S: detection runs, 2 threads on cuda:0, 10 µs switch interval,
 #      8 runs each, the cells still short of 8 first (per_device warm and deleted, whose runs

@@ -174,9 +174,7 @@ def test_report_job_merges_every_artifact_and_publishes_junit(
     assert junit["uses"].startswith("EnricoMi/publish-unit-test-result-action@")
     assert junit["if"] == "always()" and report["permissions"]["checks"] == "write"
     names = re.findall(r"""junit[\w-]*\.xml""", NOXFILE.read_text())
-    assert {"junit.xml", "junit-throughput.xml", "junit-race.xml", "junit-production.xml"} <= set(
-        names
-    )
+    assert {"junit.xml", "junit-throughput.xml", "junit-race.xml"} <= set(names)
     pattern = junit["with"]["files"].removeprefix("artifacts/**/")
     assert all(fnmatch.fnmatch(n, pattern) for n in names)
 

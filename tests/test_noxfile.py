@@ -447,31 +447,28 @@ def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
     s = JUnitWritingSession(name, ["--repeat", "3"])
     noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
     runs = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
-    (tp, tp_kw), (race, _), (prod, _) = runs
+    (tp, tp_kw), (race, _) = runs
     assert tp[3:6] == ("cases", "-m", "throughput") and "-n" not in tp
     assert tp_kw["success_codes"] == [0, 1, 5]  # a throughput failure must not skip the races
-    # The race cases in two waves, the production strategy's last (its runs follow the rate
-    # the control measured in the first), both judging the cell's records from one line on.
-    assert race[3:9] == ("cases", "-m", "not throughput and not production", "-n", "16",
-                         "--share-gpus")  # fmt: skip
-    assert prod[3:6] == ("cases", "-m", "not throughput and production")
-    assert "--records-from=0" in race and "--records-from=0" in prod
+    # The race cases in one pytest, the production strategy's among them (its case follows
+    # the control's rate as the control's runs land), judging the cell's records from one line.
+    assert race[3:9] == ("cases", "-m", "not throughput", "-n", "16", "--share-gpus")
+    assert "--records-from=0" in race
     cell = tmp_path / "gpu_matrix-torch-system-transformers-5.8.1"
     assert f"--junitxml={cell / 'junit-throughput.xml'}" in tp
     assert f"--junitxml={cell / 'junit-race.xml'}" in race
-    assert f"--junitxml={cell / 'junit-production.xml'}" in prod
     # A failed throughput case fails the cell, after the race part has run.
     s = JUnitWritingSession(name, ["--repeat", "3"])
     s.failures = 1
     with pytest.raises(AssertionError, match="1 race case"):
         noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
-    assert len([r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]) == 3
-    # The throughput wave alone failed: the cell fails for it, after both race waves ran.
+    assert len([r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]) == 2
+    # The throughput half alone failed: the cell fails for it, after the race cases ran.
     s = JUnitWritingSession(name, ["--repeat", "3"])
     s.failures_in = {"junit-throughput.xml": 1}
     with pytest.raises(AssertionError, match="1 throughput case"):
         noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
-    assert len([r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]) == 3
+    assert len([r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]) == 2
     # pytest died without a JUnit file: a failure, never a pass read from an old file.
     s = JUnitWritingSession(name, ["--repeat", "3"])
     s.failures = None
@@ -487,9 +484,9 @@ def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
     for marker_args in (["-m", "not slow"], ["-m=not slow"], ["-mnot slow"]):
         s = JUnitWritingSession("gpu", [*marker_args, "--repeat", "1"])
         noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
-        (tp, _), (race, _), _ = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
+        (tp, _), (race, _) = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
         assert tp[4:6] == ("-m", "(not slow) and throughput") and tp[-2:] == ("--repeat", "1")
-        assert race[4:6] == ("-m", "(not slow) and not throughput and not production")
+        assert race[4:6] == ("-m", "(not slow) and not throughput")
         assert not any("not slow" in a for a in race[6:])
 
 
@@ -497,7 +494,7 @@ def test_a_cell_whose_marker_selects_no_throughput_case_starts_no_pytest_for_the
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`-m "not throughput"` (issue 20's cell) used to start a pytest that imported torch and
-    deselected everything: ~10 s of a cell on CPU. Now only the two race waves run."""
+    deselected everything: ~10 s of a cell on CPU. Now only the race cases' pytest runs."""
     monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
@@ -505,10 +502,7 @@ def test_a_cell_whose_marker_selects_no_throughput_case_starts_no_pytest_for_the
     s = JUnitWritingSession("gpu", ["-m", "not throughput", "--repeat", "3"])
     noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")  # no old junit read: it passes
     runs = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
-    assert [r[0][4:6] for r in runs] == [
-        ("-m", "(not throughput) and not throughput and not production"),
-        ("-m", "(not throughput) and not throughput and production"),
-    ]
+    assert [r[0][4:6] for r in runs] == [("-m", "(not throughput) and not throughput")]
 
 
 @pytest.mark.parametrize(
@@ -568,11 +562,11 @@ def test_xdist_workers_default_to_the_host_and_the_env_var_overrides(
         runs = [r[0] for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
         return [r[r.index("-n") : r.index("-n") + 2] for r in runs if "-n" in r]
 
-    assert xdist_args(32, gpus=2) == [("-n", "16")] * 2  # both race waves
-    assert xdist_args(64, gpus=1, gpu_bytes=24 * gib) == [("-n", "2")] * 2
+    assert xdist_args(32, gpus=2) == [("-n", "16")]  # the race cases
+    assert xdist_args(64, gpus=1, gpu_bytes=24 * gib) == [("-n", "2")]
     assert xdist_args(4, gpus=1, gpu_bytes=8 * gib) == []  # one worker: cases one by one
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "3")
-    assert xdist_args(32, gpus=2) == [("-n", "3")] * 2
+    assert xdist_args(32, gpus=2) == [("-n", "3")]
 
 
 def test_runs_write_under_the_state_folder_unless_told_otherwise(tmp_path: Path) -> None:
