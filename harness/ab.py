@@ -245,15 +245,20 @@ def run_ab(
     records_dir: Path | None = None,
     progress: Any = None,
 ) -> ABResult:
-    """Run both sides `runs` times each, interleaved, and compare; stops at the first failure."""
+    """Run both sides `runs` times each, interleaved, and compare; stops at the first failure.
+
+    Interrupted (SIGINT: Ctrl-C, or `timeout -s INT` around nox), it stops there and fails the
+    A/B, with the runs made so far compared when each side has two, so the user sees them.
+    """
     if runs < 2:
         raise ValueError(f"runs must be ≥ 2 per side (one run has no spread), got {runs}")
     args = check_run_args(run_args)
     sides = {"reference": reference, "candidate": candidate}
     result = ABResult(args, {n: {"python": s.python, "env": dict(s.env)} for n, s in sides.items()})
     workdir = Path(tempfile.mkdtemp(prefix="racegate-ab-"))  # 0700, unpredictable name
+    plan = order(runs)
     try:
-        for index, (name, k) in enumerate(order(runs)):
+        for index, (name, k) in enumerate(plan):
             out = workdir / f"{index:03d}-{name}-{k}.jsonl"
             try:
                 record = run_once(sides[name], args, out, timeout_s)
@@ -267,6 +272,15 @@ def run_ab(
             result.sides[name]["versions"] = sample.versions
             if progress is not None:
                 progress(f"{name} run {k + 1}/{runs}: {sample.tokens_per_s:,.0f} tok/s")
+    except KeyboardInterrupt:  # subprocess.run has killed the run in flight
+        made = {n: sum(x.side == n for x in result.samples) for n in sides}
+        result.failure = (
+            f"interrupted after {len(result.samples)} of {len(plan)} runs "
+            f"({', '.join(f'{n} {c}' for n, c in made.items())}); no call is made"
+        )
+        if min(made.values()) < 2:
+            return result
+        result.failure += ": the comparison above is of the runs made, not a verdict"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result.throughput, result.memory, result.memory_note = compare_samples(

@@ -7,8 +7,10 @@ The end-to-end test runs real `python -m harness run` subprocesses of `tiny` on 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -300,3 +302,41 @@ def test_a_cache_state_the_user_names_is_kept(tmp_path: Path) -> None:
 def test_a_list_option_with_more_than_one_value_is_refused(args: list[str]) -> None:
     with pytest.raises(ValueError, match="takes one value"):
         ab.check_run_args(["--preset", "tiny", *args])
+
+
+@pytest.mark.timeout(900)
+def test_an_interrupted_ab_fails_and_shows_the_runs_it_made(tmp_path: Path) -> None:
+    """A real SIGINT (what `timeout -s INT` sends nox's children) after two runs a side: no
+    traceback, the A/B fails, and the four runs made are compared and kept in ab.json."""
+    records, out = tmp_path / "records", tmp_path / "ab.json"
+    command = [sys.executable, "-m", "harness.ab", "compare", "--candidate", sys.executable]
+    command += ["--runs", "3", "--records", str(records), "--out", str(out), *ONE_THREAD]
+    proc = subprocess.Popen(
+        [*command, "--", *RUN_ARGS],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def made() -> int:
+        return sum(
+            len((records / f"{side}.jsonl").read_text().splitlines())
+            for side in ab.SIDES
+            if (records / f"{side}.jsonl").exists()
+        )
+
+    deadline = time.monotonic() + 800
+    while made() < 4 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert made() == 4 and proc.poll() is None, "the A/B ended before its fifth run"
+    time.sleep(1.0)  # the fifth run is in flight (a run takes seconds to import torch)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1, stdout + stderr
+    assert "Traceback" not in stderr, stderr
+    assert "A/B FAILED: interrupted after 4 of 6 runs (reference 2, candidate 2)" in stdout
+    result = json.loads(out.read_text())
+    assert result["failure"].startswith("interrupted after 4 of 6 runs"), result
+    assert len(result["throughput"]["reference"]) == len(result["throughput"]["candidate"]) == 2
+    assert made() == 4  # the run in flight was stopped, not finished
