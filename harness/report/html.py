@@ -36,7 +36,9 @@ h3 { font-size: 1em; margin: 1em 0 .3em; }
 table { border-collapse: collapse; margin: .4em 0; }
 th, td { border: 1px solid #d0d7de; padding: 3px 7px; vertical-align: top; text-align: left; }
 th { background: #f6f8fa; font-weight: 600; }
-table.v td { white-space: nowrap; }
+/* A verdict cell wraps between its badge and its counts, never inside either: the matrix
+   fits a 1,200 px window (nowrap cut the last column off). */
+table.v td .n, table.v td .b { white-space: nowrap; }
 td.safe { background: #eefbf1; } td.unsafe { background: #fff0ee; }
 td.masked { background: #fff8e1; } td.nodata { color: #8c959f; }
 .b { display: inline-block; padding: 0 6px; border-radius: 3px; font-weight: 700;
