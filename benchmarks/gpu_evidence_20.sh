@@ -5,8 +5,10 @@
 #      the probes; the production case among them), at the host's own race workers
 #      (noxfile.host_race_workers) unless RACE_WORKERS says otherwise: target ≤ 6 min;
 #   2. in what is left of CALL_S: detection runs, 2 threads on cuda:0, 10 µs switch interval,
-#      8 runs each, the cells still short of 8 first (per_device warm and deleted, whose runs
-#      now copy one priming run's cache), then per_device cold, then singleton.
+#      8 runs each: per_device warm with each run priming its own cache (--prime-each-run), then
+#      with the shared priming copy, then singleton warm alone. Shared priming's warm rate
+#      (9/16, results/2026-12-02-h200-cell) came out below own priming's (13/15) at p = 0.11:
+#      side by side on one host this tells whether the copy makes a warm run less race-prone.
 # Records are appended as they land. The device returns at most 8 files, so everything is
 # written to a private dir and packed into $OUT/all.tar.gz at exit; $OUT/summary.txt holds the
 # tables (also in the pack). Needs .whl carried (nox and its wheels for the image's python).
@@ -32,24 +34,22 @@ log "cell: nox exit $? after $((SECONDS - cell_t0)) s"
 cell_s=$((SECONDS - cell_t0))
 
 # ---- 2. detection -----------------------------------------------------------------------
-detect() {  # detect STRATEGIES STATES
+detect() {  # detect STRATEGIES STATES [harness run options]
   local left=$((${CALL_S:-570} - (SECONDS - t0)))
   if ((left < 60)); then
-    log "detection $1 $2: not started ($left s left)"
+    log "detection $1 $2 ${*:3}: not started ($left s left)"
     return
   fi
-  log "detection $1 $2: start ($left s left)"
+  log "detection $1 $2 ${*:3}: start ($left s left)"
   timeout -s INT -k 10 "$left" python3 -m harness run --preset small --devices 0 \
     --strategies "$1" --threads-per-device 2 --cache-states "$2" --switch-interval 1e-5 \
-    --run-timeout 80 --jobs "${JOBS:-8}" --repeat 8 --results "$W/detection.jsonl" \
+    --run-timeout 80 --jobs "${JOBS:-8}" --repeat 8 --results "$W/detection.jsonl" "${@:3}" \
     >>"$W/detection.log" 2>&1
-  log "detection $1 $2: exit $?"
+  log "detection $1 $2 ${*:3}: exit $?"
 }
-# Session 9 (results/2026-12-01-h200-cell-shared) gave singleton 8 runs per state; per_device with
-# shared priming had only the cell's 4 per state, so its primed states come first now.
-detect per_device warm,deleted
-detect per_device cold
-detect singleton cold,warm,deleted
+detect per_device warm --prime-each-run
+detect per_device warm
+detect singleton warm --prime-each-run
 
 # ---- the tables -------------------------------------------------------------------------
 python3 - "$W" "$cell_s" >"$W/summary.txt" 2>&1 <<'PY'
@@ -65,7 +65,9 @@ for title, paths in (("cell", sorted(w.glob("m/**/*.jsonl"))), ("detection", [w 
     for p in paths:
         if p.exists():
             for r in read_jsonl(p):
-                rows[(r.scenario["strategy"], r.scenario["cache_state"])].append(r)
+                primed = "" if r.scenario["cache_state"] == "cold" else (
+                    " (shared priming)" if r.cache.get("prime_copied") else " (own priming)")
+                rows[(r.scenario["strategy"], r.scenario["cache_state"] + primed)].append(r)
     print(f"\n{title}\n\n| strategy | cache | runs | failed | outcomes | stall-called | busy at deadline | walls (s) |")
     print("|---|---|---|---|---|---|---|---|")
     for (s, c), recs in sorted(rows.items()):

@@ -69,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print each record as JSON on stdout")
     run.add_argument("--keep", action="store_true", help="keep each run's work dir (logs, cache)")
     run.add_argument(
+        "--prime-each-run",
+        action="store_true",
+        help="a warm/deleted run primes a cache of its own, instead of copying one priming run's "
+        "(slower; to compare detection with and without the shared priming)",
+    )
+    run.add_argument(
         "--jobs",
         type=int,
         default=1,
@@ -264,15 +270,17 @@ def _run_all(
     records: list[RunRecord] = []
     timing_valid = args.jobs == 1 or len(jobs) == 1  # runs side by side time nothing
     progress = _progress()
-    # A warm/deleted scenario's runs copy the cache of one priming run (made by the first).
+    # A warm/deleted scenario's runs copy the cache of one priming run (made by the first),
+    # unless --prime-each-run: then each run primes its own (run_scenario's primes=None).
     primes = SharedPrimes(keep=args.keep)
+    shared = None if args.prime_each_run else primes
     with primes, progress, ThreadPoolExecutor(args.jobs) as pool:
         task = progress.add_task(f"{len(jobs)} run(s)", total=len(jobs))
         # Each run is its own subprocess; the pool only waits on them, so threads are enough.
         futures = {
             pool.submit(
                 run_scenario, sc, command=command, repeat_index=k, keep=args.keep,
-                timing_valid=timing_valid, primes=primes,
+                timing_valid=timing_valid, primes=shared,
             ): (sc, k)
             for sc, k in jobs
         }  # fmt: skip

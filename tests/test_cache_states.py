@@ -136,3 +136,31 @@ def test_a_primed_cache_is_copied_without_its_sockets_or_fifos(tmp_path: Path) -
     assert (root / "inductor" / "entry").read_bytes() == b"compiled"
     assert os.readlink(root / "link") == "inductor/entry"
     assert (root.stat().st_mode & 0o777) == 0o700
+
+
+@pytest.mark.timeout(600)
+def test_prime_each_run_primes_every_warm_run_alone_and_the_default_copies_one(tmp_path) -> None:
+    """`harness run --prime-each-run`: two warm runs, each from a cache it primed itself (no
+    copy), both proven warm; without it the same two runs copy one priming run's cache."""
+    import subprocess
+    import sys
+
+    from harness.record import read_jsonl
+
+    def warm_runs(name: str, *extra: str) -> list[dict]:
+        out = tmp_path / f"{name}.jsonl"
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", "run", "--preset", "tiny", "--strategies",
+             "per_device", "--cache-states", "warm", "--threads-per-device", "1", "--steps", "2",
+             "--repeat", "2", "--jobs", "2", "--run-timeout", "240", "--results", str(out), *extra],
+            cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=580,
+        )  # fmt: skip
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]  # 1: one thread cannot race
+        return [r.cache for r in read_jsonl(out)]
+
+    alone = warm_runs("alone", "--prime-each-run")
+    shared = warm_runs("shared")
+    assert [c["prime_copied"] for c in alone] == [False, False], alone
+    assert [c["prime_copied"] for c in shared] == [True, True], shared
+    for cache in alone + shared:
+        assert cache["prime_ok"] and cache["proven_warm"] is True, cache
