@@ -26,7 +26,7 @@ MARKERS = {
     "throughput": "throughput(): gates tokens/s against baselines/<hardware>.json",
     "slow": "slow(): takes minutes; deselect with -m 'not slow'",
     "production": "production(): a race case of the production strategy (its runs follow the "
-    "control's measured rate: the nightly runs these after the others)",
+    "control's measured rate, as the control's runs land)",
 }
 pytest_plugins = ["harness.report.terminal"]  # the verdict block and its calibration options
 # The run folder this process made under .racegate/runs/ (not a worker's, not --results).

@@ -60,16 +60,27 @@ def case_repeats(strategy: Strategy, rc: RacegateConfig, cal: Calibration) -> tu
 
 
 def production_runs_left(
-    done: int, cell: str, rc: RacegateConfig, cal: Calibration, records: list
+    done: int,
+    cell: str,
+    rc: RacegateConfig,
+    cal: Calibration,
+    records: list,
+    control_selected: bool = True,
 ) -> tuple[int, str]:
     """(runs still to make, why) after `done` clean production runs in `cell`; 0 when enough.
 
     Under pytest-xdist the control's case may still be running beside this one (workers do not
     keep collection order): until all its runs in the cell have landed, one run at a time. A
     landed run counts whether or not it reached its cache state; only those that did measure
-    the rate. The cap always ends the case."""
+    the rate. The cap always ends the case. Where the control's case for the cell is not in
+    this session (`-k`, `-m`), no rate will come: the default --repeat, not the cap one by one
+    (the verdict then reads the strategy INCONCLUSIVE there)."""
     if done >= cal.cap:
         return 0, f"the {cal.cap}-run cap (--power-cap) ends it"
+    if not control_selected:
+        return max(0, rc.repeat - done), (
+            f"{cal.control} is not selected in {cell} in this session: the default {rc.repeat}"
+        )
     control_runs = max(rc.repeat, cal.control_repeat)
     landed = sum(1 for r in records if r.scenario["strategy"] == cal.control and cell_of(r) == cell)
     if landed < control_runs:
@@ -88,6 +99,18 @@ def production_runs_done(
     return left == 0, why
 
 
+def control_cells(items: list[pytest.Item], control: str) -> set[str]:
+    """The cells ('cold 1×2') whose control case this session runs (its selected items)."""
+    out = set()
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        case = callspec.params.get("race_case") if callspec is not None else None
+        if case is not None and case[0] == control:
+            _, cache_state, devices, tpd = case
+            out.add(cell_label(cache_state, len(devices), tpd))
+    return out
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "race_case" not in metafunc.fixturenames:
         return
@@ -102,7 +125,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         for cache_state in rc.cache_states:
             for devices, tpd in topologies(rc):
                 marks = [pytest.mark.race, pytest.mark.timeout(timeout)]
-                if strategy == rc.production:  # the nightly runs these after the rest
+                if strategy == rc.production:  # `-m production` selects these
                     marks.append(pytest.mark.production)
                 if devices != ("cpu",):
                     marks.append(pytest.mark.gpu)
@@ -138,7 +161,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("race_case", params)
 
 
-def test_race(race_case, racegate_config, pytestconfig) -> None:
+def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     strategy, cache_state, devices, tpd = race_case
     rc = racegate_config
     cal = pytestconfig.stash[calibration_key]
@@ -162,8 +185,9 @@ def test_race(race_case, racegate_config, pytestconfig) -> None:
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
+        selected = cell in control_cells(request.session.items, cal.control)
         records, why = _run_race_case(
-            scenario, strategy, cell, rc, cal, pytestconfig, primes, command
+            scenario, strategy, cell, rc, cal, pytestconfig, primes, command, selected
         )
     judge(records)  # raises on a failed run (which ended the case unless it is the control)
     print(f"{strategy} {cell}: {len(records)} runs; {why}")
@@ -178,6 +202,7 @@ def _run_race_case(
     pytestconfig: pytest.Config,
     primes: SharedPrimes,
     command: str,
+    control_selected: bool = True,
 ) -> tuple[list[RunRecord], str]:
     """The case's runs (all the control's; the production strategy's as many as its power
     asks; the others until the first failure) and why that many."""
@@ -197,13 +222,15 @@ def _run_race_case(
         records = run(repeat, stop_on_failure=stop, jobs=1 if stop else rc.case_jobs)
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
         records = []
-        left, why = production_runs_left(0, cell, rc, cal, session_records(pytestconfig))
+        left, why = production_runs_left(
+            0, cell, rc, cal, session_records(pytestconfig), control_selected
+        )
         while left and all(r.outcome == Outcome.OK for r in records):
             # Once the control's rate is complete the runs still needed are known: a batch.
             batch = min(rc.case_jobs, left)
             records += run(batch, stop_on_failure=True, first_index=len(records), jobs=batch)
             left, why = production_runs_left(
-                len(records), cell, rc, cal, session_records(pytestconfig)
+                len(records), cell, rc, cal, session_records(pytestconfig), control_selected
             )
     return records, why
 

@@ -153,6 +153,11 @@ def test_no_control_or_no_probe_verdict_is_inconclusive() -> None:
     assert "per_device, the positive control, did not run in cold 1×2" in v.production_verdict.why
     v = decide(runs("per_device", 4) + runs("warmup_locked", 30), production="warmup_locked")
     assert v.production_verdict.status is Status.INCONCLUSIVE
+    # A hazard on this torch is no mask where the control did not run at all (deselected):
+    # nothing shows it cannot fire here.
+    v = decide(runs("warmup_locked", 3), production="warmup_locked", probes=HAZARD)
+    assert v.production_verdict.status is Status.INCONCLUSIVE
+    assert "per_device, the positive control, did not run in cold 1×2" in v.production_verdict.why
 
 
 def test_not_run_strategies_and_an_empty_session() -> None:
@@ -221,6 +226,21 @@ def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) ->
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
+def test_end_to_end_a_deselected_control_leaves_the_default_repeats(tmp_path: Path) -> None:
+    """`-k warmup_locked` deselects the control: no rate will come, so the production case
+    makes --repeat runs (3), not one at a time up to the cap (5 here), and stays undecided."""
+    proc, records = _suite(
+        tmp_path, "p=1", "-k", "warmup_locked", "--power-cap", "5", "--repeat", "3", "-rA"
+    )
+    out = proc.stdout
+    assert [r.scenario["strategy"] for r in records] == ["warmup_locked"] * 3, out[-3000:]
+    assert "per_device is not selected in cold 1×2 in this session: the default 3" in out
+    block = " ".join(out[out.index(" racegate verdict ") :].split())
+    assert "INCONCLUSIVE warmup_locked (production)" in block, block
+    assert "per_device, the positive control, did not run in cold 1×2" in block, block
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
 def test_end_to_end_a_control_that_never_fires_masks(tmp_path: Path) -> None:
     """p=0: the window never opens, per_device stays clean, and on a torch whose probes show the
     hazard the verdict is MASKED (on one where they say it is gone: SAFE, fixed upstream)."""
@@ -272,6 +292,11 @@ def test_cases_skip_one_thread_and_put_the_control_first() -> None:
     unprimed[0].cache = {"prime_ok": False}
     left, why = production_runs_left(3, "warm 1×2", rc, cal, unprimed)
     assert left == 5 and "8 runs" in why, why
+    # The control's case for the cell not selected (-k): no rate will come, so the default
+    # --repeat (3), not one run at a time up to the 30-run cap.
+    left, why = production_runs_left(1, "cold 1×2", rc, cal, [], control_selected=False)
+    assert left == 2 and "not selected" in why, why
+    assert production_runs_left(3, "cold 1×2", rc, cal, [], control_selected=False)[0] == 0
 
 
 def test_control_runs_that_never_reached_their_cache_state_measure_nothing() -> None:

@@ -288,10 +288,10 @@ def _uncalibrated(
     hazards, gone = _hazards(probes), _gone(probes)
     fired_nowhere = all(r.hits == 0 for r in rates.values())
     missing = [cell for cell in uncalibrated if cell not in rates]
-    if hazards and fired_nowhere:  # (it fired elsewhere here: then only inconclusive)
-        where = ", ".join(
-            rates[x].describe() if x in rates else f"{x} not run" for x in uncalibrated
-        )
+    # MASKED only where the control ran and never failed: where it did not run at all
+    # (deselected, say) nothing shows the race cannot be produced here (then INCONCLUSIVE).
+    if hazards and fired_nowhere and not missing:  # (it fired elsewhere: only inconclusive)
+        where = ", ".join(rates[x].describe() for x in uncalibrated)
         return StrategyVerdict(
             strategy, Status.MASKED, n, 0, {}, covered,
             f"{base}, but {c} never failed here ({where}) while probe {hazards[0]} shows the "

@@ -47,8 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         help="judge the results file's records from this one on (0: all), not only those this "
-        "session appends: for a cell run as several pytest sessions into one file, as the "
-        "nightly's waves are (default: this session's own)",
+        "session appends: for a cell run as several pytest sessions into one file "
+        "(default: this session's own)",
     )
     group.addoption(
         "--power-cap",
