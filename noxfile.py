@@ -440,8 +440,8 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     # The race cases in one pytest: the production strategy's case runs beside the rest, one
     # run at a time until the control's runs in its cell have landed, then as many as the
     # control's rate asks for (cases/test_race.py). A second wave after the rest left the host
-    # half idle: on one H200 the production wave started 253 s into a 421 s cell, while from
-    # ~120 s on only 3-5 race runs were in flight (results/2026-12-02-h200-cell).
+    # idle: on one H200 it began ~283 s into the cell, and for the ~130 s before, 0-5 race runs
+    # were in flight on 16 cores (results/2026-12-02-h200-cell).
     records = out / "records.jsonl"  # the cell judges what this run wrote from here on
     start = len(records.read_bytes().splitlines()) if records.is_file() else 0
     race_junit = out / "junit-race.xml"
@@ -609,6 +609,11 @@ def ab_params(name: str, values: list[str]) -> list[nox.param]:
     return cell_params(name, values, tag_prefix="ab")
 
 
+# On Ctrl-C nox passes SIGINT on and sends SIGTERM 0.3 s later (its default): too soon for
+# harness.ab to stop the run in flight, compare the runs it made and write ab.json.
+AB_INTERRUPT_S = 60.0
+
+
 @nox.session(**SYSTEM_SITE)
 @nox.parametrize("transformers", ab_params("transformers", GPU_TRANSFORMERS))
 @nox.parametrize("torch", ab_params("torch", GPU_TORCH))
@@ -633,6 +638,7 @@ def gpu_ab(session: nox.Session, torch: str, transformers: str) -> None:
         "--candidate", str(Path(session.bin) / "python"), "--runs", str(runs),
         "--records", str(out / "ab-records"), "--out", str(result),
         "--", *(session.posargs or AB_RUN_ARGS), success_codes=[0, 1],
+        interrupt_timeout=AB_INTERRUPT_S,
     )  # fmt: skip
     ab_call(session, result)
 

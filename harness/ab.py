@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -510,8 +511,14 @@ def cmd_power(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _sigterm_interrupts(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # run_ab stops as on Ctrl-C: the runs made are compared and kept
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.ab") -> int:
     """`python -m harness.ab ...` (and `python -m harness ab ...`, which passes its argv on)."""
+    # nox, CI runners and `timeout` stop a job with SIGTERM, at once or after a SIGINT.
+    signal.signal(signal.SIGTERM, _sigterm_interrupts)
     try:
         args = build_parser(prog).parse_args(argv)
         return {"compare": cmd_compare, "power": cmd_power}[args.command](args)

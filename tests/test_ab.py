@@ -305,9 +305,11 @@ def test_a_list_option_with_more_than_one_value_is_refused(args: list[str]) -> N
 
 
 @pytest.mark.timeout(900)
-def test_an_interrupted_ab_fails_and_shows_the_runs_it_made(tmp_path: Path) -> None:
-    """A real SIGINT (what `timeout -s INT` sends nox's children) after two runs a side: no
-    traceback, the A/B fails, and the four runs made are compared and kept in ab.json."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_ab_fails_and_shows_the_runs_it_made(tmp_path: Path, signum: int) -> None:
+    """A real SIGINT (what `timeout -s INT` sends nox's children) or SIGTERM (what nox sends
+    after it) after two runs a side: no traceback, the A/B fails, and the four runs made are
+    compared and kept in ab.json."""
     records, out = tmp_path / "records", tmp_path / "ab.json"
     command = [sys.executable, "-m", "harness.ab", "compare", "--candidate", sys.executable]
     command += ["--runs", "3", "--records", str(records), "--out", str(out), *ONE_THREAD]
@@ -331,7 +333,7 @@ def test_an_interrupted_ab_fails_and_shows_the_runs_it_made(tmp_path: Path) -> N
         time.sleep(0.2)
     assert made() == 4 and proc.poll() is None, "the A/B ended before its fifth run"
     time.sleep(1.0)  # the fifth run is in flight (a run takes seconds to import torch)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1, stdout + stderr
     assert "Traceback" not in stderr, stderr

@@ -735,6 +735,8 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     assert cmd[cmd.index("--runs") + 1] == "5"
     assert cmd[cmd.index("--") + 1 :] == noxfile.AB_RUN_ARGS
     assert kw["success_codes"] == [0, 1]  # exit 1 is read from ab.json, with its reason
+    # An interrupt leaves harness.ab time to stop and write ab.json (nox's default is 0.3 s).
+    assert kw["interrupt_timeout"] >= 30
     # Faster is no failure; slower, a failed run, or no result fails the cell, saying why.
     noxfile.gpu_ab(ABSession(name, cand_bin, _ab_answer("higher")), "system", "5.8.1")
     for answer, message in (
