@@ -8,9 +8,9 @@
 # beside it.
 #   OUT=<empty dir> PRESET=small CANDIDATES="5.8.1 5.17.0" RUNS=5 bash benchmarks/gpu_ab_21.sh
 #   OUT=<empty dir> PRESET=qwen3-8b-drafter CANDIDATES=5.8.1 RUNS=3 bash benchmarks/gpu_ab_21.sh
-# Cost, measured (results/2026-12-02-h200-ab): `small` ≈ 50 s a run from process start to exit
-# (31-40 s of it in the record's wall_s), so one A/B is ~36 s of venv builds + 2 × RUNS × 50 s:
-# RUNS=5 needs AB_S ≥ 560. The 8B: ≈ 55 s of wall_s a run (3 steady steps), plus its start.
+# Cost, measured (results/2026-12-02-h200-ab): `small` ≈ 53 s a run from process start to exit
+# (31-40 s of it in the record's wall_s), so one A/B is ~36 s of venv builds + 2 × RUNS × 53 s:
+# RUNS=5 needs AB_S ≥ 580. The 8B: ≈ 55 s of wall_s a run (3 steady steps), plus its start.
 set -uo pipefail
 source "$(dirname "$0")/device_call.sh"  # $OUT, cd to the repo, $W (packed), log, scratch
 PRESET=${PRESET:-small}

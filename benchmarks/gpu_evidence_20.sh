@@ -4,11 +4,13 @@
 #      whole (every GPU strategy × cold/warm/deleted × 2 threads on cuda:0, 3 runs per case,
 #      the probes; the production case among them), at the host's own race workers
 #      (noxfile.host_race_workers) unless RACE_WORKERS says otherwise: target ≤ 6 min;
-#   2. in what is left of CALL_S: detection runs, 2 threads on cuda:0, 10 µs switch interval,
-#      8 runs each: per_device warm with each run priming its own cache (--prime-each-run), then
-#      with the shared priming copy, then singleton warm alone. Shared priming's warm rate
-#      (9/16, results/2026-12-02-h200-cell) came out below own priming's (13/15) at p = 0.11:
-#      side by side on one host this tells whether the copy makes a warm run less race-prone.
+#   2. in what is left of CALL_S: detection runs, 2 threads on cuda:0, 10 µs switch interval:
+#      per_device warm in arms of DETECT_REPEAT (4) runs, each run priming its own cache
+#      (--prime-each-run) or copying one shared priming run, counterbalanced (own shared shared
+#      own), then singleton warm with own priming. CELL=0 skips part 1 (a call of detection).
+#      Shared priming's warm rate (9/16, results/2026-12-02-h200-cell) came out below own
+#      priming's (16/19) at p = 0.13: side by side on one host this tells whether the copy
+#      makes a warm run less race-prone.
 # Records are appended as they land. The device returns at most 8 files, so everything is
 # written to a private dir and packed into $OUT/all.tar.gz at exit; $OUT/summary.txt holds the
 # tables (also in the pack). Needs .whl carried (nox and its wheels for the image's python).
@@ -21,16 +23,18 @@ python3 -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl >>"$W
   || { log "cannot install .whl (carry it)"; exit 2; }
 
 # ---- 1. the cell ------------------------------------------------------------------------
-workers=()
-[[ -n ${RACE_WORKERS:-} ]] && workers=(RACEGATE_RACE_WORKERS="$RACE_WORKERS")
-log "cell: start (budget ${BUDGET:-420} s${RACE_WORKERS:+, $RACE_WORKERS race workers})"
 cell_t0=$SECONDS  # the cell's own clock: t0 (device_call.sh) also counts the wheel install
-timeout -s INT -k 20 "${BUDGET:-420}" env PYTHONPATH="$SITE" RACEGATE_WHEELHOUSE="$PWD/.whl" \
-  RACEGATE_RESULTS_DIR="$W/m" "${workers[@]}" \
-  python3 -m nox -s "gpu_matrix(torch='system', transformers='5.17.0')" \
-  -- -m "not throughput" --devices 0 --threads-per-device 2 --repeat 3 --run-timeout 90 -rA \
-  >"$W/nox.log" 2>&1
-log "cell: nox exit $? after $((SECONDS - cell_t0)) s"
+if [[ ${CELL:-1} != 0 ]]; then
+  workers=()
+  [[ -n ${RACE_WORKERS:-} ]] && workers=(RACEGATE_RACE_WORKERS="$RACE_WORKERS")
+  log "cell: start (budget ${BUDGET:-420} s${RACE_WORKERS:+, $RACE_WORKERS race workers})"
+  timeout -s INT -k 20 "${BUDGET:-420}" env PYTHONPATH="$SITE" RACEGATE_WHEELHOUSE="$PWD/.whl" \
+    RACEGATE_RESULTS_DIR="$W/m" "${workers[@]}" \
+    python3 -m nox -s "gpu_matrix(torch='system', transformers='5.17.0')" \
+    -- -m "not throughput" --devices 0 --threads-per-device 2 --repeat 3 --run-timeout 90 -rA \
+    >"$W/nox.log" 2>&1
+  log "cell: nox exit $? after $((SECONDS - cell_t0)) s"
+fi
 cell_s=$((SECONDS - cell_t0))
 
 # ---- 2. detection -----------------------------------------------------------------------
@@ -43,12 +47,14 @@ detect() {  # detect STRATEGIES STATES [harness run options]
   log "detection $1 $2 ${*:3}: start ($left s left)"
   timeout -s INT -k 10 "$left" python3 -m harness run --preset small --devices 0 \
     --strategies "$1" --threads-per-device 2 --cache-states "$2" --switch-interval 1e-5 \
-    --run-timeout 80 --jobs "${JOBS:-8}" --repeat 8 --results "$W/detection.jsonl" "${@:3}" \
+    --run-timeout 80 --jobs "${JOBS:-8}" --repeat "${DETECT_REPEAT:-4}" \
+    --results "$W/detection.jsonl" "${@:3}" \
     >>"$W/detection.log" 2>&1
   log "detection $1 $2 ${*:3}: exit $?"
 }
-detect per_device warm --prime-each-run
-detect per_device warm
+for arm in own shared shared own; do
+  if [[ $arm == own ]]; then detect per_device warm --prime-each-run; else detect per_device warm; fi
+done
 detect singleton warm --prime-each-run
 
 # ---- the tables -------------------------------------------------------------------------
