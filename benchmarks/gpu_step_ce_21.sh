@@ -4,8 +4,7 @@
 # bf16 output, so the upcast is cost without fidelity. Run at 4d84119, when model/loss.py still
 # upcast (results/2026-12-02-h200-step-ce: bf16 ran 1.079x in racegate's step); since then
 # model/loss.py keeps bf16, and the float32 arm is a copy that puts the `.float()` back. Alone
-# on the machine,
-# counterbalanced (P32 PBF R32 RBF RBF R32 PBF P32):
+# on the machine, counterbalanced (P32 PBF R32 RBF RBF R32 PBF P32):
 #   P32 / PBF: benchmarks/plain_step.py at one sequence, --ce-dtype float32 / model;
 #   R32 / RBF: racegate's qwen3-8b-drafter (`harness run`, warmup_locked, 1 thread, cold) from
 #              a copy whose model/loss.py upcasts / from this tree.

@@ -202,7 +202,7 @@ def _run_race_case(
     pytestconfig: pytest.Config,
     primes: SharedPrimes,
     command: str,
-    control_selected: bool = True,
+    control_selected: bool,
 ) -> tuple[list[RunRecord], str]:
     """The case's runs (all the control's; the production strategy's as many as its power
     asks; the others until the first failure) and why that many."""

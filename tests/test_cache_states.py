@@ -147,7 +147,7 @@ def test_prime_each_run_primes_every_warm_run_alone_and_the_default_copies_one(t
 
     from harness.record import read_jsonl
 
-    def warm_runs(name: str, *extra: str) -> list[dict]:
+    def warm_runs(name: str, *extra: str) -> list[dict]:  # each run's cache evidence
         out = tmp_path / f"{name}.jsonl"
         proc = subprocess.run(
             [sys.executable, "-m", "harness", "run", "--preset", "tiny", "--strategies",
@@ -156,7 +156,9 @@ def test_prime_each_run_primes_every_warm_run_alone_and_the_default_copies_one(t
             cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=580,
         )  # fmt: skip
         assert proc.returncode in (0, 1), proc.stderr[-2000:]  # 1: one thread cannot race
-        return [r.cache for r in read_jsonl(out)]
+        records = read_jsonl(out)
+        assert [r.outcome for r in records] == ["ok", "ok"], [r.detail for r in records]
+        return [r.cache for r in records]
 
     alone = warm_runs("alone", "--prime-each-run")
     shared = warm_runs("shared")
