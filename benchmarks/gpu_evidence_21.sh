@@ -11,7 +11,7 @@
 #   c. A/A + injected 5% for `small` (the rest, ~70 s: maybe none): benchmarks/ab_power_gpu.sh
 #      with as many runs per side as fit; its pools (c-ab-power/small/*.jsonl) concatenate
 #      across calls: PARTS=c gives a call of its own ~5-6 runs per side. PART_C_PRESET=
-#      qwen3-8b-drafter pools the 8B (3 steps, ~67 s a run: ~4 per side in a 555 s call).
+#      qwen3-8b-drafter pools the 8B (3 steps, ~72 s a run: 3 per side in a 555 s call).
 #   d. (only when PARTS names it) part b for qwen3-8b-drafter, one run each (~4 min).
 # Runs are alone on the GPU (one at a time; between parts the script waits for the GPU to be
 # free). Every record is appended as it is made, so a call cut short keeps what ran.
@@ -61,11 +61,12 @@ else
   RG_PROFILE=(--preset qwen3-8b-drafter --device cuda:0 --warmup 2 --steps 1)
   B_PRESET=small; B_STEPS=40; B_WARMUP=3; D_PRESET=qwen3-8b-drafter
   # A run's cost from process start to the next run's start (results/2026-12-02-h200-ab-power,
-  # -ab-8b): small ~47 s, the 8B ~67 s. PART_C_PRESET=qwen3-8b-drafter pools the 8B instead.
+  # -ab-8b): small ~46 s, the 8B ~67 s with 2 warm-up steps (72 s taken here: ab_power_gpu.sh runs 3).
+  # PART_C_PRESET=qwen3-8b-drafter pools the 8B instead.
   C_STRATEGY=warmup_locked; C_MAX_RUNS=50
   case ${PART_C_PRESET:-small} in
-    small) C_PRESET=small; C_STEPS=60; C_RUN_S=47 ;;
-    qwen3-8b-drafter) C_PRESET=qwen3-8b-drafter; C_STEPS=3; C_RUN_S=67 ;;
+    small) C_PRESET=small; C_STEPS=60; C_RUN_S=46 ;;
+    qwen3-8b-drafter) C_PRESET=qwen3-8b-drafter; C_STEPS=3; C_RUN_S=72 ;;
     *) echo "PART_C_PRESET=$PART_C_PRESET: use small or qwen3-8b-drafter" >&2; exit 2 ;;
   esac
   A_PAIRS=${A_PAIRS:-3}; B_ROUNDS=${B_ROUNDS:-3}
