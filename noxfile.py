@@ -441,7 +441,8 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     # run at a time until the control's runs in its cell have landed, then as many as the
     # control's rate asks for (cases/test_race.py). A second wave after the rest left the host
     # idle: on one H200 it began ~283 s into the cell, and for the ~130 s before, 0-5 race runs
-    # were in flight on 16 cores (results/2026-12-02-h200-cell).
+    # were in flight on 16 cores (results/2026-12-02-h200-cell). In one pytest the cell took
+    # 328 s through nox (results/2026-12-02-h200-cell-one-pytest).
     records = out / "records.jsonl"  # the cell judges what this run wrote from here on
     start = len(records.read_bytes().splitlines()) if records.is_file() else 0
     race_junit = out / "junit-race.xml"
