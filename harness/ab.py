@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.judge import inputs
 from harness.judge.compare import (
     DEFAULT_CONFIDENCE,
     DEFAULT_TOLERANCE,
@@ -287,6 +288,94 @@ def run_ab(
     result.throughput, result.memory, result.memory_note = compare_samples(
         result.samples, tolerance, confidence
     )
+    return result
+
+
+# ---- reading an ab.json back (the report) ---------------------------------------------------
+AB_FILE_NAMES = ("ab.json", "ab-*.json")  # gpu_ab's and benchmarks/ab_power_gpu.sh's
+
+
+def ab_files(paths: Sequence[Path]) -> list[Path]:
+    """The A/B results among `paths`: files named as `compare --out` writes them, and every
+    such file under the folders given, each once, in order."""
+    files: dict[Path, None] = {}
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = {p for name in AB_FILE_NAMES for p in path.rglob(name) if p.is_file()}
+            files.update(dict.fromkeys(sorted(found)))
+        elif path.is_file() and any(path.match(name) for name in AB_FILE_NAMES):
+            files[path] = None
+    return list(files)
+
+
+def _sample_from(data: object, where: str) -> RunSample:
+    row = inputs.table(data, where)
+    mem, side = row.get("peak_mem_bytes"), row.get("side")
+    if side not in SIDES:
+        raise inputs.GateInputError(f"{where}.side is {side!r}; choose from: {', '.join(SIDES)}")
+    return RunSample(
+        side=str(side),
+        index=inputs.integer(row.get("index"), f"{where}.index"),
+        tokens_per_s=inputs.positive_number(row.get("tokens_per_s"), f"{where}.tokens_per_s"),
+        peak_mem_bytes=None if mem is None else inputs.integer(mem, f"{where}.peak_mem_bytes"),
+        versions=inputs.table(row.get("versions", {}), f"{where}.versions"),
+        wall_s=inputs.positive_number(row.get("wall_s"), f"{where}.wall_s"),
+    )  # fmt: skip
+
+
+def read_ab(path: Path) -> ABResult:
+    """An A/B result as `compare --out` wrote it, with its calls made again from its samples.
+
+    The stored ratio, interval and call are not trusted: compare_samples, the one place a
+    call is made, recomputes them from the runs at the stored tolerance and confidence, and a
+    stored call that disagrees fails closed (GateInputError, one line naming the file and
+    field: the report's and the CLI's usage error)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise inputs.GateInputError(f"{path}: not an A/B result: {exc}") from None
+    data = inputs.table(data, str(path))
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise inputs.GateInputError(
+            f"{path}: schema_version is {data.get('schema_version')!r}; this racegate reads "
+            f"A/B results of version {SCHEMA_VERSION}"
+        )
+    raw = data.get("samples")
+    if not isinstance(raw, list):
+        raise inputs.GateInputError(f"{path}: samples is {raw!r:.60}; expected a list of runs")
+    failure = data.get("failure")
+    result = ABResult(
+        run_args=[inputs.text(a, f"{path}: run_args[{i}]", empty=True)
+                  for i, a in enumerate(data.get("run_args") or [])],
+        sides=inputs.table(data.get("sides"), f"{path}: sides"),
+        samples=[_sample_from(row, f"{path}: samples[{i}]") for i, row in enumerate(raw)],
+        memory_note=data.get("memory_note"),
+        failure=None if failure is None else inputs.text(failure, f"{path}: failure"),
+    )  # fmt: skip
+    stored = data.get("throughput")
+    if stored is None:  # a run failed, or an interrupt left a side under two runs
+        if result.failure is None:
+            raise inputs.GateInputError(f"{path}: throughput is null and no failure says why")
+        return result
+    stored = inputs.table(stored, f"{path}: throughput")
+    tol = inputs.tolerance(stored.get("tolerance"), f"{path}: throughput.tolerance")
+    conf = stored.get("confidence")
+    if not isinstance(conf, float) or not 0 < conf < 1:
+        raise inputs.GateInputError(
+            f"{path}: throughput.confidence is {conf!r}; expected a fraction in (0, 1)"
+        )
+    try:
+        result.throughput, result.memory, note = compare_samples(result.samples, tol, conf)
+    except ValueError as exc:
+        raise inputs.GateInputError(f"{path}: samples: {exc}") from None
+    result.memory_note = result.memory_note or note
+    for name, made in (("throughput", result.throughput), ("memory", result.memory)):
+        kept = data.get(name)
+        if made is not None and isinstance(kept, dict) and kept.get("change") != str(made.change):
+            raise inputs.GateInputError(
+                f"{path}: {name}.change is {kept.get('change')!r}, but its samples give "
+                f"{str(made.change)!r}"
+            )
     return result
 
 

@@ -409,3 +409,108 @@ def test_one_readable_chart_per_preset(tmp_path: Path) -> None:
     from harness.report.png import MARKERS
 
     assert len(MARKERS) * 10 >= 12  # colour × marker pairs never repeat within 12 rows
+
+
+def write_ab(folder: Path, candidate_tps: list[float], **fields: Any) -> Path:
+    """An A/B result as `harness.ab compare --out` writes it, its call made by the real
+    statistics from these per-run numbers; its runs' records beside it in `ab-records/`."""
+    from harness.ab import ABResult, RunSample, compare_samples
+
+    versions = {"reference": "5.6.0", "candidate": "5.8.1"}
+    reference_tps = [40_000.0, 40_400.0, 39_800.0]
+    samples = [
+        RunSample(side, i, tps, 4_000_000_000, {"torch": "2.11.0+cu130", "transformers": v}, 30.0)
+        for side, tps_list in (("reference", reference_tps), ("candidate", candidate_tps))
+        for i, tps in enumerate(tps_list)
+        for v in [versions[side]]
+    ]
+    result = ABResult(
+        ["--preset", "small", "--devices", "0", "--threads-per-device", "1"],
+        {
+            s: {"python": "python3", "env": {}, "versions": {"transformers": v}}
+            for s, v in versions.items()
+        },
+        samples,
+    )
+    result.throughput, result.memory, result.memory_note = compare_samples(samples, 0.03, 0.95)
+    data = {**result.to_json(), **fields}
+    folder.mkdir(parents=True, exist_ok=True)
+    for side, v in versions.items():
+        runs = [make_record(transformers=v, devices="0", tps=t) for t in reference_tps]
+        write(folder / "ab-records" / f"{side}.jsonl", runs)
+    (folder / "ab.json").write_text(json.dumps(data))
+    return folder / "ab.json"
+
+
+def test_the_report_shows_an_ab_and_a_slower_candidate_fails_its_gate(
+    tmp_path: Path, floors: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ab.json among the report's paths: a table row with its ratio and call, its runs kept
+    out of the race tables (one thread: no race evidence), and its call in the gate."""
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
+    results = tmp_path / "results"
+    write(results / "cell" / "records.jsonl", clean_row())
+    write_ab(results / "ab-same", [40_100.0, 39_900.0, 40_300.0])
+    out = tmp_path / "out"
+    argv = ["report", str(results), "--out-dir", str(out), "--baselines", str(floors)]
+    assert cli.main(argv) == 0
+    md = (out / "matrix.md").read_text()
+    assert "A/B: 1 of 1 comparison passed" in md and "## A/B comparisons" in md
+    row = next(line for line in md.splitlines() if "ab-same" in line)
+    assert "transformers 5.6.0 → 5.8.1" in row and "no significant change" in row
+    assert row.endswith("| 3 vs 3 | PASS |"), row
+    # The A/B's 6 one-thread runs are not a race row of their own: only the cell's row is there.
+    assert "| 2.11.0+cu130 | 5.8.1 | PASS | SAFE 15 runs |" in md and "| 5.6.0 |" not in md
+    assert "the 6 runs of these comparisons are shown here" in md
+
+    slower = write_ab(results / "ab-slower", [36_000.0, 36_300.0, 35_900.0])  # ≈ −10%
+    assert cli.main(argv) == 1
+    md = (out / "matrix.md").read_text()
+    row = next(line for line in md.splitlines() if "ab-slower" in line)
+    assert ": slower |" in row and row.endswith("| FAIL |"), row
+    assert "A/B: 1 of 2 comparisons passed" in md
+    gate = json.loads((out / "gate.json").read_text())
+    assert gate["passed"] is False
+    assert [a["passed"] for a in gate["ab"]] == [True, False]
+    assert gate["ab"][1]["path"] == str(slower)
+    html = (out / "matrix.html").read_text()
+    assert "<h2>A/B comparisons</h2>" in html and "ab-slower" in html
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"schema_version": 7}, "schema_version is 7"),
+        ({"samples": "none"}, "samples is 'none'"),
+        ({"failure": 5}, "failure"),
+    ],
+)
+def test_a_bad_ab_json_is_a_usage_error_in_one_line(
+    tmp_path: Path, floors: Path, fields: dict[str, Any], message: str
+) -> None:
+    path = write_ab(tmp_path / "ab", [40_000.0, 40_100.0, 39_900.0], **fields)
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=re.escape(message)) as err:
+        report.write_reports([path.parent], out, baselines_dir=floors, title="t")
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_ab_json_whose_stored_call_its_samples_do_not_give_is_refused(tmp_path: Path) -> None:
+    """The call is made again from the runs (one decision point); a stored `faster` over
+    samples that show no change fails closed, naming the field."""
+    from harness.ab import read_ab
+
+    path = write_ab(tmp_path / "ab", [40_000.0, 40_100.0, 39_900.0])
+    assert read_ab(path).throughput.word == "no significant change"  # type: ignore[union-attr]
+    data = json.loads(path.read_text())
+    data["throughput"]["change"] = "higher"
+    path.write_text(json.dumps(data))
+    with pytest.raises(
+        ValueError, match=re.escape("throughput.change is 'higher', but its samples give")
+    ):
+        read_ab(path)
+    data["throughput"]["change"] = "no significant change"
+    data["samples"][0]["side"] = "baseline"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"samples\[0\].side is 'baseline'; choose from"):
+        read_ab(path)

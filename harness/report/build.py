@@ -11,11 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from harness import settings
+from harness.ab import ab_files, read_ab
 from harness.judge.baselines import Verdict, memory_flat, read_records, record_files
 from harness.judge.metrics import wilson_interval
 from harness.judge.verdict import Status, StrategyVerdict
 from harness.record import RunRecord, read_jsonl
-from harness.report.matrix import Cell, GateStatus, Group, Matrix, build_matrix, gate
+from harness.report.matrix import (
+    ABEntry,
+    Cell,
+    GateStatus,
+    Group,
+    Matrix,
+    build_matrix,
+    gate,
+)
 from harness.vocab import SEVERITY, Outcome
 
 __all__ = ["gate", "memory_flat", "render_markdown", "write_reports"]
@@ -147,16 +156,80 @@ def headline(m: Matrix) -> str:
     failed = [g for g in gated if not g.passed]
     not_gated = len(m.groups) - len(gated)
     skip = f"; {not_gated} not gated (no {m.production_strategy} runs)" if not_gated else ""
+    ab = (
+        f"; A/B: {len(m.ab) - len(m.ab_failed)} of {plural(len(m.ab), 'comparison')} passed"
+        if m.ab
+        else ""
+    )
+    word = "PASSED" if m.passed else "FAILED"
     if not gated:
+        if m.ab:
+            return f"Gate {word}{ab[1:]} (no group ran the production strategy)."
         return (
             f"Gate FAILED: no group ran the production strategy {m.production_strategy}, "
             f"so nothing was gated ({plural(len(m.groups), 'group')})."
         )
-    word = "FAILED" if failed else "PASSED"
     return (
         f"Gate {word}: {len(gated) - len(failed)} of {plural(len(gated), 'gated group')} passed"
-        f"{skip}."
+        f"{skip}{ab}."
     )
+
+
+def ab_text(entry: ABEntry) -> dict[str, str]:
+    """One A/B comparison's cells: its ratios with their intervals, runs and gate word."""
+    r = entry.result
+
+    def ratio(c: object) -> str:
+        return f"{c.ratio:.3f}× [{c.low:.3f}, {c.high:.3f}]: {c.word}"  # type: ignore[attr-defined]
+
+    runs = {s: sum(x.side == s for x in r.samples) for s in ("reference", "candidate")}
+    return {
+        "tokens_per_s": ratio(r.throughput) if r.throughput else "not compared",
+        "memory": ratio(r.memory) if r.memory else f"not compared ({r.memory_note or 'no runs'})",
+        "runs": f"{runs['reference']} vs {runs['candidate']}",
+        "gate": "FAIL" if r.regressed else "PASS",
+    }
+
+
+def ab_json(entry: ABEntry) -> dict[str, Any]:
+    r = entry.result
+    return {
+        "path": entry.path,
+        "preset": entry.preset,
+        "change": entry.change,
+        "passed": not r.regressed,
+        "failure": r.failure,
+        "lines": r.lines(),
+        "runs_left_out_of_the_race_tables": entry.runs_left_out,
+        **{k: v for k, v in ab_text(entry).items() if k != "gate"},
+    }
+
+
+def ab_markdown(m: Matrix) -> list[str]:
+    if not m.ab:
+        return []
+    lines = [
+        "",
+        "## A/B comparisons",
+        "",
+        "Candidate / reference, interleaved runs on one machine (`python -m harness.ab`).",
+        "",
+        "| comparison | preset | what changed | tokens/s (95%) | peak memory (95%) | runs | gate |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for a in m.ab:
+        t = ab_text(a)
+        lines.append(
+            f"| {_md(a.path)} | {_md(a.preset)} | {_md(a.change)} | {_md(t['tokens_per_s'])} | "
+            f"{_md(t['memory'])} | {t['runs']} | {t['gate']} |"
+        )
+    for a in m.ab_failed:
+        lines += ["", f"**FAIL {_md(a.path)}**: {_md(a.result.failure or 'regressed')}"]
+    left = sum(a.runs_left_out for a in m.ab)
+    if left:
+        lines += ["", f"_Note: the {plural(left, 'run')} of these comparisons are shown here, not"
+                  " in the race tables: one thread each, no race evidence._"]  # fmt: skip
+    return lines
 
 
 def throughput_notes(m: Matrix, hw: str) -> list[str]:
@@ -235,6 +308,7 @@ def render_markdown(m: Matrix, title: str, inputs: str, with_details: bool = Tru
             lines += [f"- {_md(r)}" for r in reasons]
         if notes := throughput_notes(m, hw):
             lines += ["", *(f"_Note: {_md(n)}_" for n in notes)]
+    lines += ab_markdown(m)
     if not with_details:
         lines += ["", "_Gate reasons cut to fit a step summary: see gate.json and matrix.html._"]
     lines += [
@@ -273,6 +347,7 @@ def summary_json(m: Matrix, title: str, inputs: list[str]) -> dict[str, Any]:
             }
             for g in m.groups.values()
         ],
+        "ab": [ab_json(a) for a in m.ab],
         "columns": [c.key for c in m.columns],
         "cells": [
             {**m.cells[rc].to_json(), "run_ids": [m.run_id(r) for r in m.cells[rc].runs]}
@@ -287,20 +362,43 @@ def gate_json(m: Matrix) -> dict[str, Any]:
         "headline": headline(m),
         "production_strategy": m.production_strategy,
         "rows": [g.to_json() for g in m.gates.values()],
+        "ab": [ab_json(a) for a in m.ab],
     }
 
 
-def read_sourced(paths: list[Path]) -> tuple[list[RunRecord], list[str]]:
+def read_sourced(
+    paths: list[Path], skip: frozenset[Path] = frozenset()
+) -> tuple[list[RunRecord], list[str]]:
     """Records as harness.judge.baselines.read_records reads them, each with `file#k` (its
-    k-th record), so the report can link a cell to its runs."""
+    k-th record), so the report can link a cell to its runs. Files in a `skip` folder are
+    left out (an A/B comparison's runs)."""
     records, sources = [], []
     for f in record_files(list(paths)):
+        if f.parent in skip:
+            continue
         for k, r in enumerate(read_jsonl(f), 1):
             records.append(r)
             sources.append(f"{f}#{k}")
-    if not records:
+    if not records and not skip:
         read_records(list(paths))  # raises its one-line reason if empty
     return records, sources
+
+
+def ab_record_dirs(path: Path) -> frozenset[Path]:
+    """Where an A/B result's runs are: beside it (ab_power_gpu.sh's pools) or in `ab-records/`
+    (gpu_ab's)."""
+    return frozenset({path.parent, path.parent / "ab-records"})
+
+
+def read_ab_entries(paths: list[Path]) -> tuple[list[ABEntry], frozenset[Path]]:
+    """The A/B comparisons among `paths`, and the folders of their runs' records."""
+    entries, skip = [], frozenset[Path]()
+    for p in ab_files(paths):
+        dirs = ab_record_dirs(p)
+        left = sum(len(read_jsonl(f)) for f in record_files(list(paths)) if f.parent in dirs)
+        entries.append(ABEntry(str(p), read_ab(p), left))
+        skip |= dirs
+    return entries, skip
 
 
 def write_reports(
@@ -319,9 +417,11 @@ def write_reports(
     from harness.report.png import plot_throughput
     from harness.report.runs import render_runs
 
-    records, sources = read_sourced(record_paths) if record_paths else ([], [])
+    entries, ab_dirs = read_ab_entries(record_paths) if record_paths else ([], frozenset())
+    records, sources = read_sourced(record_paths, ab_dirs) if record_paths else ([], [])
     production = str(settings.production_strategy(production_strategy))
     m = build_matrix(records, baselines_dir, production)
+    m.ab = entries
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     inputs = [str(p) for p in record_paths]

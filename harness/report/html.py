@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.judge.verdict import Status
 from harness.record import RunRecord
 from harness.report.build import (
+    ab_text,
     cell_flags,
     gate_word,
     headline,
@@ -258,6 +259,37 @@ def _details_section(m: Matrix, hw: str) -> list[str]:
     return out
 
 
+def _ab_section(m: Matrix) -> list[str]:
+    """The A/B comparisons given to the report: one row each, a failure's reason below."""
+    if not m.ab:
+        return []
+    heads = ("comparison", "preset", "what changed", "tokens/s (95%)", "peak memory (95%)",
+             "runs", "gate")  # fmt: skip
+    out = [
+        "<h2>A/B comparisons</h2><p class='n'>Candidate / reference, interleaved runs on one"
+        " machine (<code>python -m harness.ab</code>).</p>",
+        "<table><tr>" + "".join(f"<th>{h}</th>" for h in heads) + "</tr>",
+    ]
+    for a in m.ab:
+        t = ab_text(a)
+        cls = "fail" if a.result.regressed else "pass"
+        cells = (a.path, a.preset, a.change, t["tokens_per_s"], t["memory"], t["runs"])
+        out.append(
+            "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells)
+            + f"<td>{badge(t['gate'], cls)}</td></tr>"
+        )  # fmt: skip
+    out.append("</table>")
+    for a in m.ab_failed:
+        why = a.result.failure or "regressed"
+        out.append(f"<p>{badge('FAIL', 'fail')} {escape(a.path)}: {escape(why)}</p>")
+    if left := sum(a.runs_left_out for a in m.ab):
+        out.append(
+            f"<p class='n'>The {plural(left, 'run')} of these comparisons are shown here, not in"
+            " the race tables: one thread each, no race evidence.</p>"
+        )
+    return out
+
+
 def render_html(
     m: Matrix, title: str, inputs: str, legend: list[str], charts: list[Path] = ()
 ) -> str:
@@ -278,6 +310,7 @@ def render_html(
     ]
     for hw in m.hardware:
         out += _hardware_section(m, hw)
+    out += _ab_section(m)
     out.append(
         "<h2>Details per cell</h2><p class='n'>Unfold a row, then a strategy: cache state"
         " × topology, tokens/s against the floor, errors, and links to each run's record"

@@ -12,6 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from harness.ab import ABResult
 from harness.judge import baselines, probe_expectations
 from harness.judge import verdict as verdicts
 from harness.judge.metrics import wilson_interval
@@ -187,6 +188,31 @@ class Group:
         return next(s for s in self.verdict.strategies if s.strategy == strategy)
 
 
+@dataclass(frozen=True)
+class ABEntry:
+    """One A/B comparison given to the report (an `ab.json`, its calls remade by read_ab)."""
+
+    path: str
+    result: ABResult
+    runs_left_out: int  # its runs' records, shown here and not as race evidence
+
+    @property
+    def preset(self) -> str:
+        args = self.result.run_args
+        return next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--preset"), "small")
+
+    @property
+    def change(self) -> str:
+        """What differs between the sides: versions that differ, else the candidate's env."""
+        ref, cand = (self.result.sides.get(s) or {} for s in ("reference", "candidate"))
+        rv, cv = ref.get("versions") or {}, cand.get("versions") or {}
+        moved = [f"{k} {rv.get(k, '?')} → {cv.get(k, '?')}" for k in sorted({*rv, *cv})
+                 if rv.get(k) != cv.get(k)]  # fmt: skip
+        env = [f"{k}={v}" for k, v in (cand.get("env") or {}).items()]
+        return ", ".join(moved) or ("same versions; candidate " + " ".join(env) if env else
+                                    "same versions and environment (A/A)")  # fmt: skip
+
+
 @dataclass
 class Matrix:
     hardware: list[str]  # sections, in order: CPU first, then GPUs by key
@@ -197,6 +223,7 @@ class Matrix:
     production_strategy: str
     groups: dict[GroupKey, Group]
     run_ids: dict[int, int] = field(default_factory=dict)  # id(record) -> its 1-based run number
+    ab: list[ABEntry] = field(default_factory=list)  # A/B comparisons given to the report
 
     @property
     def gates(self) -> dict[GroupKey, RowGate]:
@@ -207,9 +234,16 @@ class Matrix:
         return [g.gate for g in self.groups.values() if g.gate.gated]
 
     @property
+    def ab_failed(self) -> list[ABEntry]:
+        """A/B comparisons whose gate fails: slower, more memory, or a failed/interrupted run."""
+        return [a for a in self.ab if a.result.regressed]
+
+    @property
     def passed(self) -> bool:
-        """Fail closed: at least one group ran the production strategy, and every such passed."""
-        return bool(self.gated) and all(g.passed for g in self.gated)
+        """Fail closed: something was gated (a group that ran the production strategy, or an
+        A/B comparison), every gated group passed and no A/B comparison regressed."""
+        gated = bool(self.gated) or bool(self.ab)
+        return gated and all(g.passed for g in self.gated) and not self.ab_failed
 
     def run_id(self, record: RunRecord) -> int:
         return self.run_ids[id(record)]
