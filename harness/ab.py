@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -293,6 +294,12 @@ def run_ab(
 
 # ---- reading an ab.json back (the report) ---------------------------------------------------
 AB_FILE_NAMES = ("ab.json", "ab-*.json")  # gpu_ab's and benchmarks/ab_power_gpu.sh's
+AB_RECORDS = "ab-records"  # where gpu_ab (noxfile) keeps the runs of its ab.json
+AB_POOLS = ("reference.jsonl", "candidate.jsonl")  # compare --records: the runs of each side
+
+
+def is_ab_file(path: Path) -> bool:
+    return any(path.match(name) for name in AB_FILE_NAMES)
 
 
 def ab_files(paths: Sequence[Path]) -> list[Path]:
@@ -303,9 +310,15 @@ def ab_files(paths: Sequence[Path]) -> list[Path]:
         if path.is_dir():
             found = {p for name in AB_FILE_NAMES for p in path.rglob(name) if p.is_file()}
             files.update(dict.fromkeys(sorted(found)))
-        elif path.is_file() and any(path.match(name) for name in AB_FILE_NAMES):
+        elif path.is_file() and is_ab_file(path):
             files[path] = None
     return list(files)
+
+
+def cut_ab_dirs(paths: Sequence[Path]) -> list[Path]:
+    """gpu_ab's `ab-records/` folders under `paths` with no ab.json beside them."""
+    found = {p for path in map(Path, paths) if path.is_dir() for p in path.rglob(AB_RECORDS)}
+    return sorted(p for p in found if p.is_dir() and not (p.parent / "ab.json").is_file())
 
 
 def _sample_from(data: object, where: str) -> RunSample:
@@ -323,13 +336,38 @@ def _sample_from(data: object, where: str) -> RunSample:
     )  # fmt: skip
 
 
+def _sides_from(data: object, where: str) -> dict[str, dict[str, Any]]:
+    sides = inputs.table(data, where)
+    if set(sides) != set(SIDES):
+        raise inputs.GateInputError(
+            f"{where} has {sorted(sides)}; expected exactly: {', '.join(SIDES)}"
+        )
+    out = {}
+    for name in SIDES:
+        side = inputs.table(sides[name], f"{where}.{name}")
+        out[name] = {
+            "python": inputs.text(side.get("python"), f"{where}.{name}.python"),
+            "env": inputs.table(side.get("env", {}), f"{where}.{name}.env"),
+            "versions": inputs.table(side.get("versions", {}), f"{where}.{name}.versions"),
+        }
+    return out
+
+
+def _stored_change(data: dict[str, Any], name: str, path: Path) -> str | None:
+    kept = data.get(name)
+    if kept is None:
+        return None
+    return str(inputs.table(kept, f"{path}: {name}").get("change"))
+
+
 def read_ab(path: Path) -> ABResult:
     """An A/B result as `compare --out` wrote it, with its calls made again from its samples.
 
     The stored ratio, interval and call are not trusted: compare_samples, the one place a
     call is made, recomputes them from the runs at the stored tolerance and confidence, and a
-    stored call that disagrees fails closed (GateInputError, one line naming the file and
-    field: the report's and the CLI's usage error)."""
+    stored call that disagrees (or one stored where the runs give none, or none where they
+    give one) fails closed: GateInputError, one line naming the file and field (the report's
+    and the CLI's usage error, exit 2)."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -340,43 +378,60 @@ def read_ab(path: Path) -> ABResult:
             f"{path}: schema_version is {data.get('schema_version')!r}; this racegate reads "
             f"A/B results of version {SCHEMA_VERSION}"
         )
-    raw = data.get("samples")
+    raw, run_args = data.get("samples"), data.get("run_args")
     if not isinstance(raw, list):
         raise inputs.GateInputError(f"{path}: samples is {raw!r:.60}; expected a list of runs")
-    failure = data.get("failure")
+    if not isinstance(run_args, list):
+        raise inputs.GateInputError(f"{path}: run_args is {run_args!r:.60}; expected a list")
+    failure, note = data.get("failure"), data.get("memory_note")
     result = ABResult(
         run_args=[inputs.text(a, f"{path}: run_args[{i}]", empty=True)
-                  for i, a in enumerate(data.get("run_args") or [])],
-        sides=inputs.table(data.get("sides"), f"{path}: sides"),
+                  for i, a in enumerate(run_args)],
+        sides=_sides_from(data.get("sides"), f"{path}: sides"),
         samples=[_sample_from(row, f"{path}: samples[{i}]") for i, row in enumerate(raw)],
-        memory_note=data.get("memory_note"),
+        memory_note=None if note is None else inputs.text(note, f"{path}: memory_note"),
         failure=None if failure is None else inputs.text(failure, f"{path}: failure"),
     )  # fmt: skip
     stored = data.get("throughput")
     if stored is None:  # a run failed, or an interrupt left a side under two runs
         if result.failure is None:
             raise inputs.GateInputError(f"{path}: throughput is null and no failure says why")
+        if data.get("memory") is not None:
+            raise inputs.GateInputError(f"{path}: memory is compared but throughput is not")
         return result
     stored = inputs.table(stored, f"{path}: throughput")
-    tol = inputs.tolerance(stored.get("tolerance"), f"{path}: throughput.tolerance")
-    conf = stored.get("confidence")
-    if not isinstance(conf, float) or not 0 < conf < 1:
-        raise inputs.GateInputError(
-            f"{path}: throughput.confidence is {conf!r}; expected a fraction in (0, 1)"
-        )
+    tol, conf = stored.get("tolerance"), stored.get("confidence")
+    for name, value in (("tolerance", tol), ("confidence", conf)):
+        if not isinstance(value, float) or not math.isfinite(value):
+            raise inputs.GateInputError(
+                f"{path}: throughput.{name} is {value!r}; expected a fraction"
+            )
     try:
-        result.throughput, result.memory, note = compare_samples(result.samples, tol, conf)
+        made = compare_samples(result.samples, tol, conf)  # type: ignore[arg-type]
     except ValueError as exc:
         raise inputs.GateInputError(f"{path}: samples: {exc}") from None
-    result.memory_note = result.memory_note or note
-    for name, made in (("throughput", result.throughput), ("memory", result.memory)):
-        kept = data.get(name)
-        if made is not None and isinstance(kept, dict) and kept.get("change") != str(made.change):
+    result.throughput, result.memory, made_note = made
+    result.memory_note = result.memory_note or made_note
+    for name, comparison in (("throughput", result.throughput), ("memory", result.memory)):
+        kept = _stored_change(data, name, path)
+        given = None if comparison is None else str(comparison.change)
+        if kept != given:
             raise inputs.GateInputError(
-                f"{path}: {name}.change is {kept.get('change')!r}, but its samples give "
-                f"{str(made.change)!r}"
+                f"{path}: {name}.change is {kept!r}, but its samples give {given!r}"
             )
     return result
+
+
+def cut_ab() -> ABResult:
+    """An A/B whose `ab-records/` exist but whose ab.json does not: it was cut before it wrote
+    its result (killed, or a traceback). Fail closed: a failed comparison, not race runs."""
+    unknown = {"python": "?", "env": {}, "versions": {}}
+    return ABResult(
+        run_args=[],
+        sides={s: dict(unknown) for s in SIDES},
+        failure="runs in ab-records/ but no ab.json beside them: the comparison was cut before "
+        "it wrote its result",
+    )
 
 
 # ---- power: disjoint comparisons drawn from one pool of interleaved runs -------------------

@@ -411,18 +411,19 @@ def test_one_readable_chart_per_preset(tmp_path: Path) -> None:
     assert len(MARKERS) * 10 >= 12  # colour × marker pairs never repeat within 12 rows
 
 
-def write_ab(folder: Path, candidate_tps: list[float], **fields: Any) -> Path:
-    """An A/B result as `harness.ab compare --out` writes it, its call made by the real
-    statistics from these per-run numbers; its runs' records beside it in `ab-records/`."""
+def write_ab(
+    folder: Path, candidate_tps: list[float], *, memory: int | None = 4_000_000_000, **fields: Any
+) -> Path:
+    """An A/B result as `harness.ab compare --out` writes it, its calls made by the real
+    statistics from these per-run numbers; its one-thread runs' records in `ab-records/`."""
     from harness.ab import ABResult, RunSample, compare_samples
 
     versions = {"reference": "5.6.0", "candidate": "5.8.1"}
-    reference_tps = [40_000.0, 40_400.0, 39_800.0]
+    tps = {"reference": [40_000.0, 40_400.0, 39_800.0], "candidate": candidate_tps}
     samples = [
-        RunSample(side, i, tps, 4_000_000_000, {"torch": "2.11.0+cu130", "transformers": v}, 30.0)
-        for side, tps_list in (("reference", reference_tps), ("candidate", candidate_tps))
-        for i, tps in enumerate(tps_list)
-        for v in [versions[side]]
+        RunSample(side, i, t, memory, {"torch": "2.11.0+cu130", "transformers": v}, 30.0)
+        for side, v in versions.items()
+        for i, t in enumerate(tps[side])
     ]
     result = ABResult(
         ["--preset", "small", "--devices", "0", "--threads-per-device", "1"],
@@ -432,14 +433,23 @@ def write_ab(folder: Path, candidate_tps: list[float], **fields: Any) -> Path:
         },
         samples,
     )
-    result.throughput, result.memory, result.memory_note = compare_samples(samples, 0.03, 0.95)
-    data = {**result.to_json(), **fields}
+    if min(len(t) for t in tps.values()) >= 2:
+        result.throughput, result.memory, result.memory_note = compare_samples(samples, 0.03, 0.95)
     folder.mkdir(parents=True, exist_ok=True)
     for side, v in versions.items():
-        runs = [make_record(transformers=v, devices="0", tps=t) for t in reference_tps]
+        runs = [make_record(transformers=v, devices="0", tpd=1, tps=t) for t in tps[side]]
         write(folder / "ab-records" / f"{side}.jsonl", runs)
-    (folder / "ab.json").write_text(json.dumps(data))
+    (folder / "ab.json").write_text(json.dumps({**result.to_json(), **fields}))
     return folder / "ab.json"
+
+
+def report_md(results: Path, out: Path, floors: Path) -> tuple[int, str]:
+    argv = ["report", str(results), "--out-dir", str(out), "--baselines", str(floors)]
+    return cli.main(argv), (out / "matrix.md").read_text()
+
+
+def line_of(md: str, text: str) -> str:
+    return next(line for line in md.splitlines() if text in line)
 
 
 def test_the_report_shows_an_ab_and_a_slower_candidate_fails_its_gate(
@@ -448,33 +458,69 @@ def test_the_report_shows_an_ab_and_a_slower_candidate_fails_its_gate(
     """An ab.json among the report's paths: a table row with its ratio and call, its runs kept
     out of the race tables (one thread: no race evidence), and its call in the gate."""
     monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
-    results = tmp_path / "results"
+    results, out = tmp_path / "results", tmp_path / "out"
     write(results / "cell" / "records.jsonl", clean_row())
     write_ab(results / "ab-same", [40_100.0, 39_900.0, 40_300.0])
-    out = tmp_path / "out"
-    argv = ["report", str(results), "--out-dir", str(out), "--baselines", str(floors)]
-    assert cli.main(argv) == 0
-    md = (out / "matrix.md").read_text()
+    rc, md = report_md(results, out, floors)
+    assert rc == 0, md
     assert "A/B: 1 of 1 comparison passed" in md and "## A/B comparisons" in md
-    row = next(line for line in md.splitlines() if "ab-same" in line)
-    assert "transformers 5.6.0 → 5.8.1" in row and "no significant change" in row
-    assert row.endswith("| 3 vs 3 | PASS |"), row
+    row = line_of(md, "ab-same")
+    assert row.startswith("| ab-same/ab.json | small | transformers 5.6.0 → 5.8.1 |"), row
+    assert "no significant change" in row and row.endswith("| 3 vs 3 | PASS |"), row
     # The A/B's 6 one-thread runs are not a race row of their own: only the cell's row is there.
     assert "| 2.11.0+cu130 | 5.8.1 | PASS | SAFE 15 runs |" in md and "| 5.6.0 |" not in md
     assert "the 6 runs of these comparisons are shown here" in md
 
-    slower = write_ab(results / "ab-slower", [36_000.0, 36_300.0, 35_900.0])  # ≈ −10%
-    assert cli.main(argv) == 1
-    md = (out / "matrix.md").read_text()
-    row = next(line for line in md.splitlines() if "ab-slower" in line)
+    write_ab(results / "ab-slower", [36_000.0, 36_300.0, 35_900.0])  # ≈ −10%
+    rc, md = report_md(results, out, floors)
+    assert rc == 1
+    row = line_of(md, "ab-slower")
     assert ": slower |" in row and row.endswith("| FAIL |"), row
     assert "A/B: 1 of 2 comparisons passed" in md
     gate = json.loads((out / "gate.json").read_text())
     assert gate["passed"] is False
-    assert [a["passed"] for a in gate["ab"]] == [True, False]
-    assert gate["ab"][1]["path"] == str(slower)
+    assert [(a["path"], a["passed"]) for a in gate["ab"]] == [
+        ("ab-same/ab.json", True),
+        ("ab-slower/ab.json", False),
+    ]
     html = (out / "matrix.html").read_text()
     assert "<h2>A/B comparisons</h2>" in html and "ab-slower" in html
+
+
+def test_an_ab_fails_the_report_but_never_stands_in_for_race_evidence(
+    tmp_path: Path, floors: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A passing A/B alone (no race run of the production strategy) is no pass; race records
+    beside an ab.json stay race evidence; a gpu_ab folder cut before its ab.json, and an A/B
+    interrupted before each side had two runs, are failed comparisons."""
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
+    results, out = tmp_path / "results", tmp_path / "out"
+    write_ab(results / "ab", [40_100.0, 39_900.0, 40_300.0])
+    rc, md = report_md(results, out, floors)
+    assert rc == 1 and "Gate FAILED: no group ran the production strategy" in md, md
+    assert line_of(md, "ab/ab.json").endswith("| PASS |")
+
+    write(results / "ab" / "records.jsonl", clean_row())  # race records beside the ab.json
+    rc, md = report_md(results, out, floors)
+    assert rc == 0 and "| 2.11.0+cu130 | 5.8.1 | PASS | SAFE 15 runs |" in md, md
+
+    cut = write_ab(results / "cut", [40_000.0, 40_100.0])
+    cut.unlink()  # killed before it wrote its result: only ab-records/ is left
+    short = write_ab(
+        results / "short", [40_000.0], failure="interrupted after 2 of 6 runs (reference 1, "
+        "candidate 1); no call is made",
+    )  # fmt: skip
+    rc, md = report_md(results, out, floors)
+    assert rc == 1 and "A/B: 1 of 3 comparisons passed" in md, md
+    cut_row = line_of(md, "| cut/ab-records |")
+    assert "| unknown: no run reported its versions |" in cut_row, cut_row
+    assert cut_row.endswith("| 5 runs, no result | FAIL |"), cut_row
+    assert "**FAIL cut/ab-records**: runs in ab-records/ but no ab.json beside them" in md
+    row = line_of(md, "| short/ab.json |")
+    assert "| not compared | not compared (a run failed) | 3 vs 1 | FAIL |" in row, row
+    assert f"**FAIL {short.relative_to(results)}**: interrupted after 2 of 6 runs" in md
+    assert "| 5.6.0 |" not in md  # none of the three comparisons' runs is a race row
+    assert "the 15 runs of these comparisons are shown here" in md  # 6 + 4 + 5
 
 
 @pytest.mark.parametrize(
@@ -482,35 +528,45 @@ def test_the_report_shows_an_ab_and_a_slower_candidate_fails_its_gate(
     [
         ({"schema_version": 7}, "schema_version is 7"),
         ({"samples": "none"}, "samples is 'none'"),
-        ({"failure": 5}, "failure"),
+        ({"failure": 5}, "failure is 5"),
+        ({"sides": {"reference": "x"}}, "sides has ['reference']; expected exactly"),
+        ({"run_args": "--preset small"}, "run_args is '--preset small'; expected a list"),
     ],
 )
 def test_a_bad_ab_json_is_a_usage_error_in_one_line(
-    tmp_path: Path, floors: Path, fields: dict[str, Any], message: str
+    tmp_path: Path,
+    floors: Path,
+    fields: dict[str, Any],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = write_ab(tmp_path / "ab", [40_000.0, 40_100.0, 39_900.0], **fields)
-    out = tmp_path / "out"
-    with pytest.raises(ValueError, match=re.escape(message)) as err:
-        report.write_reports([path.parent], out, baselines_dir=floors, title="t")
-    assert str(path) in str(err.value) and "\n" not in str(err.value)
+    argv = ["report", str(path.parent), "--out-dir", str(tmp_path / "out")]
+    assert cli.main([*argv, "--baselines", str(floors)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and str(path) in err and len(err.splitlines()) == 1, err
 
 
 def test_an_ab_json_whose_stored_call_its_samples_do_not_give_is_refused(tmp_path: Path) -> None:
-    """The call is made again from the runs (one decision point); a stored `faster` over
-    samples that show no change fails closed, naming the field."""
+    """The calls are made again from the runs (one decision point): a stored call that the
+    samples do not give, for either metric, fails closed, naming the field."""
     from harness.ab import read_ab
 
     path = write_ab(tmp_path / "ab", [40_000.0, 40_100.0, 39_900.0])
     assert read_ab(path).throughput.word == "no significant change"  # type: ignore[union-attr]
-    data = json.loads(path.read_text())
-    data["throughput"]["change"] = "higher"
-    path.write_text(json.dumps(data))
+    good = json.loads(path.read_text())
+    for name, change in (("throughput", "higher"), ("memory", "lower")):
+        data = json.loads(json.dumps(good))
+        data[name]["change"] = change
+        path.write_text(json.dumps(data))
+        with pytest.raises(ValueError, match=re.escape(f"{name}.change is '{change}', but its")):
+            read_ab(path)
+    # A memory call stored over runs that measured no memory (CPU): nothing gives it.
+    cpu = write_ab(tmp_path / "cpu", [40_000.0, 40_100.0, 39_900.0], memory=None)
+    data = json.loads(cpu.read_text())
+    data["memory"] = {**good["memory"], "change": "higher"}
+    cpu.write_text(json.dumps(data))
     with pytest.raises(
-        ValueError, match=re.escape("throughput.change is 'higher', but its samples give")
+        ValueError, match=re.escape("memory.change is 'higher', but its samples give None")
     ):
-        read_ab(path)
-    data["throughput"]["change"] = "no significant change"
-    data["samples"][0]["side"] = "baseline"
-    path.write_text(json.dumps(data))
-    with pytest.raises(ValueError, match=r"samples\[0\].side is 'baseline'; choose from"):
-        read_ab(path)
+        read_ab(cpu)

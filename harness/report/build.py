@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import settings
-from harness.ab import ab_files, read_ab
+from harness.ab import AB_POOLS, AB_RECORDS, ab_files, cut_ab, cut_ab_dirs, is_ab_file, read_ab
 from harness.judge.baselines import Verdict, memory_flat, read_records, record_files
 from harness.judge.metrics import wilson_interval
 from harness.judge.verdict import Status, StrategyVerdict
@@ -163,11 +163,9 @@ def headline(m: Matrix) -> str:
     )
     word = "PASSED" if m.passed else "FAILED"
     if not gated:
-        if m.ab:
-            return f"Gate {word}{ab[1:]} (no group ran the production strategy)."
         return (
             f"Gate FAILED: no group ran the production strategy {m.production_strategy}, "
-            f"so nothing was gated ({plural(len(m.groups), 'group')})."
+            f"so nothing was gated ({plural(len(m.groups), 'group')}){ab}."
         )
     return (
         f"Gate {word}: {len(gated) - len(failed)} of {plural(len(gated), 'gated group')} passed"
@@ -185,8 +183,12 @@ def ab_text(entry: ABEntry) -> dict[str, str]:
     runs = {s: sum(x.side == s for x in r.samples) for s in ("reference", "candidate")}
     return {
         "tokens_per_s": ratio(r.throughput) if r.throughput else "not compared",
-        "memory": ratio(r.memory) if r.memory else f"not compared ({r.memory_note or 'no runs'})",
-        "runs": f"{runs['reference']} vs {runs['candidate']}",
+        "memory": ratio(r.memory)
+        if r.memory
+        else f"not compared ({r.memory_note or ('a run failed' if r.failure else 'no runs')})",
+        "runs": f"{runs['reference']} vs {runs['candidate']}"
+        if r.samples or not entry.runs_left_out
+        else f"{plural(entry.runs_left_out, 'run')}, no result",
         "gate": "FAIL" if r.regressed else "PASS",
     }
 
@@ -367,38 +369,53 @@ def gate_json(m: Matrix) -> dict[str, Any]:
 
 
 def read_sourced(
-    paths: list[Path], skip: frozenset[Path] = frozenset()
+    paths: list[Path], skip: frozenset[Path] = frozenset(), *, allow_none: bool = False
 ) -> tuple[list[RunRecord], list[str]]:
     """Records as harness.judge.baselines.read_records reads them, each with `file#k` (its
-    k-th record), so the report can link a cell to its runs. Files in a `skip` folder are
-    left out (an A/B comparison's runs)."""
+    k-th record), so the report can link a cell to its runs. Files in `skip` (an A/B
+    comparison's runs) are left out; `allow_none`: no record left is no error (the report
+    was given A/B comparisons)."""
     records, sources = [], []
     for f in record_files(list(paths)):
-        if f.parent in skip:
+        if f in skip:
             continue
         for k, r in enumerate(read_jsonl(f), 1):
             records.append(r)
             sources.append(f"{f}#{k}")
-    if not records and not skip:
+    if not records and not allow_none:
         read_records(list(paths))  # raises its one-line reason if empty
     return records, sources
 
 
-def ab_record_dirs(path: Path) -> frozenset[Path]:
-    """Where an A/B result's runs are: beside it (ab_power_gpu.sh's pools) or in `ab-records/`
-    (gpu_ab's)."""
-    return frozenset({path.parent, path.parent / "ab-records"})
+def _shown(path: Path, inputs: list[Path]) -> str:
+    """A path as the report shows it: relative to the input folder it was found under."""
+    for base in inputs:
+        if base.is_dir() and path.is_relative_to(base):
+            return str(path.relative_to(base))
+    return str(path)
 
 
 def read_ab_entries(paths: list[Path]) -> tuple[list[ABEntry], frozenset[Path]]:
-    """The A/B comparisons among `paths`, and the folders of their runs' records."""
-    entries, skip = [], frozenset[Path]()
+    """The A/B comparisons among `paths` (and gpu_ab folders cut before their ab.json was
+    written: failed comparisons), and the record files of their runs, which the race rows
+    leave out: beside the ab.json, gpu_ab's `ab-records/` and compare's side pools."""
+    by_dir: dict[Path, list[Path]] = {}
+    for f in record_files(paths):
+        by_dir.setdefault(f.parent, []).append(f)
+    entries, taken = [], set[Path]()
+
+    def runs(files: list[Path]) -> int:  # each file counted once, by its first comparison
+        mine = [f for f in files if f not in taken]
+        taken.update(mine)
+        return sum(len(read_jsonl(f)) for f in mine)
+
     for p in ab_files(paths):
-        dirs = ab_record_dirs(p)
-        left = sum(len(read_jsonl(f)) for f in record_files(list(paths)) if f.parent in dirs)
-        entries.append(ABEntry(str(p), read_ab(p), left))
-        skip |= dirs
-    return entries, skip
+        pools = [f for f in by_dir.get(p.parent, []) if f.name in AB_POOLS]
+        files = [*by_dir.get(p.parent / AB_RECORDS, []), *pools]
+        entries.append(ABEntry(_shown(p, paths), read_ab(p), runs(files)))
+    for d in cut_ab_dirs(paths):
+        entries.append(ABEntry(_shown(d, paths), cut_ab(), runs(by_dir.get(d, []))))
+    return entries, frozenset(taken)
 
 
 def write_reports(
@@ -417,8 +434,12 @@ def write_reports(
     from harness.report.png import plot_throughput
     from harness.report.runs import render_runs
 
-    entries, ab_dirs = read_ab_entries(record_paths) if record_paths else ([], frozenset())
-    records, sources = read_sourced(record_paths, ab_dirs) if record_paths else ([], [])
+    record_paths = [Path(p) for p in record_paths]
+    inputs_ = [p for p in record_paths if not (p.is_file() and is_ab_file(p))]
+    entries, ab_runs = read_ab_entries(inputs_ + [p for p in record_paths if p not in inputs_])
+    records, sources = (
+        read_sourced(inputs_, ab_runs, allow_none=bool(entries)) if inputs_ else ([], [])
+    )
     production = str(settings.production_strategy(production_strategy))
     m = build_matrix(records, baselines_dir, production)
     m.ab = entries

@@ -199,7 +199,9 @@ class ABEntry:
     @property
     def preset(self) -> str:
         args = self.result.run_args
-        return next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--preset"), "small")
+        if not args:
+            return "?"  # none recorded (a comparison cut before its result)
+        return next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--preset"), "default")
 
     @property
     def change(self) -> str:
@@ -209,6 +211,8 @@ class ABEntry:
         moved = [f"{k} {rv.get(k, '?')} → {cv.get(k, '?')}" for k in sorted({*rv, *cv})
                  if rv.get(k) != cv.get(k)]  # fmt: skip
         env = [f"{k}={v}" for k, v in (cand.get("env") or {}).items()]
+        if not rv and not cv and not env:
+            return "unknown: no run reported its versions"
         return ", ".join(moved) or ("same versions; candidate " + " ".join(env) if env else
                                     "same versions and environment (A/A)")  # fmt: skip
 
@@ -240,10 +244,10 @@ class Matrix:
 
     @property
     def passed(self) -> bool:
-        """Fail closed: something was gated (a group that ran the production strategy, or an
-        A/B comparison), every gated group passed and no A/B comparison regressed."""
-        gated = bool(self.gated) or bool(self.ab)
-        return gated and all(g.passed for g in self.gated) and not self.ab_failed
+        """Fail closed: at least one group ran the production strategy, every such passed, and
+        no A/B comparison regressed. An A/B can fail the report, never stand in for race
+        evidence."""
+        return bool(self.gated) and all(g.passed for g in self.gated) and not self.ab_failed
 
     def run_id(self, record: RunRecord) -> int:
         return self.run_ids[id(record)]
