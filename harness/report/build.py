@@ -13,6 +13,7 @@ from typing import Any
 from harness import settings
 from harness.ab import AB_POOLS, AB_RECORDS, ab_files, cut_ab, cut_ab_dirs, is_ab_file, read_ab
 from harness.judge.baselines import Verdict, memory_flat, read_records, record_files
+from harness.judge.compare import Comparison
 from harness.judge.metrics import wilson_interval
 from harness.judge.verdict import Status, StrategyVerdict
 from harness.record import RunRecord, read_jsonl
@@ -177,8 +178,8 @@ def ab_text(entry: ABEntry) -> dict[str, str]:
     """One A/B comparison's cells: its ratios with their intervals, runs and gate word."""
     r = entry.result
 
-    def ratio(c: object) -> str:
-        return f"{c.ratio:.3f}× [{c.low:.3f}, {c.high:.3f}]: {c.word}"  # type: ignore[attr-defined]
+    def ratio(c: Comparison) -> str:
+        return f"{c.ratio:.3f}× [{c.low:.3f}, {c.high:.3f}]: {c.word}"
 
     runs = {s: sum(x.side == s for x in r.samples) for s in ("reference", "candidate")}
     return {
