@@ -487,7 +487,7 @@ def test_the_report_shows_an_ab_and_a_slower_candidate_fails_its_gate(
     assert "<h2>A/B comparisons</h2>" in html and "ab-slower" in html
 
 
-def test_an_ab_fails_the_report_but_never_stands_in_for_race_evidence(
+def test_an_ab_fails_the_report_but_never_stands_in_for_a_gated_group(
     tmp_path: Path, floors: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A passing A/B alone (no race run of the production strategy) is no pass; race records
