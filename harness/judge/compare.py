@@ -93,11 +93,15 @@ class Comparison:
     def regressed(self) -> bool:
         return self.spec.regressed(self.change)
 
+    def ratio_text(self) -> str:
+        """The ratio and its interval, e.g. `0.952x [0.931, 0.974]`."""
+        return f"{self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}]"
+
     def line(self) -> str:
         """One line for a terminal or a report, e.g. `tokens_per_s: 0.952x [...]: slower`."""
         pct = round(self.confidence * 100)
         return (
-            f"{self.metric}: {self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}] ({pct}% CI, "
+            f"{self.metric}: {self.ratio_text()} ({pct}% CI, "
             f"{len(self.reference)} vs {len(self.candidate)} runs, tolerance "
             f"{self.tolerance:.0%}): {self.word}"
         )

@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from harness import settings
-from harness.ab import AB_POOLS, AB_RECORDS, ab_files, cut_ab, cut_ab_dirs, is_ab_file, read_ab
+from harness.ab import (
+    AB_POOLS,
+    AB_RECORDS,
+    SIDES,
+    ab_files,
+    cut_ab,
+    cut_ab_dirs,
+    is_ab_file,
+    read_ab,
+)
 from harness.judge.baselines import Verdict, memory_flat, read_records, record_files
 from harness.judge.compare import Comparison
 from harness.judge.metrics import wilson_interval
@@ -179,9 +188,9 @@ def ab_text(entry: ABEntry) -> dict[str, str]:
     r = entry.result
 
     def ratio(c: Comparison) -> str:
-        return f"{c.ratio:.3f}× [{c.low:.3f}, {c.high:.3f}]: {c.word}"
+        return f"{c.ratio_text()}: {c.word}"
 
-    runs = {s: sum(x.side == s for x in r.samples) for s in ("reference", "candidate")}
+    runs = {s: sum(x.side == s for x in r.samples) for s in SIDES}
     return {
         "tokens_per_s": ratio(r.throughput) if r.throughput else "not compared",
         "memory": ratio(r.memory)
@@ -228,11 +237,20 @@ def ab_markdown(m: Matrix) -> list[str]:
         )
     for a in m.ab_failed:
         lines += ["", f"**FAIL {_md(a.path)}**: {_md(a.result.failure or 'regressed')}"]
-    left = sum(a.runs_left_out for a in m.ab)
-    if left:
-        lines += ["", f"_Note: the {plural(left, 'run')} of these comparisons are shown here, not"
-                  " in the race tables: one thread each, no race evidence._"]  # fmt: skip
+    if note := ab_note(m):
+        lines += ["", f"_Note: {note}_"]
     return lines
+
+
+def ab_note(m: Matrix) -> str | None:
+    """Where the A/B comparisons' own runs went (matrix.md and matrix.html)."""
+    left = sum(a.runs_left_out for a in m.ab)
+    if not left:
+        return None
+    return (
+        f"the {plural(left, 'run')} of these comparisons are shown here, not in the race tables:"
+        " one thread each, no race evidence."
+    )
 
 
 def throughput_notes(m: Matrix, hw: str) -> list[str]:
@@ -437,7 +455,7 @@ def write_reports(
 
     record_paths = [Path(p) for p in record_paths]
     inputs_ = [p for p in record_paths if not (p.is_file() and is_ab_file(p))]
-    entries, ab_runs = read_ab_entries(inputs_ + [p for p in record_paths if p not in inputs_])
+    entries, ab_runs = read_ab_entries(record_paths)
     records, sources = (
         read_sourced(inputs_, ab_runs, allow_none=bool(entries)) if inputs_ else ([], [])
     )

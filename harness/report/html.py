@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.judge.verdict import Status
 from harness.record import RunRecord
 from harness.report.build import (
+    ab_note,
     ab_text,
     cell_flags,
     gate_word,
@@ -282,11 +283,8 @@ def _ab_section(m: Matrix) -> list[str]:
     for a in m.ab_failed:
         why = a.result.failure or "regressed"
         out.append(f"<p>{badge('FAIL', 'fail')} {escape(a.path)}: {escape(why)}</p>")
-    if left := sum(a.runs_left_out for a in m.ab):
-        out.append(
-            f"<p class='n'>The {plural(left, 'run')} of these comparisons are shown here, not in"
-            " the race tables: one thread each, no race evidence.</p>"
-        )
+    if note := ab_note(m):
+        out.append(f"<p class='n'>{escape(note[0].upper() + note[1:])}</p>")
     return out
 
 

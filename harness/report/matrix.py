@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from harness.ab import ABResult
+from harness.ab import SIDES, ABResult
 from harness.judge import baselines, probe_expectations
 from harness.judge import verdict as verdicts
 from harness.judge.metrics import wilson_interval
@@ -206,7 +206,7 @@ class ABEntry:
     @property
     def change(self) -> str:
         """What differs between the sides: versions that differ, else the candidate's env."""
-        ref, cand = (self.result.sides.get(s) or {} for s in ("reference", "candidate"))
+        ref, cand = (self.result.sides.get(s) or {} for s in SIDES)
         rv, cv = ref.get("versions") or {}, cand.get("versions") or {}
         moved = [f"{k} {rv.get(k, '?')} → {cv.get(k, '?')}" for k in sorted({*rv, *cv})
                  if rv.get(k) != cv.get(k)]  # fmt: skip
