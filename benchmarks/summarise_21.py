@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from a checkout: harness is not installed
 
 from harness.ab import PowerSummary, pooled_samples, power_summary  # noqa: E402
+from harness.judge.compare import MIN_RUNS, compare  # noqa: E402
 from harness.record import RunRecord, read_jsonl  # noqa: E402
 
 STRATEGIES = ("warmup_locked", "warmup", "processes")  # part b's, the production one first
@@ -99,23 +100,44 @@ def strategy_cost(outs: Sequence[Path]) -> list[str]:
             f"`{preset}`, `harness run --threads-per-device 2 --devices 0` (schedule barrier, "
             "5 ms switch interval), rounds in rotated order:",
             "",
-            "| strategy | runs (failed) | tokens/s per run | median | vs warmup_locked |",
-            "|---|---|---|---|---|",
+            "| strategy | runs (failed) | tokens/s per run | median | vs warmup_locked "
+            "| 95% interval, call | peak memory per process |",
+            "|---|---|---|---|---|---|---|",
         ]
-        meds = {}
+        meds, rates = {}, {}
         for s in STRATEGIES:
             runs = [r for r in records if r.scenario.get("strategy") == s]
             tps = [r.tokens_per_s for r in runs if _ok(r) and r.tokens_per_s]
-            meds[s] = _median(tps)
+            meds[s], rates[s] = _median(tps), tps
             base = meds.get("warmup_locked")
             vs = f"{meds[s] / base:.3f}×" if meds[s] and base else "—"
             bad = [f"{r.outcome}" for r in runs if not _ok(r)]
+            mem = sorted({max(r.peak_mem_bytes.values()) for r in runs if r.peak_mem_bytes})
             lines.append(
                 f"| {s} | {len(runs)} ({len(bad)}{': ' + ', '.join(bad) if bad else ''}) "
-                f"| {', '.join(_k(t) for t in tps) or '—'} | {_k(meds[s])} | {vs} |"
+                f"| {', '.join(_k(t) for t in tps) or '—'} | {_k(meds[s])} | {vs} "
+                f"| {_interval(rates.get('warmup_locked', []), tps, s)} "
+                f"| {', '.join(f'{m / 2**30:.1f} GiB' for m in mem) or '—'} |"
             )
-        lines.append("")
+        lines += [
+            "",
+            "The interval and call are harness.judge.compare's (Welch on log tokens/s, 3% "
+            "tolerance), where both strategies have ≥ 2 clean runs. Peak memory is what one "
+            "record holds for the GPU: the two replicas together for threads; for `processes`, "
+            "the larger of the two children's own peaks (each measures only itself).",
+            "",
+        ]
     return lines
+
+
+def _interval(reference: list[float], candidate: list[float], strategy: str) -> str:
+    """The ratio's 95% interval and call against warmup_locked, or why there is none."""
+    if strategy == "warmup_locked":
+        return "—"
+    if min(len(reference), len(candidate)) < MIN_RUNS:
+        return f"— (< {MIN_RUNS} runs a side)"
+    c = compare(reference, candidate)
+    return f"[{c.low:.3f}, {c.high:.3f}], {c.word}"
 
 
 def _power(pools: dict[str, list[Path]]) -> PowerSummary:

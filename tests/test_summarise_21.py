@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+from harness.judge.compare import compare
 from harness.record import RunRecord, append_jsonl
 from harness.scenario import Scenario
 
@@ -65,6 +66,12 @@ def test_tables_from_two_calls(tmp_path: Path, capsys) -> None:
     # b: both calls' runs, medians against warmup_locked's (205 K).
     assert "| warmup | 2 (0) | 196.00 K, 190.00 K | 193.00 K | 0.941× |" in text
     assert "| processes | 2 (0) | 234.00 K, 250.00 K | 242.00 K | 1.180× |" in text
+    # ... each with the one comparison's interval and call, and the peak memory per process.
+    c = compare([200e3, 210e3], [234e3, 250e3])
+    assert f"| 1.180× | [{c.low:.3f}, {c.high:.3f}], {c.word} | 2.0 GiB |" in text
+    assert (
+        "| warmup_locked | 2 (0) | 200.00 K, 210.00 K | 205.00 K | 1.000× | — | 2.0 GiB |" in text
+    )
     # c: the pools of both calls concatenated: 8 + 8 runs, 4 A/A comparisons, a 20% slowdown
     # called slower in all 4 A/B comparisons; one comparison is 4 runs of 30 s.
     assert "| `small` | 8 + 8 |" in text
