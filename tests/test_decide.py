@@ -230,6 +230,26 @@ def test_processes_are_judged_across_children() -> None:
     assert decide(evidence(a, b, strategy="processes")).outcome == "not_concurrent"
 
 
+def _on_gpu(i: int, spans: list[tuple[float, float]], peaks: list[int]) -> ThreadReport:
+    """A thread on cuda:0 whose steps (the first compiling) left its process's peaks `peaks`."""
+    marked = tuple(replace(s, mem_peak=m) for s, m in zip(steps(*spans), peaks, strict=True))
+    return ThreadReport(i, "cuda:0", True, None, 0, marked)
+
+
+def test_peak_memory_adds_up_over_processes_on_one_device() -> None:
+    """Each child measures its own allocator: two processes on one GPU hold the sum of their
+    peaks, while two threads of one process share one peak (the record once kept one child's)."""
+    gb = 2**30
+    a = child([_on_gpu(0, TOGETHER[0], [9 * gb, 2 * gb, 2 * gb])])
+    b = child([_on_gpu(1, TOGETHER[1], [9 * gb, 3 * gb, 3 * gb])])
+    rec = decide(evidence(a, b, strategy="processes"))
+    assert rec.outcome == "ok"
+    assert rec.peak_mem_bytes == {"cuda:0": 5 * gb} and rec.mem_series == {"cuda:0": [5 * gb] * 2}
+    one = child([_on_gpu(0, TOGETHER[0], [9 * gb, 4 * gb, 4 * gb]),
+                 _on_gpu(1, TOGETHER[1], [9 * gb, 4 * gb, 4 * gb])])  # fmt: skip
+    assert decide(evidence(one)).peak_mem_bytes == {"cuda:0": 4 * gb}
+
+
 def test_a_start_gate_that_timed_out_is_named_in_the_detail() -> None:
     """The `start_gate` event's only reader: a process that gave up waiting for its siblings
     says so beside the not_concurrent it likely caused."""

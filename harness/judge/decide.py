@@ -250,22 +250,37 @@ def _unreported(
 def _throughput(
     scenario: Scenario, children: tuple[ChildEvidence, ...]
 ) -> tuple[list[list[tuple[float, int]]], float, dict[str, list[int]], list[str]]:
-    """Per-thread steady (seconds, tokens), analytic FLOP/s, per-device memory, flops problems."""
-    steady_by_thread, mem_by_device, problems = [], {}, []
+    """Per-thread steady (seconds, tokens), analytic FLOP/s, per-device memory, flops problems.
+
+    A thread's `mem_peak` is its process's allocator peak on that device, so the threads of
+    one child share one series (its first thread's on the device is taken). Children are
+    separate allocators on the same device: their series add up, step by step, to the
+    device's (`processes` puts two on one GPU, and taking one child's series alone halved it).
+    A sum of peaks bounds the device's peak from above, which a memory gate wants.
+    """
+    steady_by_thread, problems = [], []
+    per_child: list[dict[str, list[int]]] = []
     flops_rate = 0.0
     for child in children:
         per_shape = child.report.flops_per_step if child.report else {}
         if child.report and child.report.flops_error:
             problems.append(f"flops_per_step raised: {child.report.flops_error}")
+        mine: dict[str, list[int]] = {}
         for report in child.threads():
             steady = steady_steps(report, scenario.warmup_steps)
             steady_by_thread.append([(s.seconds, s.tokens) for s in steady])
             secs = sum(s.seconds for s in steady)
             if secs > 0 and all(per_shape.get(str(s.shape)) for s in steady):
                 flops_rate += sum(per_shape[str(s.shape)] or 0.0 for s in steady) / secs
-            if report.device not in mem_by_device:
+            if report.device not in mine:
                 memory = [(s.shape, s.mem_peak) for s in steady]
-                mem_by_device[report.device] = metrics.base_shape_memory(memory)
+                mine[report.device] = metrics.base_shape_memory(memory)
+        per_child.append(mine)
+    mem_by_device: dict[str, list[int]] = {}
+    for device in dict.fromkeys(d for mine in per_child for d in mine):
+        series = [mine[device] for mine in per_child if device in mine]
+        # Step by step over the steps every child has (a child's series may be shorter).
+        mem_by_device[device] = [sum(peaks) for peaks in zip(*series, strict=False)]
     return steady_by_thread, flops_rate, mem_by_device, problems
 
 
