@@ -124,7 +124,8 @@ def strategy_cost(outs: Sequence[Path]) -> list[str]:
             "The interval and call are harness.judge.compare's (Welch on log tokens/s, 3% "
             "tolerance), where both strategies have ≥ 2 clean runs. Peak memory is what one "
             "record holds for the GPU: the two replicas together for threads; for `processes`, "
-            "the larger of the two children's own peaks (each measures only itself).",
+            "the sum of the children's own peaks (records made before that fix hold the first "
+            "child's alone).",
             "",
         ]
     return lines
