@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.judge.compare import log_spread, runs_needed
+from harness.judge.metrics import is_steady
 from harness.record import read_jsonl
 
 CONFIGS = ("race", "trainer", "long", "pinned")
@@ -32,7 +33,10 @@ def config_lines(name: str, path: Path) -> list[str]:
             continue
         rates.append(r.tokens_per_s)
         (t,) = r.threads
-        steady = t.step_s[r.scenario["warmup_steps"] :]
+        # The judge's own rule (metrics.is_steady): past warm-up, and not a shape's first step.
+        firsts = {t.shapes.index(shape) for shape in set(t.shapes)}
+        warmup = r.scenario["warmup_steps"]
+        steady = [x for n, x in enumerate(t.step_s) if is_steady(n, n in firsts, warmup)]
         cv = statistics.stdev(steady) / statistics.mean(steady) if len(steady) > 1 else 0.0
         out.append(
             f"  {r.tokens_per_s:>9,.0f} tok/s  windows spread {r.tokens_per_s_spread:6.1%}  "

@@ -101,7 +101,7 @@ def strategy_cost(outs: Sequence[Path]) -> list[str]:
             "5 ms switch interval), rounds in rotated order:",
             "",
             "| strategy | runs (failed) | tokens/s per run | median | vs warmup_locked "
-            "| 95% interval, call | peak memory per process |",
+            "| 95% interval, call | peak memory on the GPU |",
             "|---|---|---|---|---|---|---|",
         ]
         meds, rates = {}, {}

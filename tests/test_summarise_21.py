@@ -66,7 +66,7 @@ def test_tables_from_two_calls(tmp_path: Path, capsys) -> None:
     # b: both calls' runs, medians against warmup_locked's (205 K).
     assert "| warmup | 2 (0) | 196.00 K, 190.00 K | 193.00 K | 0.941× |" in text
     assert "| processes | 2 (0) | 234.00 K, 250.00 K | 242.00 K | 1.180× |" in text
-    # ... each with the one comparison's interval and call, and the peak memory per process.
+    # ... each with the one comparison's interval and call, and the peak memory on the GPU.
     c = compare([200e3, 210e3], [234e3, 250e3])
     assert f"| 1.180× | [{c.low:.3f}, {c.high:.3f}], {c.word} | 2.0 GiB |" in text
     assert (
