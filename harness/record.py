@@ -21,7 +21,8 @@ SCHEMA_VERSION = 2
 # reads as that field's default, which must say "not recorded" (None). Every other field must
 # be there, and no unknown one may be.
 ADDED_TO_SCHEMA_2 = frozenset(
-    {"stalled_s", "busy_at_deadline", "step_demand_s", "demand_share"}  # ThreadRecord: the last 2
+    # ThreadRecord's: the last 3
+    {"stalled_s", "busy_at_deadline", "step_demand_s", "demand_share", "coactive_share"}
 )
 
 
@@ -52,6 +53,10 @@ class ThreadRecord:
     # Its steady steps' demand over their wall time (cores), recorded, not judged (why: in
     # harness.judge.decide.demand_shares). None: no steady step with demand, or predates it.
     demand_share: float | None = None
+    # Share of its steady demand met by other threads' demand at the same time, from the
+    # runner's looks (harness.judge.decide.coactive_shares). None: alone, not looked at
+    # enough, or it demanded nothing; or the record predates it.
+    coactive_share: float | None = None
 
 
 # RunRecord.hardware["device_name"] of a run none of whose children said what it ran on.

@@ -97,8 +97,9 @@ def render(rows: list[dict[str, object]], command: str, wall: float) -> str:
     lines += ["", f"{len(rows) - len(missed)} of {len(rows)} faults got the expected outcome."]
     lines += [
         "",
-        "`serial` (every step under one process-wide lock) is recorded `ok`: a step's time "
-        "includes its wait for the lock, so by per-step times the threads' steps do overlap. "
+        "`serial` (every step under one process-wide lock): a step's time includes its wait "
+        "for the lock, so by per-step times the threads' steps do overlap; their CPU demand, "
+        "sampled by the runner, never meets (co-activity), which makes it `not_concurrent`. "
         "A lock that blocks a whole first step is caught (`first_step_block` → hang).",
     ]
     return "\n".join(lines) + "\n"

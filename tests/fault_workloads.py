@@ -58,11 +58,9 @@ FAULTS: dict[str, tuple[str, int, str]] = {
     # finish (`hang`), but its record says it was busy, and the verdict calls it too slow.
     "busy_past": ("hang", 2, "thread 0 computes past the timeout inside a step"),
     "first_step_block": ("hang", 2, "thread 1's first step blocks until thread 0 stops stepping"),
-    # Not caught by the run: each step's time includes its wait for the lock, so by step times
-    # the steps do overlap (as GIL-bound threads' do). The verdict fails closed instead: under
-    # such a lock the positive control cannot fire either, so no case of it can be SAFE
-    # (tests/test_verdict.py, test_end_to_end_a_control_that_never_fires_masks).
-    "serial": ("ok", 2, "every step holds one process-wide lock (the run cannot tell)"),
+    # Each step's time includes its wait for the lock, so by step times the steps overlap;
+    # what tells is that the threads' CPU demand never meets (decide.coactive_shares).
+    "serial": ("not_concurrent", 2, "every step holds one process-wide lock (threads take turns)"),
     "busy_step": ("ok", 2, "thread 0's 2nd step computes for 6 s (busy: not a stall)"),
     "flops_raise": ("other_error", 2, "flops_per_step raises ValueError"),
     "flops_segv": ("crash", 2, "flops_per_step segfaults (ctypes.string_at(0))"),
@@ -215,7 +213,12 @@ class _Replica:
     def _train(self, shape: int) -> StepResult:
         # A real step lasts long enough for the other threads' steps to overlap it; a 1 ms step
         # can finish before the next thread is scheduled, which the judge rightly calls serial.
-        time.sleep(0.1)
+        # Computing, not sleeping: a thread that sleeps demands no CPU, and the judge's
+        # co-activity check sees threads that work at the same time, or take turns.
+        w = torch.randn(64, 64, device=self.device)
+        until = time.monotonic() + 0.1
+        while time.monotonic() < until:
+            w = torch.tanh(w @ w)
         x = torch.randn(4 + shape, 8, device=self.device)
         loss = self.layer(x).square().mean()
         loss.backward()

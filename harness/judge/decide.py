@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
+import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from harness.run.protocol import (
     ChildEvidence,
     RunEvidence,
     Step,
+    ThreadActivity,
     ThreadReport,
     WatchEvidence,
 )
@@ -181,16 +183,83 @@ def demand_shares(reports: list[ThreadReport], warmup_steps: int) -> list[float 
     return shares
 
 
+# Each thread's steady CPU demand must have been met by other threads' demand at the same time
+# for at least this share of it. Threads that step together on a CPU box met 0.58-0.89 (the
+# fault kit's `ok`, `tiny` at 2 threads); under a whole-step lock they met 0.01-0.02 (`serial`).
+COACTIVE_SHARE = 0.25
+# The runner's looks must cover at least this share of a thread's steady time for its
+# co-activity to count (a starved runner, or a thread it never saw, proves nothing).
+COACTIVITY_LOOKED = 0.5
+
+
+@dataclass(frozen=True)
+class Coactivity:
+    """One thread's co-activity (harness.judge.metrics.coactivity), or why there is none."""
+
+    share: float | None
+    why: str = ""  # when share is None: what was missing
+
+
+def coactive_shares(
+    children: tuple[ChildEvidence, ...], warmup_steps: int, steps: int
+) -> list[Coactivity]:
+    """Per thread (in the judge's order: children's threads, each child's in order): the share
+    of its steady demand that other threads' demand met at the same time, from the runner's
+    looks (harness.run.activity).
+
+    Threads taking turns under a whole-step lock share their step spans, so overlap_shares
+    passes them; their demand never meets (each works while the others wait on the lock).
+    A look longer than a third of the thread's median steady step is left out: over it, turns
+    taken read as work done together.
+    """
+    reports: list[ThreadReport] = []
+    traces: list[ThreadActivity | None] = []
+    for child in children:
+        mine = child.threads()
+        reports += mine
+        seen = len(child.activity) == len(mine)
+        traces += list(child.activity) if seen else [None] * len(mine)
+    quota = warmup_steps + steps
+    steady = [steady_steps(replace(r, steps=r.steps[:quota]), warmup_steps) for r in reports]
+    rates = []
+    for trace, own in zip(traces, steady, strict=True):
+        if trace is None or not own:
+            rates.append(None)
+            continue
+        gap = max(metrics.SHORTEST_LOOK_GAP_S, statistics.median(s.seconds for s in own) / 3)
+        rates.append(metrics.demand_rates(trace.times, trace.demand_s, gap))
+    out: list[Coactivity] = []
+    for i, own in enumerate(steady):
+        mine = rates[i]
+        if not own:
+            out.append(Coactivity(None, "no steady step"))
+        elif mine is None:
+            out.append(Coactivity(None, "its CPU demand was not sampled (no schedstat?)"))
+        else:
+            inside = [(s.start, s.end) for s in own]
+            others = [r for j, r in enumerate(rates) if j != i and r is not None]
+            share, looked = metrics.coactivity(mine, others, inside)
+            if looked < COACTIVITY_LOOKED:
+                why = f"the runner looked at it for {looked:.0%} of its steady time"
+                out.append(Coactivity(None, f"{why} (needs ≥ {COACTIVITY_LOOKED:.0%})"))
+            elif share is None:
+                out.append(Coactivity(None, "it demanded no CPU in its steady steps"))
+            else:
+                out.append(Coactivity(share))
+    return out
+
+
 def concurrency_findings(
-    records: list[ThreadRecord], shares: list[float | None], asked: int
+    records: list[ThreadRecord], shares: list[float | None], coactive: list[Coactivity], asked: int
 ) -> list[Finding]:
-    """A clean thread whose steady steps mostly ran alone makes the run `not_concurrent`."""
+    """A clean thread whose steady steps mostly ran alone, or whose work others' work did not
+    meet (the threads took turns), makes the run `not_concurrent`."""
     if asked <= 1 or any(rec.outcome != Outcome.OK for rec in records):
         # One thread races nobody; a thread that failed left the others alone, and its own
         # outcome already says what went wrong.
         return []
     found = []
-    for rec, share in zip(records, shares, strict=True):
+    for rec, share, met in zip(records, shares, coactive, strict=True):
         seen = "no steady step" if share is None else f"{share:.0%} of its steady time"
         if share is None or share < CONCURRENCY_SHARE:
             found.append(
@@ -200,6 +269,16 @@ def concurrency_findings(
                     f"{seen} (needs ≥ {CONCURRENCY_SHARE:.0%})",
                 )
             )
+        elif met.share is None:
+            why = f"thread {rec.index}'s work beside other threads' is not shown: {met.why}"
+            found.append(Finding(Outcome.NOT_CONCURRENT, why))
+        elif met.share < COACTIVE_SHARE:
+            why = (
+                f"thread {rec.index}'s steady CPU demand was met by other threads' for "
+                f"{met.share:.0%} of it (needs ≥ {COACTIVE_SHARE:.0%}): the threads took turns "
+                "(one lock around every step?)"
+            )
+            found.append(Finding(Outcome.NOT_CONCURRENT, why))
     return found
 
 
@@ -351,10 +430,11 @@ def decide(ev: RunEvidence) -> RunRecord:
     shares = overlap_shares(reports, scenario.warmup_steps, scenario.steps)
     for rec, share in zip(reported, shares, strict=True):
         rec.overlap_share = share
-    findings += concurrency_findings(reported, shares, asked)
+    coactive = coactive_shares(ev.children, scenario.warmup_steps, scenario.steps)
+    findings += concurrency_findings(reported, shares, coactive, asked)
     demands = demand_shares(reports, scenario.warmup_steps)
-    for rec, demand in zip(reported, demands, strict=True):
-        rec.demand_share = demand
+    for rec, demand, met in zip(reported, demands, coactive, strict=True):
+        rec.demand_share, rec.coactive_share = demand, met.share
     cache, cache_found = cache_findings(ev.cache, scenario)
     findings += cache_found
     steady, flops_rate, mem_by_device, flops_problems = _throughput(scenario, ev.children)

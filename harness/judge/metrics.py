@@ -5,6 +5,7 @@ Pure functions over numbers, so they are unit-tested without torch or GPUs.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Sequence
 
@@ -115,6 +116,60 @@ def overlap_share(
             covered += min(end, theirs[j][1]) - max(start, theirs[j][0])
             j += 1
     return covered / total
+
+
+# A look at a thread's demand may always come this long after the one before (2× the runner's
+# period, harness.run.activity): a judge asks for no finer looks than the runner can take.
+SHORTEST_LOOK_GAP_S = 0.01
+
+
+def demand_rates(
+    times: Sequence[float], demand_s: Sequence[float], longest_gap_s: float
+) -> list[tuple[float, float, float]]:
+    """(start, end, cores) between consecutive looks at one thread's demand, cores in [0, 1];
+    a look longer than `longest_gap_s` after the one before is left out (the runner was
+    starved: averaging over it would blur turns taken into work done together)."""
+    out = []
+    for k in range(1, len(times)):
+        dt = times[k] - times[k - 1]
+        if 0 < dt <= longest_gap_s:
+            cores = max(0.0, demand_s[k] - demand_s[k - 1]) / dt
+            out.append((times[k - 1], times[k], min(1.0, cores)))
+    return out
+
+
+def coactivity(
+    mine: Sequence[tuple[float, float, float]],
+    others: Sequence[Sequence[tuple[float, float, float]]],
+    inside: Sequence[tuple[float, float]],
+) -> tuple[float | None, float]:
+    """Of one thread's demand inside the `inside` intervals, the share met by other threads'
+    demand at the same time (None: it demanded nothing there), and the share of that time
+    covered by looks at it.
+
+    Each of its look intervals (start, end, cores) whose middle lies inside counts its cores,
+    times the others' cores (summed, at most 1) at that middle: threads that work together
+    give near 1, threads that take turns near 0.
+    """
+    windows = merge(inside)
+    total = sum(e - s for s, e in windows)
+    starts = [[s for s, _, _ in o] for o in others]
+    work = met = looked = 0.0
+    for start, end, cores in mine:
+        mid = (start + end) / 2
+        k = bisect.bisect_right(windows, (mid, float("inf"))) - 1
+        if k < 0 or mid >= windows[k][1]:
+            continue
+        dt = end - start
+        looked += dt
+        theirs = 0.0
+        for other, firsts in zip(others, starts, strict=True):
+            j = bisect.bisect_right(firsts, mid) - 1
+            if j >= 0 and mid < other[j][1]:
+                theirs += other[j][2]
+        work += cores * dt
+        met += cores * min(1.0, theirs) * dt
+    return (met / work if work > 0 else None), (looked / total if total > 0 else 0.0)
 
 
 def base_shape_memory(steady: Sequence[tuple[int, int | None]]) -> list[int]:

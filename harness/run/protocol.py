@@ -116,6 +116,16 @@ class ProgressEvent:
 
 
 @dataclass(frozen=True)
+class ThreadActivity:
+    """One stepping thread's CPU demand as the runner sampled it (harness.run.activity):
+    monotonic times (system-wide, as the steps') and the thread's demand seconds then."""
+
+    tid: int
+    times: tuple[float, ...]
+    demand_s: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class ChildEvidence:
     """What the parent knows of one child after it ended (or was killed)."""
 
@@ -128,6 +138,8 @@ class ChildEvidence:
     stacks: str  # every thread's last stack, one block per thread
     stderr_tail: str
     wall_s: float
+    # Its stepping threads' sampled demand, in its threads' order; () where none was sampled.
+    activity: tuple[ThreadActivity, ...] = ()
 
     def events(self, kind: str) -> list[ProgressEvent]:
         return [e for e in self.progress if e.kind == kind]

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import versions
-from harness.run import cache_state, lifeline, stacks, stall
+from harness.run import activity, cache_state, lifeline, stacks, stall
 from harness.run.protocol import (
     CacheEvidence,
     ChildEvidence,
@@ -35,6 +35,7 @@ from harness.run.protocol import (
     ProgressEvent,
     ProtocolError,
     RunEvidence,
+    ThreadActivity,
     WatchEvidence,
 )
 from harness.scenario import Scenario
@@ -187,7 +188,12 @@ def wait_all(
 
 
 def finish_child(
-    proc: subprocess.Popen[bytes], run_dir: Path, t0: float, ooms: int | None, stalled: bool
+    proc: subprocess.Popen[bytes],
+    run_dir: Path,
+    t0: float,
+    ooms: int | None,
+    stalled: bool,
+    activity: tuple[ThreadActivity, ...] = (),
 ) -> ChildEvidence:
     """Kill the child if it is still alive (its stacks dumped first), reap its session, read
     what it left. `stalled`: the stall watch stopped the run (a kill then is no timeout)."""
@@ -216,6 +222,7 @@ def finish_child(
         stacks=stacks.dedupe(tail(run_dir / "stacks.txt", STACKS_BYTES)),
         stderr_tail=tail(run_dir / "stderr.txt"),
         wall_s=time.monotonic() - t0,
+        activity=activity,
     )
 
 
@@ -241,21 +248,25 @@ def run_children(
         # Past the children's own deadline their final dumps and the timeout's take over.
         until=t0 + scenario.timeout_s * 0.85,
     )
-    stalled_s = wait_all(procs, t0, scenario.timeout_s, watch)
+    with activity.ActivitySampler({p.pid: d for p, d in zip(procs, dirs, strict=True)}) as seen:
+        stalled_s = wait_all(procs, t0, scenario.timeout_s, watch)
     stalled = stalled_s is not None
-    children = [finish_child(p, d, t0, ooms, stalled) for p, d in zip(procs, dirs, strict=True)]
+    children = [
+        finish_child(p, d, t0, ooms, stalled, seen.traces(p.pid))
+        for p, d in zip(procs, dirs, strict=True)
+    ]
     late = None
     hung = any(_hung(c) for c in children)
     if not stalled and hung:
         final = {p.pid: c.stacks for p, c in zip(procs, children, strict=True)}
         late = watch.stalled_through(final, time.monotonic())
-    seen = WatchEvidence(
+    watched = WatchEvidence(
         stalled_s if stalled else late,
         "" if stalled or late is not None else watch.note(time.monotonic()),
         busy_at_end=hung and not stalled and late is None and watch.working is True,
         at_deadline=late is not None,
     )
-    return children, seen
+    return children, watched
 
 
 def _hung(child: ChildEvidence) -> bool:
