@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from harness.judge.decide import CONCURRENCY_SHARE, decide
-from harness.judge.metrics import merge, overlap_share
+from harness.judge.decide import COACTIVE_SHARE, CONCURRENCY_SHARE, decide
+from harness.judge.metrics import coactivity, demand_rates, merge, overlap_share
 from harness.run.protocol import (
     CacheEvidence,
     ChildEvidence,
@@ -16,6 +16,7 @@ from harness.run.protocol import (
     ProgressEvent,
     RunEvidence,
     Step,
+    ThreadActivity,
     ThreadReport,
     WatchEvidence,
 )
@@ -43,6 +44,27 @@ TOGETHER = [[(0, 1), (1, 2), (2, 3)], [(0, 1.1), (1.1, 2.1), (2.1, 3.1)]]
 APART = [[(0, 1), (1, 2), (2, 3)], [(3, 4), (4, 5), (5, 6)]]
 
 
+def trace(
+    work: list[tuple[float, float, float]], until: float, every: float = 0.005, tid: int = 1
+) -> ThreadActivity:
+    """The runner's looks at one thread every `every` s from 0 to `until`: its demand grows at
+    `cores` inside each (start, end, cores) of `work` and not outside."""
+    times = [k * every for k in range(int(until / every) + 1)]
+    done = [sum(c * max(0.0, min(t, b) - a) for a, b, c in work) for t in times]
+    return ThreadActivity(tid, tuple(times), tuple(done))
+
+
+AUTO = "from the steps"  # child(): each thread demanded its steps' `busy` (1 core: unknown)
+
+
+def looked_at(threads: list[ThreadReport]) -> tuple[ThreadActivity, ...]:
+    until = max(s.end for t in threads for s in t.steps) + 0.01
+    return tuple(
+        trace([(s.start, s.end, (s.demand_s or s.seconds) / s.seconds) for s in t.steps], until)
+        for t in threads
+    )
+
+
 def child(
     threads: list[ThreadReport] | None,
     *,
@@ -52,13 +74,18 @@ def child(
     stderr: str = "",
     flops_error: str | None = None,
     progress: tuple[ProgressEvent, ...] = (),
+    activity: tuple[ThreadActivity, ...] | str = AUTO,
 ) -> ChildEvidence:
     report = None
     if threads is not None:
         report = ChildReport(
             tuple(threads), {"torch": "x"}, {"device_name": "cpu"}, {}, None, {}, flops_error
         )
-    return ChildEvidence(rc, timed_out, oom_kills, report, None, progress, "", stderr, 1.0)
+    if activity == AUTO:
+        activity = looked_at(threads) if threads else ()
+    return ChildEvidence(
+        rc, timed_out, oom_kills, report, None, progress, "", stderr, 1.0, activity
+    )
 
 
 def evidence(*children: ChildEvidence, threads: int = 2, cache: str = "cold", **kw) -> RunEvidence:
@@ -106,6 +133,68 @@ def test_serial_steps_are_not_concurrent() -> None:
     assert rec.outcome == "not_concurrent"
     assert "thread 0's steady steps overlapped other threads' steps for 0%" in rec.detail
     assert rec.threads_concurrent == 0
+
+
+# Under one lock around every step: each step waits half its time for the other thread's work
+# and works the other half, so the step spans overlap (TOGETHER) but the work never meets.
+TURNS = [[(k, k + 0.5, 1.0) for k in range(3)], [(k + 0.5, k + 1.0, 1.0) for k in range(3)]]
+
+
+def test_threads_that_take_turns_are_not_concurrent() -> None:
+    """Issue 17 item 2: a workload whose steps all hold one lock was `ok`, its steps overlapping
+    by their times. Its threads' CPU demand, as the runner sampled it, never meets."""
+    looks = tuple(trace(w, 3.2, tid=k) for k, w in enumerate(TURNS))
+    rec = decide(evidence(child(ok_threads(), activity=looks)))
+    assert rec.outcome == "not_concurrent", rec.detail
+    assert "thread 0's steady CPU demand was met by other threads' for 0% of it" in rec.detail
+    assert f"(needs ≥ {COACTIVE_SHARE:.0%}): the threads took turns" in rec.detail
+    assert all(t.coactive_share is not None and t.coactive_share < 0.05 for t in rec.threads)
+    assert all(t.overlap_share and t.overlap_share > 0.9 for t in rec.threads)  # spans overlap
+    together = tuple(trace([(0, 3.1, 0.6)], 3.2, tid=k) for k in range(2))
+    rec = decide(evidence(child(ok_threads(), activity=together)))
+    assert rec.outcome == "ok" and rec.threads[0].coactive_share == pytest.approx(0.6)
+
+
+def test_steady_steps_beside_a_compile_are_not_judged_as_turns() -> None:
+    """One H200, `processes` cold: thread 0's quota of steady steps ran while thread 1 compiled
+    (waiting on inductor's workers, demanding nothing), then thread 0 kept it company. Only the
+    time both were steady counts: 0.00 became its company steps' co-activity."""
+    spans = [
+        [(0, 1), (1, 1.5), (1.5, 2), (2, 2.5), (2.5, 3), (3, 3.5)],
+        [(0, 2), (2, 2.5), (2.5, 3)],
+    ]
+    busy = [[(0, 1, 1.0), (1, 3.5, 1.0)], [(0, 2, 0.0), (2, 3, 1.0)]]
+    looks = tuple(trace(w, 3.6, tid=k) for k, w in enumerate(busy))
+    rec = decide(evidence(child(ok_threads(spans), activity=looks)))
+    assert rec.outcome == "ok", rec.detail
+    assert [t.coactive_share for t in rec.threads] == [pytest.approx(1.0), pytest.approx(1.0)]
+
+
+def test_co_activity_not_shown_fails_closed() -> None:
+    """No looks (no schedstat, a child that never named its threads), a runner that looked too
+    seldom, or threads that demanded no CPU: not shown to have worked together, never `ok`."""
+    cases = {
+        (): "its CPU demand was not sampled",
+        tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.4, tid=k) for k in range(2)): "the runner "
+        "looked at it for 0% of its steady time beside others' (needs ≥ 50%)",
+        tuple(trace([], 3.2, tid=k) for k in range(2)): "it demanded no CPU in its steady steps",
+    }
+    for looks, words in cases.items():
+        rec = decide(evidence(child(ok_threads(), activity=looks)))
+        assert rec.outcome == "not_concurrent" and words in rec.detail, rec.detail
+        assert "thread 1's work beside other threads' is not shown" in rec.detail
+
+
+def test_coactivity_weighs_each_look_by_its_demand() -> None:
+    mine = demand_rates([0, 1, 2, 3], [0, 1, 1.5, 1.5], 1.0)
+    assert mine == [(0, 1, 1.0), (1, 2, 0.5), (2, 3, 0.0)]
+    assert demand_rates([0, 1, 3], [0, 1, 2], 1.0) == [(0, 1, 1.0)]  # a 2 s look: left out
+    other = [(0, 1, 0.0), (1, 2, 1.0), (2, 3, 1.0)]
+    share, looked = coactivity(mine, [other], [(0, 3)])
+    assert share == pytest.approx(0.5 / 1.5) and looked == 1.0
+    assert coactivity(mine, [other], [(0, 1)]) == (0.0, 1.0)  # only its first look is inside
+    assert coactivity(mine, [], [(0, 3)])[0] == 0.0  # nobody else: nothing met its work
+    assert coactivity(mine[2:], [other], [(0, 3)])[0] is None  # it demanded nothing
 
 
 def test_each_steps_cpu_demand_and_each_threads_share_are_recorded() -> None:

@@ -7,6 +7,7 @@ outcome. `run_scenario` runs a scenario (harness.run.runner.collect) and decides
 
 from __future__ import annotations
 
+import bisect
 import re
 import signal
 import statistics
@@ -200,15 +201,17 @@ class Coactivity:
     why: str = ""  # when share is None: what was missing
 
 
-def coactive_shares(
-    children: tuple[ChildEvidence, ...], warmup_steps: int, steps: int
-) -> list[Coactivity]:
+def coactive_shares(children: tuple[ChildEvidence, ...], warmup_steps: int) -> list[Coactivity]:
     """Per thread (in the judge's order: children's threads, each child's in order): the share
-    of its steady demand that other threads' demand met at the same time, from the runner's
-    looks (harness.run.activity).
+    of its steady demand that other threads' steady demand met at the same time, from the
+    runner's looks (harness.run.activity), while some other thread was in a steady step too.
 
     Threads taking turns under a whole-step lock share their step spans, so overlap_shares
     passes them; their demand never meets (each works while the others wait on the lock).
+    Only steady steps on both sides count, all of them (those kept as company past the quota
+    too): a thread compiling waits on inductor's worker processes, demanding nothing, and a
+    thread's steady steps beside it would read as turns taken (one H200, `processes` cold:
+    0.00 for the thread whose quota ran during its sibling's compile, 0.61 for the other).
     A look longer than a third of the thread's median steady step is left out: over it, turns
     taken read as work done together.
     """
@@ -219,34 +222,46 @@ def coactive_shares(
         reports += mine
         seen = len(child.activity) == len(mine)
         traces += list(child.activity) if seen else [None] * len(mine)
-    quota = warmup_steps + steps
-    steady = [steady_steps(replace(r, steps=r.steps[:quota]), warmup_steps) for r in reports]
-    rates = []
-    for trace, own in zip(traces, steady, strict=True):
+    steady = [[(s.start, s.end) for s in steady_steps(r, warmup_steps)] for r in reports]
+    rates: list[list[tuple[float, float, float]] | None] = []
+    for trace, own, report in zip(traces, steady, reports, strict=True):
         if trace is None or not own:
             rates.append(None)
             continue
-        gap = max(metrics.SHORTEST_LOOK_GAP_S, statistics.median(s.seconds for s in own) / 3)
-        rates.append(metrics.demand_rates(trace.times, trace.demand_s, gap))
+        median = statistics.median(s.seconds for s in steady_steps(report, warmup_steps))
+        gap = max(metrics.SHORTEST_LOOK_GAP_S, median / 3)
+        looks = metrics.demand_rates(trace.times, trace.demand_s, gap)
+        rates.append([look for look in looks if _within(look, own)])
     out: list[Coactivity] = []
     for i, own in enumerate(steady):
         mine = rates[i]
+        others = [r for j, r in enumerate(rates) if j != i and r is not None]
+        beside = metrics.intersect(
+            own, [iv for j, ivs in enumerate(steady) if j != i for iv in ivs]
+        )
         if not own:
             out.append(Coactivity(None, "no steady step"))
         elif mine is None:
             out.append(Coactivity(None, "its CPU demand was not sampled (no schedstat?)"))
+        elif not beside:
+            out.append(Coactivity(None, "no other thread was in a steady step beside its own"))
         else:
-            inside = [(s.start, s.end) for s in own]
-            others = [r for j, r in enumerate(rates) if j != i and r is not None]
-            share, looked = metrics.coactivity(mine, others, inside)
+            share, looked = metrics.coactivity(mine, others, beside)
             if looked < COACTIVITY_LOOKED:
-                why = f"the runner looked at it for {looked:.0%} of its steady time"
+                why = f"the runner looked at it for {looked:.0%} of its steady time beside others'"
                 out.append(Coactivity(None, f"{why} (needs ≥ {COACTIVITY_LOOKED:.0%})"))
             elif share is None:
                 out.append(Coactivity(None, "it demanded no CPU in its steady steps"))
             else:
                 out.append(Coactivity(share))
     return out
+
+
+def _within(look: tuple[float, float, float], steps: list[tuple[float, float]]) -> bool:
+    """The look's middle lies in one of these (sorted, disjoint) steps."""
+    mid = (look[0] + look[1]) / 2
+    k = bisect.bisect_right(steps, (mid, float("inf"))) - 1
+    return k >= 0 and mid < steps[k][1]
 
 
 def concurrency_findings(
@@ -430,7 +445,7 @@ def decide(ev: RunEvidence) -> RunRecord:
     shares = overlap_shares(reports, scenario.warmup_steps, scenario.steps)
     for rec, share in zip(reported, shares, strict=True):
         rec.overlap_share = share
-    coactive = coactive_shares(ev.children, scenario.warmup_steps, scenario.steps)
+    coactive = coactive_shares(ev.children, scenario.warmup_steps)
     findings += concurrency_findings(reported, shares, coactive, asked)
     demands = demand_shares(reports, scenario.warmup_steps)
     for rec, demand, met in zip(reported, demands, coactive, strict=True):

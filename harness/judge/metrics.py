@@ -98,6 +98,24 @@ def merge(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]
     return out
 
 
+def intersect(
+    a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    """The time in both `a` and `b`, as sorted, disjoint intervals."""
+    mine, theirs = merge(a), merge(b)
+    out, k = [], 0
+    for start, end in mine:
+        while k < len(theirs) and theirs[k][1] <= start:
+            k += 1
+        j = k
+        while j < len(theirs) and theirs[j][0] < end:
+            lo, hi = max(start, theirs[j][0]), min(end, theirs[j][1])
+            if hi > lo:
+                out.append((lo, hi))
+            j += 1
+    return out
+
+
 def overlap_share(
     own: Sequence[tuple[float, float]], others: Sequence[tuple[float, float]]
 ) -> float | None:
