@@ -214,11 +214,16 @@ class _Replica:
         # A real step lasts long enough for the other threads' steps to overlap it; a 1 ms step
         # can finish before the next thread is scheduled, which the judge rightly calls serial.
         # Computing, not sleeping: a thread that sleeps demands no CPU, and the judge's
-        # co-activity check sees threads that work at the same time, or take turns.
-        w = torch.randn(64, 64, device=self.device)
-        until = time.monotonic() + 0.1
-        while time.monotonic() < until:
-            w = torch.tanh(w @ w)
+        # co-activity check sees threads that work at the same time, or take turns. A hang's
+        # steps sleep: the stall watch calls a hang early only while the run sits idle, and the
+        # thread that did not hang keeps the hung one company, stepping, until the end.
+        if FAULTS[self.fault][0] == "hang":
+            time.sleep(0.1)
+        else:
+            w = torch.randn(64, 64, device=self.device)
+            until = time.monotonic() + 0.1
+            while time.monotonic() < until:
+                w = torch.tanh(w @ w)
         x = torch.randn(4 + shape, 8, device=self.device)
         loss = self.layer(x).square().mean()
         loss.backward()

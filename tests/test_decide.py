@@ -176,7 +176,7 @@ def test_co_activity_not_shown_fails_closed() -> None:
     cases = {
         (): "its CPU demand was not sampled",
         tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.4, tid=k) for k in range(2)): "the runner "
-        "looked at it for 0% of its steady time beside others' (needs ≥ 50%)",
+        "looked at it 0 time(s) in its steady time beside others' (needs ≥ 10)",
         tuple(trace([], 3.2, tid=k) for k in range(2)): "it demanded no CPU in its steady steps",
     }
     for looks, words in cases.items():
@@ -190,9 +190,9 @@ def test_coactivity_weighs_each_look_by_its_demand() -> None:
     assert mine == [(0, 1, 1.0), (1, 2, 0.5), (2, 3, 0.0)]
     assert demand_rates([0, 1, 3], [0, 1, 2], 1.0) == [(0, 1, 1.0)]  # a 2 s look: left out
     other = [(0, 1, 0.0), (1, 2, 1.0), (2, 3, 1.0)]
-    share, looked = coactivity(mine, [other], [(0, 3)])
-    assert share == pytest.approx(0.5 / 1.5) and looked == 1.0
-    assert coactivity(mine, [other], [(0, 1)]) == (0.0, 1.0)  # only its first look is inside
+    share, looks = coactivity(mine, [other], [(0, 3)])
+    assert share == pytest.approx(0.5 / 1.5) and looks == 3
+    assert coactivity(mine, [other], [(0, 1)]) == (0.0, 1)  # only its first look is inside
     assert coactivity(mine, [], [(0, 3)])[0] == 0.0  # nobody else: nothing met its work
     assert coactivity(mine[2:], [other], [(0, 3)])[0] is None  # it demanded nothing
 

@@ -160,26 +160,26 @@ def coactivity(
     mine: Sequence[tuple[float, float, float]],
     others: Sequence[Sequence[tuple[float, float, float]]],
     inside: Sequence[tuple[float, float]],
-) -> tuple[float | None, float]:
+) -> tuple[float | None, int]:
     """Of one thread's demand inside the `inside` intervals, the share met by other threads'
-    demand at the same time (None: it demanded nothing there), and the share of that time
-    covered by looks at it.
+    demand at the same time (None: it demanded nothing there), and how many looks at it that
+    rests on.
 
     Each of its look intervals (start, end, cores) whose middle lies inside counts its cores,
     times the others' cores (summed, at most 1) at that middle: threads that work together
     give near 1, threads that take turns near 0.
     """
     windows = merge(inside)
-    total = sum(e - s for s, e in windows)
     starts = [[s for s, _, _ in o] for o in others]
-    work = met = looked = 0.0
+    work = met = 0.0
+    looks = 0
     for start, end, cores in mine:
         mid = (start + end) / 2
         k = bisect.bisect_right(windows, (mid, float("inf"))) - 1
         if k < 0 or mid >= windows[k][1]:
             continue
         dt = end - start
-        looked += dt
+        looks += 1
         theirs = 0.0
         for other, firsts in zip(others, starts, strict=True):
             j = bisect.bisect_right(firsts, mid) - 1
@@ -187,7 +187,7 @@ def coactivity(
                 theirs += other[j][2]
         work += cores * dt
         met += cores * min(1.0, theirs) * dt
-    return (met / work if work > 0 else None), (looked / total if total > 0 else 0.0)
+    return (met / work if work > 0 else None), looks
 
 
 def base_shape_memory(steady: Sequence[tuple[int, int | None]]) -> list[int]:

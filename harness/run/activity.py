@@ -1,89 +1,165 @@
-"""Sample each stepping thread's CPU demand from the runner, every few milliseconds: the
-evidence for the judge's co-activity check (harness.judge.decide.coactive_shares).
+"""Sample each stepping thread's CPU demand every few milliseconds, from a process of its own:
+the evidence for the judge's co-activity check (harness.judge.decide.coactive_shares).
 
 Why: a step's start and end times cannot tell threads that take turns under a whole-step lock
 from threads that step together, since a thread blocked on the lock is inside its step too.
 What differs is whether the threads *work* at the same time. A thread blocked on a lock, a
 futex or a sleep adds no demand (harness.run.schedstat), one that computes, waits for a core
-or spins on a GPU wait does. Sampled here, in the parent, the child's threads are read without
-taking the child's GIL or changing its timing: the kernel keeps the counts
-(/proc/<pid>/task/<tid>/schedstat), the runner only reads them.
+or spins on a GPU wait does. The kernel keeps the counts (/proc/<pid>/task/<tid>/schedstat);
+the sampler only reads them, so the child's GIL and timing are untouched.
 
-The stepping threads are found by the native ids the child reports (harness.run.stall
-reads the same event); a child that never reports them leaves no trace here.
+Why a process, not a thread of the runner: the runner's own work (the stall watch's scans of
+/proc) held its GIL for up to 200 ms at a time on a loaded 2-core box, and a thread sampling
+beside it missed most of a 0.3 s steady window. The sampler dies with the runner
+(PR_SET_PDEATHSIG) and is stopped by closing its stdin; it then writes what it saw to stdout.
+
+The stepping threads are found by the native ids the child reports (harness.run.stall reads
+the same event); a child that never reports them leaves no trace here.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from array import array
 from pathlib import Path
 
-from harness.run import schedstat, stall
+from harness.run import lifeline, schedstat, stall
 from harness.run.protocol import ThreadActivity
 
 SAMPLE_EVERY_S = 0.005  # 200 looks a second: well under a step of the cases (≥ 20 ms)
 _LOOKUP_EVERY_S = 0.1  # until a child has reported its stepping threads
+_STOP_WAIT_S = 10.0  # for the sampler to write what it saw once asked to stop
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _pack(values: array) -> str:
+    return base64.b64encode(values.tobytes()).decode()
+
+
+def _unpack(text: str) -> tuple[float, ...]:
+    values = array("d")
+    values.frombytes(base64.b64decode(text))
+    return tuple(values)
 
 
 class ActivitySampler:
-    """A daemon thread of the runner sampling the children's stepping threads until stopped."""
+    """The runner's handle on one sampler process, for the children of one run."""
 
     def __init__(self, children: dict[int, Path], every_s: float = SAMPLE_EVERY_S) -> None:
         self._children = children  # pid → its run dir (where progress.jsonl lands)
         self._every_s = every_s
-        self._tids: dict[int, list[int]] = {}
-        self._looked: dict[int, float] = {}
-        # pid → tid → (times, demand seconds): one array pair per thread, appended per look
-        self._traces: dict[int, dict[int, tuple[array, array]]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="racegate-activity", daemon=True)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._seen: dict[str, dict] = {}
+        self.error: str | None = None  # why nothing was sampled, when the sampler failed
 
     def __enter__(self) -> ActivitySampler:
-        self._thread.start()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.run.activity", str(os.getpid()), str(self._every_s)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=_REPO,
+        )
+        lifeline.LIVE_POPENS.add(self._proc.pid)  # reaped by its own wait, not reap_orphans
+        assert self._proc.stdin is not None
+        children = {str(pid): str(d) for pid, d in self._children.items()}
+        self._proc.stdin.write((json.dumps(children) + "\n").encode())
+        self._proc.stdin.flush()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        """Ask the sampler for what it saw (close its stdin) and wait for it."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            out, err = proc.communicate(timeout=_STOP_WAIT_S)  # closes stdin first
+            if proc.returncode != 0:
+                self.error = f"the sampler exited {proc.returncode}: {err.decode()[-300:]}"
+            else:
+                self._seen = json.loads(out)
+        except (subprocess.TimeoutExpired, ValueError) as exc:
+            self.error = f"the sampler gave nothing back ({type(exc).__name__})"
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            lifeline.LIVE_POPENS.discard(proc.pid)
 
     def traces(self, pid: int) -> tuple[ThreadActivity, ...]:
         """The child's stepping threads' traces, in the order it reported them (its threads'
-        order); () when it never reported them or the kernel keeps no schedstat."""
-        mine = self._traces.get(pid, {})
+        order); () when it never reported them, or the kernel keeps no schedstat."""
+        mine = self._seen.get(str(pid), {})
         return tuple(
-            ThreadActivity(tid=tid, times=tuple(mine[tid][0]), demand_s=tuple(mine[tid][1]))
-            for tid in self._tids.get(pid, [])
-            if tid in mine
+            ThreadActivity(int(tid), _unpack(times), _unpack(demands))
+            for tid, (times, demands) in mine.items()
         )
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self._every_s):
-            self.look(time.monotonic())
+
+class _Looker:
+    """The sampler process's state: each child's stepping threads and what it saw of them."""
+
+    def __init__(self, children: dict[int, Path]) -> None:
+        self.children = children
+        self.tids: dict[int, list[int]] = {}
+        self.looked: dict[int, float] = {}
+        # pid → tid → (times, demand seconds), in the order the child reported its threads
+        self.traces: dict[int, dict[int, tuple[array, array]]] = {}
 
     def look(self, now: float) -> None:
-        """One look at every child's stepping threads (public: tests drive it by hand)."""
-        for pid, run_dir in self._children.items():
-            if pid not in self._tids:
-                if now - self._looked.get(pid, -1e9) < _LOOKUP_EVERY_S:
+        for pid, run_dir in self.children.items():
+            if pid not in self.tids:
+                if now - self.looked.get(pid, -1e9) < _LOOKUP_EVERY_S:
                     continue
-                self._looked[pid] = now
+                self.looked[pid] = now
                 if (tids := stall.reported_tids(run_dir)) is None:
                     continue
-                self._tids[pid] = tids
-            mine = self._traces.setdefault(pid, {})
-            for tid in self._tids[pid]:
+                self.tids[pid] = tids
+                self.traces[pid] = {tid: (array("d"), array("d")) for tid in tids}
+            for tid, (times, demands) in self.traces[pid].items():
                 demand = None
                 with contextlib.suppress(OSError):
                     demand = schedstat.demand_s(Path(f"/proc/{pid}/task/{tid}/schedstat"))
-                if demand is None:  # the thread ended, or the kernel keeps no counts
-                    continue
-                times, demands = mine.setdefault(tid, (array("d"), array("d")))
-                times.append(time.monotonic())
-                demands.append(demand)
+                if demand is not None:  # else the thread ended, or the kernel keeps no counts
+                    times.append(time.monotonic())
+                    demands.append(demand)
+
+    def seen(self) -> dict[str, dict[str, list[str]]]:
+        return {
+            str(pid): {str(t): [_pack(a), _pack(b)] for t, (a, b) in mine.items() if a}
+            for pid, mine in self.traces.items()
+        }
+
+
+def main(argv: list[str]) -> int:
+    """`python -m harness.run.activity RUNNER_PID EVERY_S`; stdin: one JSON line of the
+    children ({pid: run dir}), then EOF to stop; stdout: what it saw."""
+    lifeline.die_with_parent(int(argv[0]))
+    every_s = float(argv[1])
+    children = {int(pid): Path(d) for pid, d in json.loads(sys.stdin.readline()).items()}
+    stop = threading.Event()
+
+    def wait_for_eof() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=wait_for_eof, daemon=True).start()
+    looker = _Looker(children)
+    while not stop.wait(every_s):
+        looker.look(time.monotonic())
+    sys.stdout.write(json.dumps(looker.seen()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

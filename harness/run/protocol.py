@@ -140,6 +140,7 @@ class ChildEvidence:
     wall_s: float
     # Its stepping threads' sampled demand, in its threads' order; () where none was sampled.
     activity: tuple[ThreadActivity, ...] = ()
+    activity_error: str = ""  # why the runner's sampler gave no looks (harness.run.activity)
 
     def events(self, kind: str) -> list[ProgressEvent]:
         return [e for e in self.progress if e.kind == kind]

@@ -194,6 +194,7 @@ def finish_child(
     ooms: int | None,
     stalled: bool,
     activity: tuple[ThreadActivity, ...] = (),
+    activity_error: str = "",
 ) -> ChildEvidence:
     """Kill the child if it is still alive (its stacks dumped first), reap its session, read
     what it left. `stalled`: the stall watch stopped the run (a kill then is no timeout)."""
@@ -223,6 +224,7 @@ def finish_child(
         stderr_tail=tail(run_dir / "stderr.txt"),
         wall_s=time.monotonic() - t0,
         activity=activity,
+        activity_error=activity_error,
     )
 
 
@@ -252,7 +254,7 @@ def run_children(
         stalled_s = wait_all(procs, t0, scenario.timeout_s, watch)
     stalled = stalled_s is not None
     children = [
-        finish_child(p, d, t0, ooms, stalled, seen.traces(p.pid))
+        finish_child(p, d, t0, ooms, stalled, seen.traces(p.pid), seen.error or "")
         for p, d in zip(procs, dirs, strict=True)
     ]
     late = None
