@@ -187,8 +187,12 @@ class _Replica:
             time.sleep(600)
         if fault in ("busy_step", "busy_past"):
             end = time.monotonic() + (6.0 if fault == "busy_step" else 600.0)
-            while time.monotonic() < end:  # one frame, one line: only the CPU shows it works
-                pass
+            w = torch.randn(64, 64)
+            # One frame, two lines: only the CPU shows it works. Torch ops, not a bare Python
+            # loop: a loop holding the GIL for 6 s starves the other thread (it demanded ~10% of
+            # a core beside it), and the judge then rightly finds their work did not meet.
+            while time.monotonic() < end:
+                w = torch.tanh(w @ w)
 
     def _deadlock(self, n: int) -> None:
         """Thread i takes lock i, waits until every thread holds its own, then takes lock i+1."""

@@ -52,8 +52,16 @@ def _unpack(text: str) -> tuple[float, ...]:
 class ActivitySampler:
     """The runner's handle on one sampler process, for the children of one run."""
 
-    def __init__(self, children: dict[int, Path], every_s: float = SAMPLE_EVERY_S) -> None:
+    def __init__(
+        self,
+        children: dict[int, Path],
+        env: dict[str, str] | None = None,
+        every_s: float = SAMPLE_EVERY_S,
+    ) -> None:
         self._children = children  # pid → its run dir (where progress.jsonl lands)
+        # The children's environment: the sampler carries the run's markers, so what finds and
+        # kills the processes of a run (lifeline.kill_run) finds it too.
+        self._env = env
         self._every_s = every_s
         self._proc: subprocess.Popen[bytes] | None = None
         self._seen: dict[str, dict] = {}
@@ -66,6 +74,7 @@ class ActivitySampler:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=_REPO,
+            env=self._env,
         )
         lifeline.LIVE_POPENS.add(self._proc.pid)  # reaped by its own wait, not reap_orphans
         assert self._proc.stdin is not None

@@ -250,7 +250,13 @@ def run_children(
         # Past the children's own deadline their final dumps and the timeout's take over.
         until=t0 + scenario.timeout_s * 0.85,
     )
-    with activity.ActivitySampler({p.pid: d for p, d in zip(procs, dirs, strict=True)}) as seen:
+    # Co-activity is judged only where threads could take turns: one thread's run is left
+    # unsampled, so a throughput or A/B run (one thread) shares its host with nothing new.
+    sampled = scenario.threads_per_device * len(scenario.devices) > 1
+    seen = activity.ActivitySampler(
+        {p.pid: d for p, d in zip(procs, dirs, strict=True)} if sampled else {}, env
+    )
+    with seen if sampled else contextlib.nullcontext():
         stalled_s = wait_all(procs, t0, scenario.timeout_s, watch)
     stalled = stalled_s is not None
     children = [
