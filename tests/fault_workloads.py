@@ -221,7 +221,7 @@ class _Replica:
         # co-activity check sees threads that work at the same time, or take turns. A hang's
         # steps sleep: the stall watch calls a hang early only while the run sits idle, and the
         # thread that did not hang keeps the hung one company, stepping, until the end.
-        if FAULTS[self.fault][0] == "hang":
+        if FAULTS.get(self.fault, ("hang" if self.fault == "hang" else "ok",))[0] == "hang":
             time.sleep(0.1)
         else:
             w = torch.randn(64, 64, device=self.device)

@@ -53,14 +53,14 @@ def test_a_busy_thread_demands_a_core_and_one_waiting_on_a_lock_none(tmp_path: P
     assert [t.tid for t in traces] == tids
     cores = []
     for trace in traces:
-        assert len(trace.times) > 30  # every 5 ms, for 0.6 s, on a loaded box too
+        assert len(trace.times) > 30  # every 2 ms, for 0.6 s, on a loaded box too
         looks = demand_rates(trace.times, trace.demand_s, 0.05)
         cores.append(sum(c * (e - s) for s, e, c in looks) / sum(e - s for s, e, _ in looks))
     # The spinning thread shares the GIL with this one (sleeping) and the sampler: ~1 core.
     assert cores[0] > 0.5 and cores[1] < 0.02, cores
 
 
-def test_a_child_that_never_names_its_threads_leaves_no_trace(tmp_path: Path) -> None:
+def test_a_child_that_never_names_its_threads_is_not_sampled(tmp_path: Path) -> None:
     with ActivitySampler({os.getpid(): tmp_path}) as sampler:
         time.sleep(0.05)
     assert sampler.traces(os.getpid()) == ()

@@ -150,6 +150,7 @@ def test_threads_that_take_turns_are_not_concurrent() -> None:
     assert f"(needs ≥ {COACTIVE_SHARE:.0%}): the threads took turns" in rec.detail
     assert all(t.coactive_share is not None and t.coactive_share < 0.05 for t in rec.threads)
     assert all(t.overlap_share and t.overlap_share > 0.9 for t in rec.threads)  # spans overlap
+    assert rec.threads_concurrent == 0
     together = tuple(trace([(0, 3.1, 0.6)], 3.2, tid=k) for k in range(2))
     rec = decide(evidence(child(ok_threads(), activity=together)))
     assert rec.outcome == "ok" and rec.threads[0].coactive_share == pytest.approx(0.6)
@@ -176,7 +177,7 @@ def test_co_activity_not_shown_fails_closed() -> None:
     cases = {
         (): "its CPU demand was not sampled",
         tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.4, tid=k) for k in range(2)): "the runner "
-        "looked at it 0 time(s) in its steady time beside others' (needs ≥ 10)",
+        "looked at it 0 time(s) in its steady time beside others' (needs ≥ 5)",
         tuple(trace([], 3.2, tid=k) for k in range(2)): "it demanded no CPU in its steady steps",
     }
     for looks, words in cases.items():
