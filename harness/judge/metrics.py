@@ -136,8 +136,8 @@ def overlap_share(
     return covered / total
 
 
-# A look at a thread's demand may always come this long after the one before (2× the runner's
-# period, harness.run.activity): a judge asks for no finer looks than the runner can take.
+# A look at a thread's demand may always come this long after the one before (5× the
+# sampler's period, harness.run.activity): a judge asks for no finer looks than it can take.
 SHORTEST_LOOK_GAP_S = 0.01
 
 

@@ -82,8 +82,11 @@ class ActivitySampler:
         lifeline.LIVE_POPENS.add(self._proc.pid)  # reaped by its own wait, not reap_orphans
         assert self._proc.stdin is not None
         children = {str(pid): str(d) for pid, d in self._children.items()}
-        self._proc.stdin.write((json.dumps(children) + "\n").encode())
-        self._proc.stdin.flush()
+        try:
+            self._proc.stdin.write((json.dumps(children) + "\n").encode())
+            self._proc.stdin.flush()
+        except OSError:  # it died at start-up: stop() reads why (its exit status, its stderr)
+            pass
         return self
 
     def __exit__(self, *exc: object) -> None:
