@@ -27,7 +27,10 @@ def fault_scenario(fault: str, **kw: object) -> Scenario:
     """Hangs wait out their timeout here (the timeout's path); test_a_stall_is_called_early
     runs them under the stall watch."""
     fields = dict(
-        preset=fault, strategy="eager", workload=FAULT, steps=2, warmup_steps=1,
+        # Hangs wait out their timeout; the others get 4 steady steps of 0.1 s: the judge's
+        # co-activity needs looks at both threads working (harness.run.activity).
+        preset=fault, strategy="eager", workload=FAULT, steps=2 if fault in HANGS else 4,
+        warmup_steps=1,
         timeout_s=HANG_TIMEOUT_S if fault in HANGS else TIMEOUT_S,
         stall_s=0.0 if fault in HANGS else KEEN_STALL_S,
         threads_per_device=FAULTS[fault][1],

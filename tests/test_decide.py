@@ -176,14 +176,27 @@ def test_co_activity_not_shown_fails_closed() -> None:
     seldom, or threads that demanded no CPU: not shown to have worked together, never `ok`."""
     cases = {
         (): "its CPU demand was not sampled",
-        tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.4, tid=k) for k in range(2)): "the runner "
-        "looked at it 0 time(s) in its steady time beside others' (needs ≥ 5)",
+        tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.8, tid=k) for k in range(2)): "the runner "
+        "looked at it 3 time(s) in its steady time beside others' (needs ≥ 5)",
         tuple(trace([], 3.2, tid=k) for k in range(2)): "it demanded no CPU in its steady steps",
     }
     for looks, words in cases.items():
         rec = decide(evidence(child(ok_threads(), activity=looks)))
         assert rec.outcome == "not_concurrent" and words in rec.detail, rec.detail
         assert "thread 1's work beside other threads' is not shown" in rec.detail
+
+
+def test_a_starved_sampler_falls_back_to_a_bound_that_turns_cannot_pass() -> None:
+    """Looks 0.35 s apart (a sampler starved of a core) span each 0.5 s turn's hand-over: by
+    a·b the turns would read as half met. The fallback, from the pigeonhole bound, reads turns
+    as 0 at any look length, and still passes threads that both worked the whole time."""
+    turns = tuple(trace(w, 3.2, every=0.35, tid=k) for k, w in enumerate(TURNS))
+    rec = decide(evidence(child(ok_threads(), activity=turns)))
+    assert rec.outcome == "not_concurrent", rec.detail
+    assert "met by other threads' for 0% of it" in rec.detail
+    both = tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.35, tid=k) for k in range(2))
+    rec = decide(evidence(child(ok_threads(), activity=both)))
+    assert rec.outcome == "ok", rec.detail
 
 
 def test_coactivity_weighs_each_look_by_its_demand() -> None:
@@ -196,6 +209,9 @@ def test_coactivity_weighs_each_look_by_its_demand() -> None:
     assert coactivity(mine, [other], [(0, 1)]) == (0.0, 1)  # only its first look is inside
     assert coactivity(mine, [], [(0, 3)])[0] == 0.0  # nobody else: nothing met its work
     assert coactivity(mine[2:], [other], [(0, 3)])[0] is None  # it demanded nothing
+    # The bound: over a look, what cannot fit beside the others' demand overlapped it.
+    assert coactivity([(0, 1, 0.5)], [[(0, 1, 0.5)]], [(0, 1)], bound=True) == (0.0, 1)
+    assert coactivity([(0, 1, 0.8)], [[(0, 1, 0.6)]], [(0, 1)], bound=True)[0] == pytest.approx(0.5)
 
 
 def test_each_steps_cpu_demand_and_each_threads_share_are_recorded() -> None:

@@ -234,38 +234,52 @@ def coactive_shares(children: tuple[ChildEvidence, ...], warmup_steps: int) -> l
         traces += list(child.activity) if seen else [None] * len(mine)
         unsampled += [child.activity_error or "no schedstat, or no thread ids reported"] * len(mine)
     steady = [[(s.start, s.end) for s in steady_steps(r, warmup_steps)] for r in reports]
-    rates: list[list[tuple[float, float, float]] | None] = []
+    short: list[list[tuple[float, float, float]] | None] = []  # looks within the gap
+    every: list[list[tuple[float, float, float]] | None] = []  # looks of any length
     for trace, own, report in zip(traces, steady, reports, strict=True):
         if trace is None or not own:
-            rates.append(None)
+            short.append(None)
+            every.append(None)
             continue
         median = statistics.median(s.seconds for s in steady_steps(report, warmup_steps))
         gap = max(metrics.SHORTEST_LOOK_GAP_S, median / 3)
-        looks = metrics.demand_rates(trace.times, trace.demand_s, gap)
-        rates.append([look for look in looks if _within(look, own)])
+        looks = metrics.demand_rates(trace.times, trace.demand_s, float("inf"))
+        every.append([look for look in looks if _within(look, own)])
+        short.append([look for look in every[-1] if look[1] - look[0] <= gap])
     out: list[Coactivity] = []
     for i, own in enumerate(steady):
-        mine = rates[i]
-        others = [r for j, r in enumerate(rates) if j != i and r is not None]
         beside = metrics.intersect(
             own, [iv for j, ivs in enumerate(steady) if j != i for iv in ivs]
         )
         if not own:
             out.append(Coactivity(None, "no steady step"))
-        elif mine is None:
+        elif every[i] is None:
             out.append(Coactivity(None, f"its CPU demand was not sampled ({unsampled[i]})"))
         elif not beside:
             out.append(Coactivity(None, "no other thread was in a steady step beside its own"))
         else:
-            share, looks = metrics.coactivity(mine, others, beside)
-            if looks < COACTIVITY_LOOKS:
-                why = f"the runner looked at it {looks} time(s) in its steady time beside others'"
-                out.append(Coactivity(None, f"{why} (needs ≥ {COACTIVITY_LOOKS})"))
-            elif share is None:
-                out.append(Coactivity(None, "it demanded no CPU in its steady steps"))
-            else:
-                out.append(Coactivity(share))
+            out.append(_coactivity(i, short, every, beside))
     return out
+
+
+def _coactivity(
+    i: int,
+    short: list[list[tuple[float, float, float]] | None],
+    every: list[list[tuple[float, float, float]] | None],
+    beside: list[tuple[float, float]],
+) -> Coactivity:
+    """From its short looks; where a starved sampler left too few, the lower bound from all of
+    them (metrics.coactivity's `bound`: turns read 0 at any look length)."""
+    for looks, bound in ((short, False), (every, True)):
+        mine = looks[i] or []
+        others = [r for j, r in enumerate(looks) if j != i and r is not None]
+        share, n = metrics.coactivity(mine, others, beside, bound=bound)
+        if n >= COACTIVITY_LOOKS:
+            if share is None:
+                return Coactivity(None, "it demanded no CPU in its steady steps")
+            return Coactivity(share)
+    why = f"the runner looked at it {n} time(s) in its steady time beside others'"
+    return Coactivity(None, f"{why} (needs ≥ {COACTIVITY_LOOKS})")
 
 
 def _within(look: tuple[float, float, float], steps: list[tuple[float, float]]) -> bool:

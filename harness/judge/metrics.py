@@ -160,14 +160,20 @@ def coactivity(
     mine: Sequence[tuple[float, float, float]],
     others: Sequence[Sequence[tuple[float, float, float]]],
     inside: Sequence[tuple[float, float]],
+    *,
+    bound: bool = False,
 ) -> tuple[float | None, int]:
     """Of one thread's demand inside the `inside` intervals, the share met by other threads'
     demand at the same time (None: it demanded nothing there), and how many looks at it that
     rests on.
 
-    Each of its look intervals (start, end, cores) whose middle lies inside counts its cores,
-    times the others' cores (summed, at most 1) at that middle: threads that work together
-    give near 1, threads that take turns near 0.
+    Each of its looks (start, end, cores) whose middle lies inside counts its cores a against
+    the others' cores b (summed, at most 1) at that middle. Short looks: a·b of it was met, so
+    threads that work together give near 1, threads that take turns near 0 (a long look that
+    spans a turn's hand-over blurs the two). `bound`, for looks of any length: at least
+    (a + b − 1) of it overlapped theirs, since two demands that never overlap fit in the look
+    together. Turns give 0 at any look length; work done together gives less than it is, the
+    less the longer the looks: a lower bound, never a pass by blur.
     """
     windows = merge(inside)
     starts = [[s for s, _, _ in o] for o in others]
@@ -185,8 +191,9 @@ def coactivity(
             j = bisect.bisect_right(firsts, mid) - 1
             if j >= 0 and mid < other[j][1]:
                 theirs += other[j][2]
+        theirs = min(1.0, theirs)
         work += cores * dt
-        met += cores * min(1.0, theirs) * dt
+        met += (min(cores, max(0.0, cores + theirs - 1.0)) if bound else cores * theirs) * dt
     return (met / work if work > 0 else None), looks
 
 

@@ -37,7 +37,6 @@ from harness.run.protocol import ThreadActivity
 # sampler gets a core late now and then, and the judge keeps only looks that came soon enough
 # (harness.judge.decide.coactive_shares), so it asks often. ~20 µs a thread a look.
 SAMPLE_EVERY_S = 0.002
-_LOOKUP_EVERY_S = 0.1  # until a child has reported its stepping threads
 _STOP_WAIT_S = 10.0  # for the sampler to write what it saw once asked to stop
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -127,16 +126,13 @@ class _Looker:
     def __init__(self, children: dict[int, Path]) -> None:
         self.children = children
         self.tids: dict[int, list[int]] = {}
-        self.looked: dict[int, float] = {}
         # pid → tid → (times, demand seconds), in the order the child reported its threads
         self.traces: dict[int, dict[int, tuple[array, array]]] = {}
 
     def look(self, now: float) -> None:
         for pid, run_dir in self.children.items():
             if pid not in self.tids:
-                if now - self.looked.get(pid, -1e9) < _LOOKUP_EVERY_S:
-                    continue
-                self.looked[pid] = now
+                # At every look until it has: a fault run's steady steps can last 0.2 s.
                 if (tids := stall.reported_tids(run_dir)) is None:
                     continue
                 self.tids[pid] = tids
