@@ -177,7 +177,7 @@ def test_co_activity_not_shown_fails_closed() -> None:
     cases = {
         (): "its CPU demand was not sampled",
         tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.8, tid=k) for k in range(2)): "the runner "
-        "looked at it 3 time(s) in its steady time beside others' (needs ≥ 5)",
+        "looked at it 3 time(s) in its steady time beside others' steps (needs ≥ 5)",
         tuple(trace([], 3.2, tid=k) for k in range(2)): "it demanded no CPU in its steady steps",
     }
     for looks, words in cases.items():

@@ -234,43 +234,57 @@ def coactive_shares(children: tuple[ChildEvidence, ...], warmup_steps: int) -> l
         traces += list(child.activity) if seen else [None] * len(mine)
         unsampled += [child.activity_error or "no schedstat, or no thread ids reported"] * len(mine)
     steady = [[(s.start, s.end) for s in steady_steps(r, warmup_steps)] for r in reports]
-    short: list[list[tuple[float, float, float]] | None] = []  # looks within the gap
-    every: list[list[tuple[float, float, float]] | None] = []  # looks of any length
+    # Per thread: looks within the gap (short) and of any length (every); each in its steady
+    # steps only (for the others' demand beside steady steps), and anywhere.
+    short: list[Looks] = []
+    every: list[Looks] = []
+    short_steady: list[Looks] = []
+    every_steady: list[Looks] = []
     for trace, own, report in zip(traces, steady, reports, strict=True):
         if trace is None or not own:
-            short.append(None)
-            every.append(None)
+            for kept in (short, every, short_steady, every_steady):
+                kept.append(None)
             continue
         median = statistics.median(s.seconds for s in steady_steps(report, warmup_steps))
         gap = max(metrics.SHORTEST_LOOK_GAP_S, median / 3)
         looks = metrics.demand_rates(trace.times, trace.demand_s, float("inf"))
-        every.append([look for look in looks if _within(look, own)])
-        short.append([look for look in every[-1] if look[1] - look[0] <= gap])
+        every.append(looks)
+        short.append([look for look in looks if look[1] - look[0] <= gap])
+        every_steady.append([look for look in looks if _within(look, own)])
+        short_steady.append([look for look in short[-1] if _within(look, own)])
+    spans = [[(s.start, s.end) for s in r.steps] for r in reports]
     out: list[Coactivity] = []
     for i, own in enumerate(steady):
-        beside = metrics.intersect(
-            own, [iv for j, ivs in enumerate(steady) if j != i for iv in ivs]
-        )
+        others_steady = [iv for j, ivs in enumerate(steady) if j != i for iv in ivs]
+        others_any = [iv for j, ivs in enumerate(spans) if j != i for iv in ivs]
         if not own:
             out.append(Coactivity(None, "no steady step"))
         elif every[i] is None:
             out.append(Coactivity(None, f"its CPU demand was not sampled ({unsampled[i]})"))
-        elif not beside:
-            out.append(Coactivity(None, "no other thread was in a steady step beside its own"))
         else:
-            out.append(_coactivity(i, short, every, beside))
+            tries = [
+                (metrics.intersect(own, others_steady), short_steady, False),
+                (metrics.intersect(own, others_steady), every_steady, True),
+                (metrics.intersect(own, others_any), short, False),
+                (metrics.intersect(own, others_any), every, True),
+            ]
+            out.append(_coactivity(i, tries))
     return out
 
 
+Looks = list[tuple[float, float, float]] | None  # one thread's (start, end, cores) looks
+
+
 def _coactivity(
-    i: int,
-    short: list[list[tuple[float, float, float]] | None],
-    every: list[list[tuple[float, float, float]] | None],
-    beside: list[tuple[float, float]],
+    i: int, tries: list[tuple[list[tuple[float, float]], list[Looks], bool]]
 ) -> Coactivity:
-    """From its short looks; where a starved sampler left too few, the lower bound from all of
-    them (metrics.coactivity's `bound`: turns read 0 at any look length)."""
-    for looks, bound in ((short, False), (every, True)):
+    """The first of these with enough looks: its short looks, then the lower bound from all of
+    them (metrics.coactivity's `bound`: turns read 0 at any look length, for a sampler starved
+    of a core), beside other threads' steady steps; then both beside any of their steps (on a
+    loaded CPU box a thread's steady steps can all fall beside another's compile: `make_fx`
+    traces in the thread, demanding CPU, where inductor's GPU compile waits on its workers)."""
+    n = 0
+    for beside, looks, bound in tries:
         mine = looks[i] or []
         others = [r for j, r in enumerate(looks) if j != i and r is not None]
         share, n = metrics.coactivity(mine, others, beside, bound=bound)
@@ -278,7 +292,7 @@ def _coactivity(
             if share is None:
                 return Coactivity(None, "it demanded no CPU in its steady steps")
             return Coactivity(share)
-    why = f"the runner looked at it {n} time(s) in its steady time beside others'"
+    why = f"the runner looked at it {n} time(s) in its steady time beside others' steps"
     return Coactivity(None, f"{why} (needs ≥ {COACTIVITY_LOOKS})")
 
 
