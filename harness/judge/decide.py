@@ -217,10 +217,11 @@ def coactive_shares(children: tuple[ChildEvidence, ...], warmup_steps: int) -> l
 
     Threads taking turns under a whole-step lock share their step spans, so overlap_shares
     passes them; their demand never meets (each works while the others wait on the lock).
-    Only steady steps on both sides count, all of them (those kept as company past the quota
-    too): a thread compiling waits on inductor's worker processes, demanding nothing, and a
-    thread's steady steps beside it would read as turns taken (one H200, `processes` cold:
-    0.00 for the thread whose quota ran during its sibling's compile, 0.61 for the other).
+    Steady steps on both sides count first, all of them (those kept as company past the quota
+    too): a thread compiling on a GPU waits on inductor's worker processes, demanding nothing,
+    and a thread's steady steps beside it would read as turns taken (one H200, `processes`
+    cold: 0.00 for the thread whose quota ran during its sibling's compile, 0.61 for the
+    other). Only with too few looks there are the others' other steps taken (_coactivity).
     A look longer than a third of the thread's median steady step is left out: over it, turns
     taken read as work done together.
     """
