@@ -241,12 +241,12 @@ def coactive_shares(children: tuple[ChildEvidence, ...], warmup_steps: int) -> l
     every: list[Looks] = []
     short_steady: list[Looks] = []
     every_steady: list[Looks] = []
-    for trace, own, report in zip(traces, steady, reports, strict=True):
+    for trace, own in zip(traces, steady, strict=True):
         if trace is None or not own:
             for kept in (short, every, short_steady, every_steady):
                 kept.append(None)
             continue
-        median = statistics.median(s.seconds for s in steady_steps(report, warmup_steps))
+        median = statistics.median(end - start for start, end in own)
         gap = max(metrics.SHORTEST_LOOK_GAP_S, median / 3)
         looks = metrics.demand_rates(trace.times, trace.demand_s, float("inf"))
         every.append(looks)
@@ -263,11 +263,13 @@ def coactive_shares(children: tuple[ChildEvidence, ...], warmup_steps: int) -> l
         elif every[i] is None:
             out.append(Coactivity(None, f"its CPU demand was not sampled ({unsampled[i]})"))
         else:
+            steady_beside = metrics.intersect(own, others_steady)
+            any_beside = metrics.intersect(own, others_any)
             tries = [
-                (metrics.intersect(own, others_steady), short_steady, False),
-                (metrics.intersect(own, others_steady), every_steady, True),
-                (metrics.intersect(own, others_any), short, False),
-                (metrics.intersect(own, others_any), every, True),
+                (steady_beside, short_steady, False),
+                (steady_beside, every_steady, True),
+                (any_beside, short, False),
+                (any_beside, every, True),
             ]
             out.append(_coactivity(i, tries))
     return out

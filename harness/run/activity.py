@@ -35,7 +35,7 @@ from harness.run.protocol import ThreadActivity
 
 # 500 looks a second, well under a step of the cases (≥ 20 ms): on a loaded 2-core box the
 # sampler gets a core late now and then, and the judge keeps only looks that came soon enough
-# (harness.judge.decide.coactive_shares), so it asks often. ~20 µs a thread a look.
+# (harness.judge.decide.coactive_shares), so it asks often.
 SAMPLE_EVERY_S = 0.002
 _STOP_WAIT_S = 10.0  # for the sampler to write what it saw once asked to stop
 _REPO = Path(__file__).resolve().parents[2]
@@ -129,7 +129,7 @@ class _Looker:
         # pid → tid → (times, demand seconds), in the order the child reported its threads
         self.traces: dict[int, dict[int, tuple[array, array]]] = {}
 
-    def look(self, now: float) -> None:
+    def look(self) -> None:
         for pid, run_dir in self.children.items():
             if pid not in self.tids:
                 # At every look until it has: a fault run's steady steps can last 0.2 s.
@@ -167,7 +167,7 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=wait_for_eof, daemon=True).start()
     looker = _Looker(children)
     while not stop.wait(every_s):
-        looker.look(time.monotonic())
+        looker.look()
     sys.stdout.write(json.dumps(looker.seen()))
     return 0
 
