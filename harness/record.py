@@ -53,9 +53,9 @@ class ThreadRecord:
     # Its steady steps' demand over their wall time (cores), recorded, not judged (why: in
     # harness.judge.decide.demand_shares). None: no steady step with demand, or predates it.
     demand_share: float | None = None
-    # Share of its steady demand met by other threads' demand at the same time, from the
-    # runner's looks (harness.judge.decide.coactive_shares). None: alone, not looked at
-    # enough, or it demanded nothing; or the record predates it.
+    # Of the runner's looks that found it running in its steady steps, the share in company,
+    # not in a turn alone (harness.judge.decide.coactive_shares). None: alone, or too few
+    # looks found it running; or the record predates it.
     coactive_share: float | None = None
 
 

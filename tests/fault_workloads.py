@@ -59,7 +59,7 @@ FAULTS: dict[str, tuple[str, int, str]] = {
     "busy_past": ("hang", 2, "thread 0 computes past the timeout inside a step"),
     "first_step_block": ("hang", 2, "thread 1's first step blocks until thread 0 stops stepping"),
     # Each step's time includes its wait for the lock, so by step times the steps overlap;
-    # what tells is that the threads' CPU demand never meets (decide.coactive_shares).
+    # what tells is that the runner finds each thread running alone for its turns (coactive_shares).
     "serial": ("not_concurrent", 2, "every step holds one process-wide lock (threads take turns)"),
     "busy_step": ("ok", 2, "thread 0's 2nd step computes for 6 s (busy: not a stall)"),
     "flops_raise": ("other_error", 2, "flops_per_step raises ValueError"),

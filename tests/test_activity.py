@@ -1,5 +1,5 @@
-"""harness.run.activity: the runner's looks at stepping threads' CPU demand, on real threads of
-this process (the kernel's own schedstat counts, nothing mocked)."""
+"""harness.run.activity: the runner's looks at stepping threads' scheduler state, on real
+threads of this process (the kernel's own /proc state, nothing mocked)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,11 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
-from harness.judge.metrics import demand_rates
-from harness.run import schedstat
 from harness.run.activity import ActivitySampler
 from harness.run.protocol import STEPPING, ProgressEvent
 
-pytestmark = pytest.mark.skipif(
-    not schedstat.counts_kept(), reason="this kernel keeps no schedstat counts"
-)
 
-
-def test_a_busy_thread_demands_a_core_and_one_waiting_on_a_lock_none(tmp_path: Path) -> None:
+def test_a_busy_thread_is_found_running_and_one_waiting_on_a_lock_never(tmp_path: Path) -> None:
     lock, stop, ready = threading.Lock(), threading.Event(), threading.Barrier(3)
     lock.acquire()
 
@@ -43,7 +35,7 @@ def test_a_busy_thread_demands_a_core_and_one_waiting_on_a_lock_none(tmp_path: P
     ready.wait()
     try:
         with ActivitySampler({os.getpid(): tmp_path}) as sampler:
-            time.sleep(0.6)
+            time.sleep(1.5)  # the sampler's start-up (a Python) is part of it
     finally:
         stop.set()
         lock.release()
@@ -51,13 +43,13 @@ def test_a_busy_thread_demands_a_core_and_one_waiting_on_a_lock_none(tmp_path: P
             t.join()
     traces = sampler.traces(os.getpid())
     assert [t.tid for t in traces] == tids
-    cores = []
     for trace in traces:
-        assert len(trace.times) > 30  # every 2 ms, for 0.6 s, on a loaded box too
-        looks = demand_rates(trace.times, trace.demand_s, 0.05)
-        cores.append(sum(c * (e - s) for s, e, c in looks) / sum(e - s for s, e, _ in looks))
-    # The spinning thread shares the GIL with this one (sleeping) and the sampler: ~1 core.
-    assert cores[0] > 0.5 and cores[1] < 0.02, cores
+        assert len(trace.times) > 30  # every 2 ms, for 1.5 s, on a loaded box too
+    # Running or ready to run at nearly every look, though it shares the host with the sampler
+    # and the GIL with this thread. Its CPU time (schedstat) would not have said so: the kernel
+    # brings it up to date only at scheduler ticks, and looks read it as 1 0 1 0 ... cores.
+    busy, blocked = (sum(t.running) / len(t.running) for t in traces)
+    assert busy > 0.9 and blocked == 0, (busy, blocked)
 
 
 def test_a_child_that_never_names_its_threads_is_not_sampled(tmp_path: Path) -> None:

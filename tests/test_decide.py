@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from harness.judge.decide import COACTIVE_SHARE, CONCURRENCY_SHARE, decide
-from harness.judge.metrics import coactivity, demand_rates, merge, overlap_share
+from harness.judge.metrics import coactivity, merge, overlap_share
 from harness.run.protocol import (
     CacheEvidence,
     ChildEvidence,
@@ -47,14 +47,18 @@ APART = [[(0, 1), (1, 2), (2, 3)], [(3, 4), (4, 5), (5, 6)]]
 def trace(
     work: list[tuple[float, float, float]], until: float, every: float = 0.005, tid: int = 1
 ) -> ThreadActivity:
-    """The runner's looks at one thread every `every` s from 0 to `until`: its demand grows at
-    `cores` inside each (start, end, cores) of `work` and not outside."""
+    """The runner's looks at one thread every `every` s from 0 to `until`: inside each
+    (start, end, share) of `work` it is found running at that share of the looks, spread
+    evenly (the first of each 10 looks' `10 · share`), and never outside."""
     times = [k * every for k in range(int(until / every) + 1)]
-    done = [sum(c * max(0.0, min(t, b) - a) for a, b, c in work) for t in times]
-    return ThreadActivity(tid, tuple(times), tuple(done))
+    running = [
+        int(any(a <= t < b and k % 10 < round(10 * c) for a, b, c in work))
+        for k, t in enumerate(times)
+    ]
+    return ThreadActivity(tid, tuple(times), tuple(running))
 
 
-AUTO = "from the steps"  # child(): each thread demanded its steps' `busy` (1 core: unknown)
+AUTO = "from the steps"  # child(): each thread ran at its steps' `busy` share (1: unknown)
 
 
 def looked_at(threads: list[ThreadReport]) -> tuple[ThreadActivity, ...]:
@@ -142,24 +146,66 @@ TURNS = [[(k, k + 0.5, 1.0) for k in range(3)], [(k + 0.5, k + 1.0, 1.0) for k i
 
 def test_threads_that_take_turns_are_not_concurrent() -> None:
     """Issue 17 item 2: a workload whose steps all hold one lock was `ok`, its steps overlapping
-    by their times. Its threads' CPU demand, as the runner sampled it, never meets."""
+    by their times. The runner's looks never find its threads running at once."""
     looks = tuple(trace(w, 3.2, tid=k) for k, w in enumerate(TURNS))
     rec = decide(evidence(child(ok_threads(), activity=looks)))
     assert rec.outcome == "not_concurrent", rec.detail
-    assert "thread 0's steady CPU demand was met by other threads' for 0% of it" in rec.detail
-    assert f"(needs ≥ {COACTIVE_SHARE:.0%}): the threads took turns" in rec.detail
-    assert all(t.coactive_share is not None and t.coactive_share < 0.05 for t in rec.threads)
+    # Each 0.5 s turn is a stretch alone of at least half a turn (1 s steps, 2 threads: 0.25 s).
+    assert "the share not in a turn alone was thread 0 0%, thread 1 0%" in rec.detail
+    assert f"(needs ≥ {COACTIVE_SHARE:.0%} for one thread at least)" in rec.detail
+    assert "the threads took turns" in rec.detail
+    assert [t.coactive_share for t in rec.threads] == [0.0, 0.0]
     assert all(t.overlap_share and t.overlap_share > 0.9 for t in rec.threads)  # spans overlap
     assert rec.threads_concurrent == 0
-    together = tuple(trace([(0, 3.1, 0.6)], 3.2, tid=k) for k in range(2))
+    together = tuple(trace([(0, 3.1, 1.0)], 3.2, tid=k) for k in range(2))
     rec = decide(evidence(child(ok_threads(), activity=together)))
-    assert rec.outcome == "ok" and rec.threads[0].coactive_share == pytest.approx(0.6)
+    assert rec.outcome == "ok" and rec.threads[0].coactive_share == pytest.approx(1.0)
+    # Thread 1 found running at 6 of each 10 looks (waiting for the GIL the rest): thread 0's
+    # stretches alone last 4 looks (15 ms), hand-overs, not turns. At one instant (any stretch
+    # alone a turn) 0.6 of thread 0's looks had company.
+    partial = (trace([(0, 3.1, 1.0)], 3.2, tid=0), trace([(0, 3.1, 0.6)], 3.2, tid=1))
+    rec = decide(evidence(child(ok_threads(), activity=partial)))
+    assert rec.outcome == "ok", rec.detail
+    assert [t.coactive_share for t in rec.threads] == [1.0, 1.0]
+    mine, theirs = ((t.times, t.running) for t in partial)
+    assert coactivity(mine, [theirs], [(0, 3.1)], alone_s=0)[0] == pytest.approx(0.6)
+
+
+def test_turns_beside_a_thread_of_long_steps_are_still_turns() -> None:
+    """`tiny` cold under one lock, on a loaded 2-core box: thread 0's steady steps were mostly
+    recompiles (2 s; median 1.2 s), its turns between them 0.2 s. Judged by its own median (a
+    turn 0.3 s) those turns read as hand-overs and the run passed 3 times in 6; a turn is
+    judged by the shortest median (thread 1's 0.4 s steps)."""
+    spans = [
+        [(0, 1), (1, 3), (3, 3.4), (3.4, 3.8), (3.8, 5.8)],
+        [(0, 3.2), (3.2, 3.6), (3.6, 4.0)],
+    ]
+    ran = [  # the lock's holder runs, the other waits
+        [(0, 3.0, 1.0), (3.2, 3.4, 1.0), (3.6, 3.8, 1.0), (4.0, 5.8, 1.0)],
+        [(3.0, 3.2, 1.0), (3.4, 3.6, 1.0), (3.8, 4.0, 1.0)],
+    ]
+    looks = tuple(trace(w, 5.9, tid=k) for k, w in enumerate(ran))
+    rec = decide(evidence(child(ok_threads(spans), activity=looks)))
+    assert rec.outcome == "not_concurrent", rec.detail
+    assert [t.coactive_share for t in rec.threads] == [0.0, 0.0]
+
+
+def test_one_thread_in_company_is_enough() -> None:
+    """A GIL convoy: thread 1 holds the GIL for 2.4 s and runs alone while thread 0 waits; when
+    thread 0 runs, thread 1 does too. Under a lock neither has company; here one has."""
+    hog = trace([(0, 3.1, 1.0)], 3.2, tid=1)
+    starved = trace([(0, 0.3, 1.0), (2.7, 3.1, 1.0)], 3.2, tid=0)
+    rec = decide(evidence(child(ok_threads(), activity=(starved, hog))))
+    assert rec.outcome == "ok", rec.detail
+    assert rec.threads[0].coactive_share == 1.0
+    # In company 0.3 s of the 1.9 s both were steady (1.1-3.0 s): alone, below the bar.
+    assert rec.threads[1].coactive_share == pytest.approx(0.16, abs=0.01)
 
 
 def test_steady_steps_beside_a_compile_are_not_judged_as_turns() -> None:
     """One H200, `processes` cold: thread 0's quota of steady steps ran while thread 1 compiled
-    (waiting on inductor's workers, demanding nothing), then thread 0 kept it company. Only the
-    time both were steady counts: 0.00 became its company steps' co-activity."""
+    (waiting on inductor's workers, not running), then thread 0 kept it company. Only the time
+    both were steady counts: 0.00 became its company steps' co-activity."""
     spans = [
         [(0, 1), (1, 1.5), (1.5, 2), (2, 2.5), (2.5, 3), (3, 3.5)],
         [(0, 2), (2, 2.5), (2.5, 3)],
@@ -172,13 +218,14 @@ def test_steady_steps_beside_a_compile_are_not_judged_as_turns() -> None:
 
 
 def test_co_activity_not_shown_fails_closed() -> None:
-    """No looks (no schedstat, a child that never named its threads), a runner that looked too
-    seldom, or threads that demanded no CPU: not shown to have worked together, never `ok`."""
+    """No looks (a child that never named its threads), a runner that looked too seldom, or
+    threads never found running: not shown to have worked together, never `ok`."""
     cases = {
-        (): "its CPU demand was not sampled",
-        tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.8, tid=k) for k in range(2)): "the runner "
-        "looked at it 3 time(s) in its steady time beside others' steps (needs ≥ 5)",
-        tuple(trace([], 3.2, tid=k) for k in range(2)): "it demanded no CPU in its steady steps",
+        (): "it was not looked at",
+        tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.3, tid=k) for k in range(2)): "6 of the "
+        "runner's looks in its steady time beside others' steps found it running (needs ≥ 10: "
+        "steps too short",
+        tuple(trace([], 3.2, tid=k) for k in range(2)): "0 of the runner's looks",
     }
     for looks, words in cases.items():
         rec = decide(evidence(child(ok_threads(), activity=looks)))
@@ -186,32 +233,34 @@ def test_co_activity_not_shown_fails_closed() -> None:
         assert "thread 1's work beside other threads' is not shown" in rec.detail
 
 
-def test_a_starved_sampler_falls_back_to_a_bound_that_turns_cannot_pass() -> None:
-    """Looks 0.35 s apart (a sampler starved of a core) span each 0.5 s turn's hand-over: by
-    a·b the turns would read as half met. The fallback, from the pigeonhole bound, reads turns
-    as 0 at any look length, and still passes threads that both worked the whole time."""
-    turns = tuple(trace(w, 3.2, every=0.35, tid=k) for k, w in enumerate(TURNS))
+def test_a_starved_sampler_still_tells_turns_from_work_done_together() -> None:
+    """Looks 0.07 s apart (a sampler starved of a core), each 0.5 s turn's hand-over inside the
+    gap: each look is an instant, so turns still read as turns and threads that both worked 1."""
+    turns = tuple(trace(w, 3.2, every=0.07, tid=k) for k, w in enumerate(TURNS))
     rec = decide(evidence(child(ok_threads(), activity=turns)))
     assert rec.outcome == "not_concurrent", rec.detail
-    assert "met by other threads' for 0% of it" in rec.detail
-    both = tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.35, tid=k) for k in range(2))
+    assert all(t.coactive_share is not None and t.coactive_share < 0.15 for t in rec.threads)
+    both = tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.07, tid=k) for k in range(2))
     rec = decide(evidence(child(ok_threads(), activity=both)))
     assert rec.outcome == "ok", rec.detail
 
 
-def test_coactivity_weighs_each_look_by_its_demand() -> None:
-    mine = demand_rates([0, 1, 2, 3], [0, 1, 1.5, 1.5], 1.0)
-    assert mine == [(0, 1, 1.0), (1, 2, 0.5), (2, 3, 0.0)]
-    assert demand_rates([0, 1, 3], [0, 1, 2], 1.0) == [(0, 1, 1.0)]  # a 2 s look: left out
-    other = [(0, 1, 0.0), (1, 2, 1.0), (2, 3, 1.0)]
-    share, looks = coactivity(mine, [other], [(0, 3)])
-    assert share == pytest.approx(0.5 / 1.5) and looks == 3
-    assert coactivity(mine, [other], [(0, 1)]) == (0.0, 1)  # only its first look is inside
-    assert coactivity(mine, [], [(0, 3)])[0] == 0.0  # nobody else: nothing met its work
-    assert coactivity(mine[2:], [other], [(0, 3)])[0] is None  # it demanded nothing
-    # The bound: over a look, what cannot fit beside the others' demand overlapped it.
-    assert coactivity([(0, 1, 0.5)], [[(0, 1, 0.5)]], [(0, 1)], bound=True) == (0.0, 1)
-    assert coactivity([(0, 1, 0.8)], [[(0, 1, 0.6)]], [(0, 1)], bound=True)[0] == pytest.approx(0.5)
+def test_coactivity_counts_the_looks_that_found_both_running() -> None:
+    mine = ((0.0, 1.0, 2.0, 3.0), (1, 1, 0, 1))
+    other = ((0.0001, 1.0001, 2.0001, 3.0001), (0, 1, 1, 1))
+    assert coactivity(mine, [other], [(0, 4)], alone_s=0) == (pytest.approx(2 / 3), 3)
+    assert coactivity(mine, [other], [(0, 1)], alone_s=0) == (0.0, 1)  # only its 1st is inside
+    assert coactivity(mine, [], [(0, 4)], alone_s=0) == (0.0, 3)  # nobody else: always alone
+    never_ran = (mine[0], (0, 0, 0, 0))
+    assert coactivity(never_ran, [other], [(0, 4)], alone_s=0) == (None, 0)
+    # A look at the other thread 5 ms away is another look: not evidence for this one.
+    late = ((0.005, 1.005, 2.005, 3.005), (1, 1, 1, 1))
+    assert coactivity(mine, [late], [(0, 4)], alone_s=0) == (0.0, 3)
+    # Alone for 3 s from its first look to its last: one turn, unless a turn is longer.
+    assert coactivity(mine, [], [(0, 4)], alone_s=3.0) == (0.0, 3)
+    assert coactivity(mine, [], [(0, 4)], alone_s=3.01) == (1.0, 3)
+    # A look with company ends a stretch alone: the first look alone, then 2 s with company.
+    assert coactivity(mine, [other], [(0, 4)], alone_s=0.5) == (1.0, 3)
 
 
 def test_each_steps_cpu_demand_and_each_threads_share_are_recorded() -> None:

@@ -7,7 +7,6 @@ outcome. `run_scenario` runs a scenario (harness.run.runner.collect) and decides
 
 from __future__ import annotations
 
-import bisect
 import re
 import signal
 import statistics
@@ -23,7 +22,6 @@ from harness.run.protocol import (
     ChildEvidence,
     RunEvidence,
     Step,
-    ThreadActivity,
     ThreadReport,
     WatchEvidence,
 )
@@ -184,22 +182,31 @@ def demand_shares(reports: list[ThreadReport], warmup_steps: int) -> list[float 
     return shares
 
 
-# Each thread's steady CPU demand must have been met by other threads' demand at the same time
-# for at least this share of it. Threads that step together met 0.58-0.89 on a 2-core CPU box
-# (the fault kit's `ok`, `tiny` at 2 threads) and 0.48-0.85 on one H200 (`small`, 54 clean runs
-# of a cell's race selection); under a whole-step lock 0.01-0.06 on both (the fault kit's
-# `serial`, tests/serial_workload.py; results/2026-12-02-h200-coactivity). A look spanning a
-# lock's hand-over reads as both at work: with looks a third of a step long (the longest
-# kept), turns taken would read about 0.2, so the bar sits above that and below real runs.
-COACTIVE_SHARE = 0.25
-# A thread's co-activity must rest on at least this many looks at it (each a sample of when it
-# worked). By count, not by the share of its steady time they cover: on a loaded 2-core box the
-# sampler, starved of a core now and then, covered 30-41% of a 0.3 s steady window, and a CPU
-# race case (0.2 s of steady steps beside the other thread's) kept 8-9 looks in a full-suite
-# run. The looks it missed are a random sample's gaps: a lock's turns do not follow the host's
-# load. Under a lock a look meets the other thread's work only across a hand-over (about 1 look
-# in 7 at 5 ms looks and a 36 ms turn), so 5 looks mostly at hand-overs are unlikely (~3%).
-COACTIVITY_LOOKS = 5
+# Of the runner's looks that found a thread running in its steady steps, the share in company
+# (metrics.coactivity: not in a stretch alone as long as ALONE_TURN of a turn) must reach this
+# for at least one thread. Threads stepping together read 1.00 on a 2-core CPU box, idle and
+# beside two spinning processes (36 runs: results/2026-12-02-cpu-coactivity), and 0.588-1.000
+# on one H200 (`small` and the 8B, 74 clean runs, the best thread of each 0.625 or more:
+# results/2026-12-03-h200-coactivity); under a whole-step lock 0.00-0.06 (24 runs) and
+# 0.00-0.20 (9). At least one thread, not each: a thread's GIL can starve another for a few
+# steps (a convoy: the holder gives it up for each torch op and takes it back before the
+# waiter wakes), and the holder then runs alone while the waiter, whenever it runs, has company
+# (the fault kit's `ok` with 64² ops, idle: 1.00 and 0.31). Under a lock every thread runs alone.
+COACTIVE_SHARE = 0.4
+# A thread's co-activity must rest on at least this many looks that found it running. By count,
+# not by the share of its steady time they cover: on a loaded 2-core box the sampler is starved
+# of a core now and then, and the looks it missed are a random sample's gaps (a lock's turns
+# do not follow the host's load).
+COACTIVITY_LOOKS = 10
+# A stretch alone at least this share of a turn long is a turn taken. Under a whole-step lock a
+# thread's step lasts its own turn plus its wait for the others' (n threads: a turn is a median
+# steady step / n); a GIL hand-over between threads stepping together lasts about its 5 ms
+# switch interval, well under half a turn of the cases (2 threads' 0.1 s steps: 25 ms). The
+# shortest of the threads' medians, not each thread's own: a thread whose steady steps are
+# mostly recompiles or waits (`tiny` cold under a lock, beside two spinners on a 2-core box:
+# 1.12 s and 0.03 s steps, median 0.62 s) would take its own 0.03-0.12 s turns for hand-overs
+# and read 1.00 (it did, 3 of 6 runs; results/2026-12-02-cpu-coactivity).
+ALONE_TURN = 0.5
 
 
 @dataclass(frozen=True)
@@ -211,106 +218,64 @@ class Coactivity:
 
 
 def coactive_shares(children: tuple[ChildEvidence, ...], warmup_steps: int) -> list[Coactivity]:
-    """Per thread (in the judge's order: children's threads, each child's in order): the share
-    of its steady demand that other threads' steady demand met at the same time, from the
-    runner's looks (harness.run.activity), while some other thread was in a steady step too.
+    """Per thread (in the judge's order: children's threads, each child's in order): of the
+    runner's looks that found it running in its steady steps while some other thread was in a
+    steady step too, the share in company (metrics.coactivity: not in a stretch alone of at
+    least ALONE_TURN of a turn; harness.run.activity takes the looks).
 
     Threads taking turns under a whole-step lock share their step spans, so overlap_shares
-    passes them; their demand never meets (each works while the others wait on the lock).
+    passes them; they are never running at once (each works while the others wait on the lock).
     Steady steps on both sides count first, all of them (those kept as company past the quota
-    too): a thread compiling on a GPU waits on inductor's worker processes, demanding nothing,
-    and a thread's steady steps beside it would read as turns taken (one H200, `processes`
-    cold: 0.00 for the thread whose quota ran during its sibling's compile, 0.61 for the
-    other). Only with too few looks there are the others' other steps taken (_coactivity).
-    A look longer than a third of the thread's median steady step is left out: over it, turns
-    taken read as work done together.
+    too): a thread compiling on a GPU waits on inductor's worker processes, not running, and a
+    thread's steady steps beside it would read as turns taken (one H200, `processes` cold: 0.00
+    for the thread whose quota ran during its sibling's compile, 0.61 for the other). Only with
+    too few looks there are the others' other steps taken: on a loaded CPU box a thread's steady
+    steps can all fall beside another's compile (`make_fx` traces in the thread, running, where
+    inductor's GPU compile waits on its workers).
     """
     reports: list[ThreadReport] = []
-    traces: list[ThreadActivity | None] = []
+    traces: list[metrics.Looks | None] = []
     unsampled: list[str] = []
     for child in children:
         mine = child.threads()
         reports += mine
         seen = len(child.activity) == len(mine)
-        traces += list(child.activity) if seen else [None] * len(mine)
-        unsampled += [child.activity_error or "no schedstat, or no thread ids reported"] * len(mine)
+        traces += [(a.times, a.running) for a in child.activity] if seen else [None] * len(mine)
+        unsampled += [child.activity_error or "no thread ids reported"] * len(mine)
     steady = [[(s.start, s.end) for s in steady_steps(r, warmup_steps)] for r in reports]
-    # Per thread: looks within the gap (short) and of any length (every); each in its steady
-    # steps only (for the others' demand beside steady steps), and anywhere.
-    short: list[Looks] = []
-    every: list[Looks] = []
-    short_steady: list[Looks] = []
-    every_steady: list[Looks] = []
-    for trace, own in zip(traces, steady, strict=True):
-        if trace is None or not own:
-            for kept in (short, every, short_steady, every_steady):
-                kept.append(None)
-            continue
-        median = statistics.median(end - start for start, end in own)
-        gap = max(metrics.SHORTEST_LOOK_GAP_S, median / 3)
-        looks = metrics.demand_rates(trace.times, trace.demand_s, float("inf"))
-        every.append(looks)
-        short.append([look for look in looks if look[1] - look[0] <= gap])
-        every_steady.append([look for look in looks if _within(look, own)])
-        short_steady.append([look for look in short[-1] if _within(look, own)])
     spans = [[(s.start, s.end) for s in r.steps] for r in reports]
+    medians = [statistics.median(e - s for s, e in own) for own in steady if own]
+    alone_s = ALONE_TURN * min(medians, default=0.0) / max(1, len(reports))
     out: list[Coactivity] = []
-    for i, own in enumerate(steady):
-        others_steady = [iv for j, ivs in enumerate(steady) if j != i for iv in ivs]
-        others_any = [iv for j, ivs in enumerate(spans) if j != i for iv in ivs]
+    for i, (own, looks) in enumerate(zip(steady, traces, strict=True)):
         if not own:
             out.append(Coactivity(None, "no steady step"))
-        elif every[i] is None:
-            out.append(Coactivity(None, f"its CPU demand was not sampled ({unsampled[i]})"))
+            continue
+        if looks is None:
+            out.append(Coactivity(None, f"it was not looked at ({unsampled[i]})"))
+            continue
+        others = [t for j, t in enumerate(traces) if j != i and t is not None]
+        ran = 0
+        for beside in (steady, spans):  # the others' steady steps, then any of their steps
+            theirs = [iv for j, ivs in enumerate(beside) if j != i for iv in ivs]
+            inside = metrics.intersect(own, theirs)
+            share, ran = metrics.coactivity(looks, others, inside, alone_s)
+            if ran >= COACTIVITY_LOOKS:
+                out.append(Coactivity(share))
+                break
         else:
-            steady_beside = metrics.intersect(own, others_steady)
-            any_beside = metrics.intersect(own, others_any)
-            tries = [
-                (steady_beside, short_steady, False),
-                (steady_beside, every_steady, True),
-                (any_beside, short, False),
-                (any_beside, every, True),
-            ]
-            out.append(_coactivity(i, tries))
+            why = f"{ran} of the runner's looks in its steady time beside others' steps found it"
+            more = "steps too short, or a host too loaded for the runner's looks?"
+            out.append(Coactivity(None, f"{why} running (needs ≥ {COACTIVITY_LOOKS}: {more})"))
     return out
-
-
-Looks = list[tuple[float, float, float]] | None  # one thread's (start, end, cores) looks
-
-
-def _coactivity(
-    i: int, tries: list[tuple[list[tuple[float, float]], list[Looks], bool]]
-) -> Coactivity:
-    """The first of these with enough looks: its short looks, then the lower bound from all of
-    them (metrics.coactivity's `bound`: turns read 0 at any look length, for a sampler starved
-    of a core), beside other threads' steady steps; then both beside any of their steps (on a
-    loaded CPU box a thread's steady steps can all fall beside another's compile: `make_fx`
-    traces in the thread, demanding CPU, where inductor's GPU compile waits on its workers)."""
-    n = 0
-    for beside, looks, bound in tries:
-        mine = looks[i] or []
-        others = [r for j, r in enumerate(looks) if j != i and r is not None]
-        share, n = metrics.coactivity(mine, others, beside, bound=bound)
-        if n >= COACTIVITY_LOOKS:
-            if share is None:
-                return Coactivity(None, "it demanded no CPU in its steady steps")
-            return Coactivity(share)
-    why = f"the runner looked at it {n} time(s) in its steady time beside others' steps"
-    return Coactivity(None, f"{why} (needs ≥ {COACTIVITY_LOOKS})")
-
-
-def _within(look: tuple[float, float, float], steps: list[tuple[float, float]]) -> bool:
-    """The look's middle lies in one of these (sorted, disjoint) steps."""
-    mid = (look[0] + look[1]) / 2
-    k = bisect.bisect_right(steps, (mid, float("inf"))) - 1
-    return k >= 0 and mid < steps[k][1]
 
 
 def concurrency_findings(
     records: list[ThreadRecord], shares: list[float | None], coactive: list[Coactivity], asked: int
 ) -> list[Finding]:
-    """A clean thread whose steady steps mostly ran alone, or whose work others' work did not
-    meet (the threads took turns), makes the run `not_concurrent`."""
+    """A clean thread whose steady steps mostly ran alone, or whose work beside others' is not
+    shown, or threads none of which ran in company (they took turns: COACTIVE_SHARE), make the
+    run `not_concurrent`."""
     if asked <= 1 or any(rec.outcome != Outcome.OK for rec in records):
         # One thread races nobody; a thread that failed left the others alone, and its own
         # outcome already says what went wrong.
@@ -329,13 +294,17 @@ def concurrency_findings(
         elif met.share is None:
             why = f"thread {rec.index}'s work beside other threads' is not shown: {met.why}"
             found.append(Finding(Outcome.NOT_CONCURRENT, why))
-        elif met.share < COACTIVE_SHARE:
-            why = (
-                f"thread {rec.index}'s steady CPU demand was met by other threads' for "
-                f"{met.share:.0%} of it (needs ≥ {COACTIVE_SHARE:.0%}): the threads took turns "
-                "(one lock around every step, or a thread holding the GIL?)"
-            )
-            found.append(Finding(Outcome.NOT_CONCURRENT, why))
+    met_shares = [met.share for met in coactive]
+    if not found and all(m is not None and m < COACTIVE_SHARE for m in met_shares):
+        pairs = zip(records, met_shares, strict=True)
+        each = ", ".join(f"thread {rec.index} {m:.0%}" for rec, m in pairs)
+        why = (
+            f"no thread ran in company in its steady steps: of the looks that found a thread "
+            f"running, the share not in a turn alone was {each} (needs ≥ {COACTIVE_SHARE:.0%} "
+            "for one thread at least): the threads took turns (one lock around every step, or "
+            "a thread holding the GIL?)"
+        )
+        found.append(Finding(Outcome.NOT_CONCURRENT, why))
     return found
 
 

@@ -136,65 +136,60 @@ def overlap_share(
     return covered / total
 
 
-# A look at a thread's demand may always come this long after the one before (5× the
-# sampler's period, harness.run.activity): a judge asks for no finer looks than it can take.
-SHORTEST_LOOK_GAP_S = 0.01
+# Looks at two threads this close in time are one look of the sampler's: it reads one thread's
+# state after the other's, microseconds apart (harness.run.activity).
+SAME_LOOK_S = 0.001
+
+Looks = tuple[Sequence[float], Sequence[int]]  # one thread's look times, and 1 where it ran
 
 
-def demand_rates(
-    times: Sequence[float], demand_s: Sequence[float], longest_gap_s: float
-) -> list[tuple[float, float, float]]:
-    """(start, end, cores) between consecutive looks at one thread's demand, cores in [0, 1];
-    a look longer than `longest_gap_s` after the one before is left out (the runner was
-    starved: averaging over it would blur turns taken into work done together)."""
-    out = []
-    for k in range(1, len(times)):
-        dt = times[k] - times[k - 1]
-        if 0 < dt <= longest_gap_s:
-            cores = max(0.0, demand_s[k] - demand_s[k - 1]) / dt
-            out.append((times[k - 1], times[k], min(1.0, cores)))
-    return out
+def _ran_near(looks: Looks, t: float, near_s: float) -> bool:
+    """Whether a look within `near_s` of `t` found the thread running (False where none looked
+    at it then: the thread had ended, or was not found yet)."""
+    times, running = looks
+    lo = bisect.bisect_left(times, t - near_s)
+    hi = bisect.bisect_right(times, t + near_s)
+    return any(running[lo:hi])
 
 
 def coactivity(
-    mine: Sequence[tuple[float, float, float]],
-    others: Sequence[Sequence[tuple[float, float, float]]],
+    mine: Looks,
+    others: Sequence[Looks],
     inside: Sequence[tuple[float, float]],
-    *,
-    bound: bool = False,
+    alone_s: float,
 ) -> tuple[float | None, int]:
-    """Of one thread's demand inside the `inside` intervals, the share met by other threads'
-    demand at the same time (None: it demanded nothing there), and how many looks at it that
-    rests on.
+    """Of the looks inside the `inside` intervals that found one thread running (on a core, or
+    ready for one), the share that found it in company: not inside a stretch of at least
+    `alone_s` (first look to last) over which no look found another thread running. None: no
+    look found it running; and how many looks found it running.
 
-    Each of its looks (start, end, cores) whose middle lies inside counts its cores a against
-    the others' cores b (summed, at most 1) at that middle. Short looks: a·b of it was met, so
-    threads that work together give near 1, threads that take turns near 0 (a long look that
-    spans a turn's hand-over blurs the two). `bound`, for looks of any length: at least
-    (a + b − 1) of it overlapped theirs, since two demands that never overlap fit in the look
-    together. Turns give 0 at any look length; work done together gives less than it is, the
-    less the longer the looks: a lower bound, never a pass by blur.
+    Threads that take turns under a whole-step lock run alone for each turn: near 0. Threads
+    of one process also hand the GIL to each other, a few milliseconds at a time (its switch
+    interval is 5 ms), so at single looks they are apart often (the fault kit's `ok`: 0.51-0.96
+    at one instant); a stretch alone shorter than `alone_s` is such a hand-over, not a turn.
+    Each look is an instant, not an average over the time since the one before, so a late look
+    (the sampler starved of a core) blurs nothing: a turn still spans the looks inside it.
     """
+    times, running = mine
+    company = [any(_ran_near(other, t, SAME_LOOK_S) for other in others) for t in times]
+    alone = [False] * len(times)  # inside a stretch alone of at least alone_s
+    k = 0
+    while k < len(times):
+        j = k
+        while not company[j] and j + 1 < len(times) and not company[j + 1]:
+            j += 1
+        if not company[k] and times[j] - times[k] >= alone_s:
+            alone[k : j + 1] = [True] * (j + 1 - k)
+        k = j + 1
     windows = merge(inside)
-    starts = [[s for s, _, _ in o] for o in others]
-    work = met = 0.0
-    looks = 0
-    for start, end, cores in mine:
-        mid = (start + end) / 2
-        k = bisect.bisect_right(windows, (mid, float("inf"))) - 1
-        if k < 0 or mid >= windows[k][1]:
+    ran = met = 0
+    for t, was_running, was_alone in zip(times, running, alone, strict=True):
+        w = bisect.bisect_right(windows, (t, float("inf"))) - 1
+        if not was_running or w < 0 or t >= windows[w][1]:
             continue
-        dt = end - start
-        looks += 1
-        theirs = 0.0
-        for other, firsts in zip(others, starts, strict=True):
-            j = bisect.bisect_right(firsts, mid) - 1
-            if j >= 0 and mid < other[j][1]:
-                theirs += other[j][2]
-        theirs = min(1.0, theirs)
-        work += cores * dt
-        met += (min(cores, max(0.0, cores + theirs - 1.0)) if bound else cores * theirs) * dt
-    return (met / work if work > 0 else None), looks
+        ran += 1
+        met += not was_alone
+    return (met / ran if ran else None), ran
 
 
 def base_shape_memory(steady: Sequence[tuple[int, int | None]]) -> list[int]:

@@ -1,12 +1,18 @@
-"""Sample each stepping thread's CPU demand every few milliseconds, from a process of its own:
-the evidence for the judge's co-activity check (harness.judge.decide.coactive_shares).
+"""Look at each stepping thread's scheduler state every few milliseconds, from a process of its
+own: the evidence for the judge's co-activity check (harness.judge.decide.coactive_shares).
 
 Why: a step's start and end times cannot tell threads that take turns under a whole-step lock
 from threads that step together, since a thread blocked on the lock is inside its step too.
-What differs is whether the threads *work* at the same time. A thread blocked on a lock, a
-futex or a sleep adds no demand (harness.run.schedstat), one that computes, waits for a core
-or spins on a GPU wait does. The kernel keeps the counts (/proc/<pid>/task/<tid>/schedstat);
-the sampler only reads them, so the child's GIL and timing are untouched.
+What differs is whether the threads *work* at the same time. At each look the sampler reads
+whether each thread is running or ready to run (state R in /proc/<pid>/task/<tid>/stat): a
+thread that computes, waits for a core or spins on a GPU wait is; one blocked on a lock, a
+futex or a sleep is not. Each look is an instant, so a look that comes late (the sampler
+starved of a core) is as good as any: there is no interval over which turns could blur.
+
+Why states, not CPU time: the kernel brings a running thread's time counts (schedstat) up to
+date only at its scheduler ticks (every 4 ms on this kernel, CONFIG_HZ=250). At 2 ms looks a
+thread that computed the whole time read 1.00 0.00 1.00 0.00 ... cores, and a judge of rates
+found turns where there were none (the project's CI failed two concurrent runs, at 0.17-0.23).
 
 Why a process, not a thread of the runner: the runner's own work (the stall watch's scans of
 /proc) held its GIL for up to 200 ms at a time on a loaded 2-core box, and a thread sampling
@@ -20,7 +26,6 @@ the same event); a child that never reports them leaves no trace here.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import subprocess
@@ -30,12 +35,12 @@ import time
 from array import array
 from pathlib import Path
 
-from harness.run import lifeline, schedstat, stall
+from harness.run import lifeline, stall
 from harness.run.protocol import ThreadActivity
 
 # 500 looks a second, well under a step of the cases (≥ 20 ms): on a loaded 2-core box the
-# sampler gets a core late now and then, and the judge keeps only looks that came soon enough
-# (harness.judge.decide.coactive_shares), so it asks often.
+# sampler gets a core late now and then, and the judge needs a number of looks at each thread's
+# steady steps (harness.judge.decide.COACTIVITY_LOOKS).
 SAMPLE_EVERY_S = 0.002
 _STOP_WAIT_S = 10.0  # for the sampler to write what it saw once asked to stop
 _REPO = Path(__file__).resolve().parents[2]
@@ -45,8 +50,8 @@ def _pack(values: array) -> str:
     return base64.b64encode(values.tobytes()).decode()
 
 
-def _unpack(text: str) -> tuple[float, ...]:
-    values = array("d")
+def _unpack(text: str, code: str) -> tuple:
+    values = array(code)
     values.frombytes(base64.b64decode(text))
     return tuple(values)
 
@@ -112,11 +117,11 @@ class ActivitySampler:
 
     def traces(self, pid: int) -> tuple[ThreadActivity, ...]:
         """The child's stepping threads' traces, in the order it reported them (its threads'
-        order); () when it never reported them, or the kernel keeps no schedstat."""
+        order); () when it never reported them."""
         mine = self._seen.get(str(pid), {})
         return tuple(
-            ThreadActivity(int(tid), _unpack(times), _unpack(demands))
-            for tid, (times, demands) in mine.items()
+            ThreadActivity(int(tid), _unpack(times, "d"), _unpack(running, "b"))
+            for tid, (times, running) in mine.items()
         )
 
 
@@ -126,7 +131,7 @@ class _Looker:
     def __init__(self, children: dict[int, Path]) -> None:
         self.children = children
         self.tids: dict[int, list[int]] = {}
-        # pid → tid → (times, demand seconds), in the order the child reported its threads
+        # pid → tid → (times, running then: 1 or 0), in the order the child reported its threads
         self.traces: dict[int, dict[int, tuple[array, array]]] = {}
 
     def look(self) -> None:
@@ -136,14 +141,12 @@ class _Looker:
                 if (tids := stall.reported_tids(run_dir)) is None:
                     continue
                 self.tids[pid] = tids
-                self.traces[pid] = {tid: (array("d"), array("d")) for tid in tids}
-            for tid, (times, demands) in self.traces[pid].items():
-                demand = None
-                with contextlib.suppress(OSError):
-                    demand = schedstat.demand_s(Path(f"/proc/{pid}/task/{tid}/schedstat"))
-                if demand is not None:  # else the thread ended, or the kernel keeps no counts
+                self.traces[pid] = {tid: (array("d"), array("b")) for tid in tids}
+            for tid, (times, running) in self.traces[pid].items():
+                fields = stall.stat_fields(Path(f"/proc/{pid}/task/{tid}/stat"))
+                if fields:  # else the thread ended
                     times.append(time.monotonic())
-                    demands.append(demand)
+                    running.append(fields[0] == "R")
 
     def seen(self) -> dict[str, dict[str, list[str]]]:
         return {

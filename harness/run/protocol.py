@@ -117,12 +117,12 @@ class ProgressEvent:
 
 @dataclass(frozen=True)
 class ThreadActivity:
-    """One stepping thread's CPU demand as the runner sampled it (harness.run.activity):
-    monotonic times (system-wide, as the steps') and the thread's demand seconds then."""
+    """One stepping thread's looks as the runner took them (harness.run.activity): monotonic
+    times (system-wide, as the steps') and whether it was running or ready to run then (1/0)."""
 
     tid: int
     times: tuple[float, ...]
-    demand_s: tuple[float, ...]
+    running: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class ChildEvidence:
     stacks: str  # every thread's last stack, one block per thread
     stderr_tail: str
     wall_s: float
-    # Its stepping threads' sampled demand, in its threads' order; () where none was sampled.
+    # Its stepping threads' looks, in its threads' order; () where none was sampled.
     activity: tuple[ThreadActivity, ...] = ()
     activity_error: str = ""  # why the runner's sampler gave no looks (harness.run.activity)
 

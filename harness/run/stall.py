@@ -51,7 +51,7 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _OWN, _REAPED = (11, 12), (13, 14)  # utime stime; cutime cstime (reaped children), after comm
 
 
-def _stat_fields(stat: Path) -> list[str] | None:
+def stat_fields(stat: Path) -> list[str] | None:
     """A /proc .../stat file's fields after "pid (comm) " (state first), None when it is gone
     (the process or thread ended): the one reader of those files here."""
     with contextlib.suppress(OSError, ValueError):
@@ -62,7 +62,7 @@ def _stat_fields(stat: Path) -> list[str] | None:
 
 def _ticks(stat: Path, which: tuple[int, ...]) -> int:
     """Clock ticks from a /proc .../stat file (0 when it is gone: the process or thread ended)."""
-    fields = _stat_fields(stat) or []
+    fields = stat_fields(stat) or []
     with contextlib.suppress(ValueError, IndexError):
         return sum(int(fields[k]) for k in which)
     return 0
@@ -153,7 +153,7 @@ def request_dumps(files: dict[int, Path]) -> dict[int, str]:
 def _started(pid: int) -> int | None:
     """When a live process started (clock ticks after boot, /proc/<pid>/stat field 22); None
     once it has exited. A pid and this tell one process from a later one given its pid."""
-    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    fields = stat_fields(Path(f"/proc/{pid}/stat"))
     if not fields or fields[0] in ("Z", "X"):
         return None
     with contextlib.suppress(ValueError, IndexError):
