@@ -224,7 +224,12 @@ class _Replica:
         if FAULTS.get(self.fault, ("hang" if self.fault == "hang" else "ok",))[0] == "hang":
             time.sleep(0.1)
         else:
-            w = torch.randn(64, 64, device=self.device)
+            # Ops of about a millisecond each (256³ multiply-adds), each releasing the GIL: with
+            # 64² ops (microseconds) a thread took the GIL back after each op before the other
+            # woke, or was preempted holding it on a loaded box, and the other waited for
+            # 0.1-0.3 s at a time (the judge rightly saw turns: 0.25 and 0.14 beside two
+            # spinning processes; results/2026-12-02-cpu-coactivity).
+            w = torch.randn(256, 256, device=self.device)
             until = time.monotonic() + 0.1
             while time.monotonic() < until:
                 w = torch.tanh(w @ w)
@@ -253,6 +258,11 @@ class FaultWorkload:
         return [0, 1]
 
     def make_replica(self, device: torch.device, strategy: str, *, seed: int) -> _Replica:
+        # One intra-op thread: each stepping thread computes on its own (the threads it starts
+        # take it; harness.run.worker builds replicas before they start), not in an OpenMP team
+        # per thread whose barriers it sleeps at, four threads on a 2-core box. In the child
+        # only: the parent loads the workload too, to check it.
+        torch.set_num_threads(1)
         return _Replica(device, self.fault, seed, self.shared)
 
     def flops_per_step(self, shape: int) -> float | None:
