@@ -1,0 +1,79 @@
+"""Issue 17: co-activity from the runner's looks at thread states, on this CPU box, with and
+without other load: each case `--repeats` times; records to runs-load<K>.jsonl, one line per
+run printed and appended to table.tsv (load, case, outcome, each thread's co-activity).
+
+Run from the repository root: `.venv/bin/python results/2026-12-02-cpu-coactivity/measure.py
+--load 2 --repeats 3` (`--load K`: K bare Python loops spinning beside the runs, as the rest
+of a CI test run loads a 2-core box).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from harness.judge.decide import run_scenario
+from harness.record import append_jsonl
+from harness.scenario import make_scenario
+from tests import fault_kit
+
+HERE = Path(__file__).resolve().parent
+FAULT = "tests.fault_workloads:make_workload"
+SERIAL = "tests.serial_workload:make_workload"
+
+
+def tiny(strategy: str, cache_state: str, workload: str | None = None):
+    extra = {"workload": workload} if workload else {}
+    return make_scenario(
+        preset="tiny", strategy=strategy, cache_state=cache_state, threads_per_device=2,
+        steps=3, warmup_steps=1, timeout_s=240, **extra,
+    )  # fmt: skip
+
+
+CASES = {
+    # name: (scenario, what it is)
+    "fault ok": (lambda: fault_kit.fault_scenario("ok"), "2 threads, 0.1 s torch steps"),
+    "fault serial": (lambda: fault_kit.fault_scenario("serial"), "the same, one lock per step"),
+    "late_start processes": (
+        lambda: make_scenario(
+            preset="late_start", strategy="processes", workload=FAULT, steps=2,
+            warmup_steps=1, timeout_s=60,
+        ),  # fmt: skip
+        "2 processes, one ready 3 s late",
+    ),
+    "tiny per_device deleted": (lambda: tiny("per_device", "deleted"), "the drafter, compiled"),
+    "tiny sdpa_dense serial": (lambda: tiny("sdpa_dense", "cold", SERIAL), "the drafter, one lock"),
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--load", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    loads = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)
+    ]
+    try:
+        for _repeat in range(args.repeats):  # the cases in turn, so the host's moods spread over all
+            for name, (make, _) in CASES.items():
+                rec = run_scenario(make())
+                append_jsonl(HERE / f"runs-load{args.load}.jsonl", rec)
+                shares = [t.coactive_share for t in rec.threads]
+                text = " ".join("-" if s is None else f"{s:.2f}" for s in shares)
+                line = f"load={args.load}\t{name}\t{rec.outcome}\t{text}"
+                print(line, flush=True)
+                with (HERE / "table.tsv").open("a") as fh:
+                    fh.write(line + "\n")
+    finally:
+        for p in loads:
+            p.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
