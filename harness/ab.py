@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -78,6 +79,9 @@ class RunSample:
     peak_mem_bytes: int | None  # summed over devices; None where none was measured (CPU)
     versions: dict[str, str]
     wall_s: float
+    # The UUIDs of the GPUs the run stepped on (harness.versions.hardware); () where its record
+    # names none: a CPU run, or a record from before racegate recorded them.
+    gpus: tuple[str, ...] = ()
 
 
 @dataclass
@@ -209,7 +213,29 @@ def sample_of(record: RunRecord, side: str, index: int) -> RunSample:
     if not record.tokens_per_s:
         raise ValueError("it recorded no steady-state tokens/s")
     mem = sum(record.peak_mem_bytes.values()) if record.peak_mem_bytes else None
-    return RunSample(side, index, record.tokens_per_s, mem, record.versions, record.wall_s)
+    gpus = tuple(str(u) for u in (record.hardware or {}).get("device_uuids") or () if u)
+    return RunSample(side, index, record.tokens_per_s, mem, record.versions, record.wall_s, gpus)
+
+
+def _gpus(gpus: tuple[str, ...]) -> str:
+    return ", ".join(gpus) if gpus else "no recorded GPU"
+
+
+def gpu_mismatch(samples: Sequence[RunSample]) -> str | None:
+    """Why the runs did not all step on the same GPUs, or None (they did, or none recorded any).
+
+    An A/B compares both sides on one machine's GPU. Two H200s differ by 0.4-1.5% in the 8B's
+    speed (results/2026-12-02-h200-ab-power-8b), so a side whose environment points its runs
+    at another GPU (CUDA_VISIBLE_DEVICES in --candidate-env) compares machines, not versions."""
+    if len({x.gpus for x in samples}) <= 1:
+        return None
+    first = samples[0]
+    other = next(x for x in samples if x.gpus != first.gpus)
+    return (
+        f"the runs did not all step on the same GPU: run {first.index + 1} ({first.side}) on "
+        f"{_gpus(first.gpus)}, run {other.index + 1} ({other.side}) on {_gpus(other.gpus)}; "
+        "an A/B compares both sides on one GPU"
+    )
 
 
 def compare_samples(
@@ -273,6 +299,9 @@ def run_ab(
                 return result
             result.samples.append(sample)
             result.sides[name]["versions"] = sample.versions
+            if mismatch := gpu_mismatch(result.samples):
+                result.failure = mismatch
+                return result
             if progress is not None:
                 progress(f"{name} run {k + 1}/{runs}: {sample.tokens_per_s:,.0f} tok/s")
     except KeyboardInterrupt:  # subprocess.run has killed the run in flight
@@ -323,7 +352,9 @@ def cut_ab_dirs(paths: Sequence[Path]) -> list[Path]:
 
 def _sample_from(data: object, where: str) -> RunSample:
     row = inputs.table(data, where)
-    mem, side = row.get("peak_mem_bytes"), row.get("side")
+    mem, side, gpus = row.get("peak_mem_bytes"), row.get("side"), row.get("gpus", [])
+    if not isinstance(gpus, list):
+        raise inputs.GateInputError(f"{where}.gpus is {gpus!r:.60}; expected a list of UUIDs")
     if side not in SIDES:
         raise inputs.GateInputError(f"{where}.side is {side!r}; choose from: {', '.join(SIDES)}")
     return RunSample(
@@ -333,6 +364,7 @@ def _sample_from(data: object, where: str) -> RunSample:
         peak_mem_bytes=None if mem is None else inputs.integer(mem, f"{where}.peak_mem_bytes"),
         versions=inputs.table(row.get("versions", {}), f"{where}.versions"),
         wall_s=inputs.positive_number(row.get("wall_s"), f"{where}.wall_s"),
+        gpus=tuple(inputs.text(g, f"{where}.gpus[{i}]") for i, g in enumerate(gpus)),
     )  # fmt: skip
 
 
@@ -392,6 +424,8 @@ def read_ab(path: Path) -> ABResult:
         memory_note=None if note is None else inputs.text(note, f"{path}: memory_note"),
         failure=None if failure is None else inputs.text(failure, f"{path}: failure"),
     )  # fmt: skip
+    # Runs on different GPUs make no A/B, whatever call the file stores (fail closed).
+    result.failure = result.failure or gpu_mismatch(result.samples)
     stored = data.get("throughput")
     if stored is None:  # a run failed, or an interrupt left a side under two runs
         if result.failure is None:
@@ -501,6 +535,7 @@ class PowerSummary:
     aa: list[Comparison]
     ab: list[Comparison]
     pools: list[PoolSpread]
+    gpus: dict[tuple[str, ...], int] = field(default_factory=dict)  # GPUs -> runs, both pools
 
     @property
     def false_alarms(self) -> int:
@@ -523,6 +558,9 @@ class PowerSummary:
             f"catch a {self.slowdown:.0%} slowdown 90% of the time: {p.runs_needed or '> 1000'}"
             for p in self.pools
         ]
+        if len(self.gpus) > 1:  # pools from several calls: a comparison may pair two machines
+            each = "; ".join(f"{_gpus(g)} ({n} runs)" for g, n in self.gpus.items())
+            out.append(f"the pools span {len(self.gpus)} GPUs: {each}")
         out.append(
             f"A/A false alarms: {self.false_alarms} of {len(self.aa)}; "
             f"candidate called slower: {self.caught} of {len(self.ab)}"
@@ -547,7 +585,8 @@ def power_summary(
             spread = log_spread([x.tokens_per_s for x in pool])
             need = runs_needed(spread, slowdown, tolerance=tolerance)
             pools.append(PoolSpread(name, len(pool), spread, need))
-    return PowerSummary(per_side, slowdown, aa, ab, pools)
+    gpus = Counter(x.gpus for x in (*reference, *candidate))
+    return PowerSummary(per_side, slowdown, aa, ab, pools, dict(gpus))
 
 
 # ---- command line ----------------------------------------------------------------------------

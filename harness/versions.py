@@ -59,16 +59,33 @@ def software(*, import_torch: bool = False) -> dict[str, str]:
     return out
 
 
+def _gpu_uuid(device: Any) -> str | None:
+    """The GPU's UUID as nvidia-smi -L shows it (`GPU-` + torch's 8-4-4-4-12 hex), or None
+    where this torch build's device properties have none."""
+    import torch
+
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    if uuid is None:
+        return None
+    text = str(uuid)
+    return text if text.startswith("GPU-") else f"GPU-{text}"
+
+
 def hardware(devices: tuple[str, ...] = ()) -> dict[str, Any]:
-    """cpu_count, cuda_device_count, and the names of `devices`' GPUs (imports torch)."""
+    """cpu_count, cuda_device_count, and the names and UUIDs of `devices`' GPUs (imports torch).
+
+    The UUIDs tell one GPU from another of the same name: harness.ab's sides must step on the
+    same one."""
     import torch
 
     info: dict[str, Any] = {"cpu_count": os.cpu_count(), "cuda_device_count": 0}
     if torch.cuda.is_available():
         info["cuda_device_count"] = torch.cuda.device_count()
-        names = [torch.cuda.get_device_name(torch.device(d)) for d in devices if d != "cpu"]
+        gpus = [torch.device(d) for d in devices if d != "cpu"]
+        names = [torch.cuda.get_device_name(d) for d in gpus]
         info["device_names"] = names
         info["device_name"] = names[0] if names else "cpu"
+        info["device_uuids"] = [_gpu_uuid(d) for d in gpus]
     else:
         info["device_name"] = "cpu"
     return info

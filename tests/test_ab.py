@@ -85,6 +85,47 @@ def test_power_draws_disjoint_comparisons() -> None:
     assert aa[0].reference == [100.0, 99.0] and aa[0].candidate == [101.0, 100.5]
 
 
+def test_runs_on_other_gpus_are_named_and_none_recorded_is_no_mismatch() -> None:
+    one = [ab.RunSample(s, i, 100.0, None, {}, 1.0, ("GPU-a",)) for i, s in enumerate("rc")]
+    assert ab.gpu_mismatch(one) is None
+    assert ab.gpu_mismatch(_samples("reference", [1.0, 2.0])) is None  # CPU: none recorded
+    other = [*one, ab.RunSample("candidate", 2, 100.0, None, {}, 1.0, ("GPU-b",))]
+    why = ab.gpu_mismatch(other)
+    assert why is not None and "run 1 (r) on GPU-a, run 3 (candidate) on GPU-b" in why
+
+
+def test_a_side_on_another_gpu_fails_the_ab(tmp_path: Path) -> None:
+    """Each side's runs write a record of the GPU its environment names (a stand-in for
+    `harness run`: CI has no GPU to put a UUID in a real record): the A/B stops at the first
+    run on another GPU and makes no call."""
+    for gpu in ("a", "b"):
+        rec = _record(hardware={"device_uuids": [f"GPU-{gpu}"]}, wall_s=1.0)
+        (tmp_path / f"{gpu}.jsonl").write_text(json.dumps(rec.to_json()) + "\n")
+    child = tmp_path / "python"
+    child.write_text(
+        f"#!{sys.executable}\nimport os, shutil, sys\n"
+        "shutil.copy(os.environ['RECORD'], sys.argv[sys.argv.index('--out') + 1])\n"
+    )
+    child.chmod(0o700)
+    res = ab.run_ab(
+        ab.Side("reference", str(child), {"RECORD": str(tmp_path / "a.jsonl")}),
+        ab.Side("candidate", str(child), {"RECORD": str(tmp_path / "b.jsonl")}),
+        ["--preset", "tiny"],
+        runs=2,
+    )
+    assert res.regressed and res.throughput is None and len(res.samples) == 2
+    assert res.failure is not None and "not all step on the same GPU" in res.failure
+    assert "GPU-a" in res.failure and "GPU-b" in res.failure
+
+
+def test_power_names_the_gpus_its_pools_span() -> None:
+    ref = [ab.RunSample("reference", i, 100.0 + i % 2, None, {}, 1.0, ("GPU-a",)) for i in range(4)]
+    cand = [ab.RunSample("candidate", i, 90.0 + i % 2, None, {}, 1.0, ("GPU-b",)) for i in range(4)]
+    lines = ab.power_summary(ref, cand, 2).lines()
+    assert "the pools span 2 GPUs: GPU-a (4 runs); GPU-b (4 runs)" in lines
+    assert not any("span" in x for x in ab.power_summary(ref, ref, 2).lines())
+
+
 def test_usage_errors_exit_2_before_any_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert ab.main(["compare", "--candidate", sys.executable, "--runs", "1"]) == ab.EXIT_USAGE
     assert "runs must be ≥ 2" in capsys.readouterr().err

@@ -570,3 +570,21 @@ def test_an_ab_json_whose_stored_call_its_samples_do_not_give_is_refused(tmp_pat
         ValueError, match=re.escape("memory.change is 'higher', but its samples give None")
     ):
         read_ab(cpu)
+
+
+def test_an_ab_json_whose_runs_stepped_on_two_gpus_fails_its_gate(tmp_path: Path) -> None:
+    """Samples of two GPUs make no A/B, whatever call the file stores: read back, it fails."""
+    from harness.ab import read_ab
+
+    path = write_ab(tmp_path / "ab", [40_000.0, 40_100.0, 39_900.0])
+    data = json.loads(path.read_text())
+    for sample in data["samples"]:
+        sample["gpus"] = ["GPU-a" if sample["side"] == "reference" else "GPU-b"]
+    path.write_text(json.dumps(data))
+    result = read_ab(path)
+    assert result.regressed and result.failure is not None
+    assert "run 1 (reference) on GPU-a" in result.failure and "GPU-b" in result.failure
+    data["samples"][0]["gpus"] = "GPU-a"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=re.escape("samples[0].gpus is 'GPU-a'; expected a list")):
+        read_ab(path)

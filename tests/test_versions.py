@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -36,6 +37,20 @@ def test_hardware_names_cpu_without_gpus() -> None:
     assert info["cuda_device_count"] == torch.cuda.device_count()
     if not torch.cuda.is_available():
         assert info["device_name"] == "cpu"
+        assert "device_uuids" not in info
+
+
+def test_hardware_names_each_gpu_by_its_uuid() -> None:
+    """The UUID nvidia-smi -L prints, one per GPU asked for: harness.ab's same-GPU check."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU: the UUID is the driver's")
+    smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True)
+    info = versions.hardware(("cuda:0",))
+    (uuid,) = info["device_uuids"]
+    assert re.fullmatch(r"GPU-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", uuid), uuid
+    assert uuid in smi.stdout
 
 
 def test_module_prints_json_for_the_nox_cell_check() -> None:
