@@ -98,6 +98,27 @@ def test_floor_key_names_a_target_on_devices_of_its_own() -> None:
     assert baselines.floor_key(incident) == "small/warmup/2x1/6steps/target1"
 
 
+def test_another_workloads_floor_neither_judges_nor_overwrites_the_drafters(
+    tmp_path: Path,
+) -> None:
+    """`--workload` runs at the drafter's preset name are another step: their floor has a key
+    of its own, so updating from them leaves the drafter's floor, and it judges only them."""
+
+    def byo(record: RunRecord) -> RunRecord:
+        return dataclasses.replace(record, scenario={**record.scenario, "workload": "my.step:make"})
+
+    drafter = [make_record(tps=t) for t in (39_000.0, 40_000.0, 41_000.0)]
+    baselines.update_from_records([write(tmp_path / "d.jsonl", drafter)], tmp_path)
+    theirs = [byo(make_record(tps=t)) for t in (900.0, 1_000.0, 1_100.0)]
+    baselines.update_from_records([write(tmp_path / "w.jsonl", theirs)], tmp_path)
+    base = baselines.load(tmp_path, "h200x2")
+    assert base is not None
+    assert base.floors["small/warmup/2x1/6steps"].tokens_per_s > 30_000
+    assert base.floors["small/warmup/2x1/6steps/workload=my.step:make"].tokens_per_s < 1_100
+    assert not baselines.check(byo(make_record(tps=1_000.0)), base).failed
+    assert baselines.check(make_record(tps=1_000.0), base).failed
+
+
 def test_a_floor_judges_only_runs_of_its_own_length(tmp_path: Path) -> None:
     """A race case's 8 steps (mostly recompiles) are no throughput measurement: a floor from
     150-step runs of the same strategy and topology must not judge them."""

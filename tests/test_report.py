@@ -588,3 +588,32 @@ def test_an_ab_json_whose_runs_stepped_on_two_gpus_fails_its_gate(tmp_path: Path
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=re.escape("samples[0].gpus is 'GPU-a'; expected a list")):
         read_ab(path)
+
+
+def test_another_workloads_runs_get_a_section_and_a_verdict_of_their_own(
+    floors: Path, tmp_path: Path
+) -> None:
+    """A `--workload` step that serialises its threads fails its own group; the drafter's clean
+    row beside it, on the same hardware and versions, still passes, and the other step's runs
+    are neither in its cells nor judged by its floor."""
+
+    def byo(record: RunRecord) -> RunRecord:
+        return dataclasses.replace(record, scenario={**record.scenario, "workload": "my.step:make"})
+
+    theirs = [byo(make_record(other="not_concurrent", tps=900.0)) for _ in range(3)]
+    m = build_matrix([*clean_row(), *theirs], floors, PROD)
+    assert m.hardware == ["h200x2", "h200x2 · workload my.step:make"]
+    row = ("2.11.0+cu130", "5.8.1")
+    assert m.groups["h200x2", row].gate.passed
+    mine = m.groups["h200x2 · workload my.step:make", row]
+    assert not mine.gate.passed and all(
+        r.scenario["workload"] == "my.step:make" for r in mine.records
+    )
+    assert any("not_concurrent in 3/3 runs" in r for r in mine.gate.reasons), mine.gate.reasons
+    assert not any("below the floor" in r for r in mine.gate.reasons)  # the drafter's 40,000
+    path = write(tmp_path / "runs.jsonl", [*clean_row(), *theirs])
+    out = tmp_path / "out"
+    report.write_reports([path], out, baselines_dir=floors, title="t", production_strategy=PROD)
+    md = (out / "matrix.md").read_text()
+    assert "## h200x2 · workload my.step:make" in md
+    assert "no floor in baselines/h200x2.json" in md and "baselines/h200x2 · " not in md

@@ -22,6 +22,7 @@ from harness.judge import inputs
 from harness.judge.inputs import GateInputError
 from harness.record import RunRecord, read_jsonl
 from harness.vocab import STRATEGIES, Outcome, Schedule
+from harness.workload_api import DEFAULT_WORKLOAD
 
 SCHEMA_VERSION = 1
 DEFAULT_TOLERANCE = 0.10
@@ -142,7 +143,9 @@ def floor_key(scenario: dict[str, Any]) -> str:
     tokens/s, so steady state does not depend on it; the start schedule does, and so does the
     number of steps (a race case's 8 steps, most of them recompiles under `recompile`, measure
     no steady state that a 150-step throughput floor could judge). A strategy in JUDGED_BY takes
-    its reference strategy's key.
+    its reference strategy's key. A workload other than the built-in one (`--workload`) adds
+    `/workload=<module:function>`: its `small` is not the drafter's, and its floor must neither
+    judge nor overwrite the drafter's.
     """
     strategy = JUDGED_BY.get(str(scenario["strategy"]), str(scenario["strategy"]))
     key = (
@@ -154,6 +157,8 @@ def floor_key(scenario: dict[str, Any]) -> str:
         key += f"/{schedule}"
     if targets := scenario.get("target_devices"):
         key += f"/target{len(targets)}"
+    if (workload := str(scenario.get("workload", DEFAULT_WORKLOAD))) != DEFAULT_WORKLOAD:
+        key += f"/workload={workload}"
     return key
 
 

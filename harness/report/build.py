@@ -271,10 +271,10 @@ def throughput_notes(m: Matrix, hw: str) -> list[str]:
         for row in m.rows[hw]
         for f in m.groups[hw, row].verdict.faster
     ]
-    if floorless:
+    if floorless:  # hw is the section: the hardware, and a workload other than the drafter
         out.append(
             f"tok/s not gated in {floorless} of {plural(len(mine), 'production cell')}: no floor"
-            f" in baselines/{hw}.json for their scenario"
+            f" in baselines/{mine[0].column.hardware}.json for their scenario"
         )
     if void:
         out.append(

@@ -98,9 +98,10 @@ def hardware_label(m: Matrix, hw: str) -> str:
         for r in g.records
         if r.hardware.get("device_name") and "did not report" not in str(r.hardware["device_name"])
     )
-    if hw == "cpu" or not names:
+    hardware, sep, workload = hw.partition(" · ")  # a section may name a workload
+    if hardware == "cpu" or not names:
         return hw
-    return f"{hw} ({names.most_common(1)[0][0]})"
+    return f"{hardware} ({names.most_common(1)[0][0]}){sep}{workload}"
 
 
 def run_links(m: Matrix, runs: list[RunRecord]) -> str:

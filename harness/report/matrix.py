@@ -19,9 +19,10 @@ from harness.judge.metrics import wilson_interval
 from harness.probes.runner import PROBES
 from harness.record import UNREPORTED_DEVICE, RunRecord
 from harness.vocab import SEVERITY, STRATEGIES, Outcome
+from harness.workload_api import DEFAULT_WORKLOAD
 
 Row = tuple[str, str]  # (torch, transformers)
-GroupKey = tuple[str, Row]  # (hardware key, row): never merged across hardware
+GroupKey = tuple[str, Row]  # (Column.section, row): never merged across hardware or workloads
 
 
 @dataclass(frozen=True, order=True)
@@ -36,6 +37,16 @@ class Column:
     devices: int
     threads_per_device: int
     target_devices: int = 0  # the target model on devices of its own (the incident topology)
+    workload: str = DEFAULT_WORKLOAD  # `--workload`: another step is another thing under test
+
+    @property
+    def section(self) -> str:
+        """The report's section, and its groups' first key: the hardware, and the workload
+        where it is not the built-in drafter (its runs never share a verdict, a cell or a chart
+        row with the drafter's)."""
+        if self.workload == DEFAULT_WORKLOAD:
+            return self.hardware
+        return f"{self.hardware} · workload {self.workload}"
 
     @property
     def topology(self) -> str:
@@ -48,7 +59,8 @@ class Column:
 
     @property
     def key(self) -> str:
-        return f"{self.preset}/{self.strategy}/{self.cache_state}/{self.schedule}/{self.topology}"
+        key = f"{self.preset}/{self.strategy}/{self.cache_state}/{self.schedule}/{self.topology}"
+        return key if self.workload == DEFAULT_WORKLOAD else f"{key}/workload={self.workload}"
 
 
 @dataclass
@@ -268,6 +280,7 @@ def column_of(record: RunRecord) -> Column:
         devices=len(s["devices"]),
         threads_per_device=int(s["threads_per_device"]),
         target_devices=len(s.get("target_devices") or ()),
+        workload=str(s.get("workload", DEFAULT_WORKLOAD)),
     )
 
 
@@ -377,8 +390,10 @@ def _strategy_order(names: set[str], production: str) -> list[str]:
     return sorted(names, key=lambda s: (s != production, rank.get(s, len(rank)), s))
 
 
-def _hardware_order(hw: str) -> tuple[bool, str]:
-    return hw == "cpu", hw  # GPUs first: the production hardware; then the CPU
+def _hardware_order(section: str) -> tuple[bool, str]:
+    # GPUs first: the production hardware; then the CPU. A section may name a workload after
+    # its hardware (Column.section).
+    return section.partition(" · ")[0] == "cpu", section
 
 
 def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str) -> Matrix:
@@ -409,7 +424,7 @@ def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str)
     for col in columns:
         for (row, c), cell in cells.items():
             if c == col:
-                by_group[col.hardware, row].append(cell)
+                by_group[col.section, row].append(cell)
     hardware = sorted({hw for hw, _ in by_group}, key=_hardware_order)
     rows = {hw: sorted({r for h, r in by_group if h == hw}, key=_version_sort) for hw in hardware}
     strategies = {
@@ -419,7 +434,7 @@ def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str)
     }  # fmt: skip
     groups = {}
     for (hw, row), group_cells in by_group.items():
-        probes = expected_probes(row[0], hw)
+        probes = expected_probes(row[0], group_cells[0].column.hardware)
         decided = verdicts.decide(
             [r for c in group_cells for r in c.runs],
             production=production,

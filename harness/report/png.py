@@ -31,7 +31,7 @@ def chart_path(out_dir: Path, preset: str) -> Path:
 
 
 def _scenario(col: Column) -> tuple[str, ...]:
-    return (col.hardware, col.strategy, col.cache_state, col.schedule, col.topology)
+    return (col.section, col.strategy, col.cache_state, col.schedule, col.topology)
 
 
 def plot_preset(m: Matrix, preset: str, cells: list[Cell], path: Path, title: str) -> Path:
@@ -42,7 +42,7 @@ def plot_preset(m: Matrix, preset: str, cells: list[Cell], path: Path, title: st
 
     scenarios = sorted({_scenario(c.column) for c in cells}, key=lambda s: (
         s[0], s[1] != m.production_strategy, s[1:]))  # fmt: skip
-    versions: list[tuple[str, Row]] = sorted({(c.column.hardware, c.row) for c in cells})
+    versions: list[tuple[str, Row]] = sorted({(c.column.section, c.row) for c in cells})
     colors = colormaps["tab10"]
     style = {
         v: (colors(i % 10), MARKERS[(i // 10 + i) % len(MARKERS)]) for i, v in enumerate(versions)
@@ -66,8 +66,8 @@ def plot_preset(m: Matrix, preset: str, cells: list[Cell], path: Path, title: st
         xs += [1 - tol, 1 + tol]
         ratio = c.tokens_per_s / t.floor
         xs.append(ratio)
-        color, marker = style[c.column.hardware, c.row]
-        dy = (versions.index((c.column.hardware, c.row)) - (len(versions) - 1) / 2) * spread
+        color, marker = style[c.column.section, c.row]
+        dy = (versions.index((c.column.section, c.row)) - (len(versions) - 1) / 2) * spread
         ax.scatter(
             [ratio], [y + dy], s=64, marker=marker, zorder=3, linewidths=1.6,
             facecolors=color if c.passed else "white", edgecolors=color,
