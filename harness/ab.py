@@ -107,6 +107,17 @@ class ABResult:
             or (self.memory is not None and self.memory.regressed)
         )
 
+    @property
+    def why_failed(self) -> str | None:
+        """Why the gate fails, in one line: the failure, or each regressed metric's comparison
+        (None: it passes)."""
+        if self.failure is not None:
+            return self.failure
+        if self.throughput is None:
+            return "no throughput was compared"
+        bad = [c.line() for c in (self.throughput, self.memory) if c is not None and c.regressed]
+        return "; ".join(bad) or None
+
     def lines(self) -> list[str]:
         """The verdict lines, the decision last."""
         out = [

@@ -477,6 +477,8 @@ def test_the_report_shows_an_ab_and_a_slower_candidate_fails_its_gate(
     row = line_of(md, "ab-slower")
     assert ": slower |" in row and row.endswith("| FAIL |"), row
     assert "A/B: 1 of 2 comparisons passed" in md
+    why = line_of(md, "**FAIL ab-slower")  # the reason says what regressed, and by how much
+    assert re.search(r"tokens_per_s: 0\.9\d\dx \[.*\): slower$", why), why
     gate = json.loads((out / "gate.json").read_text())
     assert gate["passed"] is False
     assert [(a["path"], a["passed"]) for a in gate["ab"]] == [
@@ -485,6 +487,7 @@ def test_the_report_shows_an_ab_and_a_slower_candidate_fails_its_gate(
     ]
     html = (out / "matrix.html").read_text()
     assert "<h2>A/B comparisons</h2>" in html and "ab-slower" in html
+    assert "ab-slower/ab.json: tokens_per_s: 0.900x" in html
 
 
 def test_an_ab_fails_the_report_but_never_stands_in_for_a_gated_group(

@@ -236,7 +236,7 @@ def ab_markdown(m: Matrix) -> list[str]:
             f"{_md(t['memory'])} | {t['runs']} | {t['gate']} |"
         )
     for a in m.ab_failed:
-        lines += ["", f"**FAIL {_md(a.path)}**: {_md(a.result.failure or 'regressed')}"]
+        lines += ["", f"**FAIL {_md(a.path)}**: {_md(a.result.why_failed or '?')}"]
     if note := ab_note(m):
         lines += ["", f"_Note: {note}_"]
     return lines

@@ -282,7 +282,7 @@ def _ab_section(m: Matrix) -> list[str]:
         )  # fmt: skip
     out.append("</table>")
     for a in m.ab_failed:
-        why = a.result.failure or "regressed"
+        why = a.result.why_failed or "?"
         out.append(f"<p>{badge('FAIL', 'fail')} {escape(a.path)}: {escape(why)}</p>")
     if note := ab_note(m):
         out.append(f"<p class='n'>{escape(note[0].upper() + note[1:])}</p>")
