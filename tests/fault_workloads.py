@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from harness.workload_api import StepResult
+from tests.busy import compute_for, one_intra_op_thread
 
 # fault → (outcome the harness must record, threads to run it at, where it fires)
 FAULTS: dict[str, tuple[str, int, str]] = {
@@ -186,13 +187,10 @@ class _Replica:
         if fault == "sleep_past":
             time.sleep(600)
         if fault in ("busy_step", "busy_past"):
-            end = time.monotonic() + (6.0 if fault == "busy_step" else 600.0)
-            w = torch.randn(64, 64)
-            # One frame, two lines: only the CPU shows it works. Torch ops, not a bare Python
-            # loop: a loop holding the GIL for 6 s starves the other thread (it demanded ~10% of
-            # a core beside it), and the judge then rightly finds their work did not meet.
-            while time.monotonic() < end:
-                w = torch.tanh(w @ w)
+            # Only the CPU shows it works. Torch ops, not a bare Python loop: a loop holding the
+            # GIL for 6 s starves the other thread (it demanded ~10% of a core beside it), and
+            # the judge then rightly finds their work did not meet.
+            compute_for(6.0 if fault == "busy_step" else 600.0)
 
     def _deadlock(self, n: int) -> None:
         """Thread i takes lock i, waits until every thread holds its own, then takes lock i+1."""
@@ -224,15 +222,7 @@ class _Replica:
         if FAULTS.get(self.fault, ("hang" if self.fault == "hang" else "ok",))[0] == "hang":
             time.sleep(0.1)
         else:
-            # Ops of about a millisecond each (256³ multiply-adds), each releasing the GIL: with
-            # 64² ops (microseconds) a thread took the GIL back after each op before the other
-            # woke, or was preempted holding it on a loaded box, and the other waited for
-            # 0.1-0.3 s at a time (the judge rightly saw turns: 0.25 and 0.14 beside two
-            # spinning processes; results/2026-12-02-cpu-coactivity).
-            w = torch.randn(256, 256, device=self.device)
-            until = time.monotonic() + 0.1
-            while time.monotonic() < until:
-                w = torch.tanh(w @ w)
+            compute_for(0.1, self.device)
         x = torch.randn(4 + shape, 8, device=self.device)
         loss = self.layer(x).square().mean()
         loss.backward()
@@ -258,11 +248,7 @@ class FaultWorkload:
         return [0, 1]
 
     def make_replica(self, device: torch.device, strategy: str, *, seed: int) -> _Replica:
-        # One intra-op thread: each stepping thread computes on its own (the threads it starts
-        # take it; harness.run.worker builds replicas before they start), not in an OpenMP team
-        # per thread whose barriers it sleeps at, four threads on a 2-core box. In the child
-        # only: the parent loads the workload too, to check it.
-        torch.set_num_threads(1)
+        one_intra_op_thread()
         return _Replica(device, self.fault, seed, self.shared)
 
     def flops_per_step(self, shape: int) -> float | None:

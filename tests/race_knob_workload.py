@@ -19,12 +19,12 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-import time
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from harness.workload_api import StepResult
+from tests.busy import compute_for, one_intra_op_thread
 
 STRATEGIES = ("per_device", "warmup", "warmup_locked")
 _LINGER_S = 5.0  # an open trace waits at most this long for another thread's compiled call
@@ -114,10 +114,7 @@ class _Replica:
             if shape not in self.traced:
                 self._trace(shape)
             self._call(shape)
-        w = torch.randn(64, 64)
-        until = time.monotonic() + _STEP_S
-        while time.monotonic() < until:
-            w = torch.tanh(w @ w)
+        compute_for(_STEP_S)
         return StepResult(tokens=shape + 1)
 
     def eager_fallbacks(self) -> int:
@@ -141,6 +138,7 @@ class RaceKnobWorkload:
     def make_replica(self, device: torch.device, strategy: str, *, seed: int) -> _Replica:
         if strategy not in STRATEGIES:
             raise ValueError(f"race knob workload: unsupported strategy {strategy!r}")
+        one_intra_op_thread()
         return _Replica(device, strategy, self.window_open)
 
     def flops_per_step(self, shape: int) -> float | None:

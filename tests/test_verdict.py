@@ -215,7 +215,9 @@ def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) ->
     94%), so warmup_locked runs 5 times and is SAFE; the block ends the session."""
     proc, records = _suite(tmp_path, "p=1", "--control-repeat", "3", "--power-cap", "5")
     out = proc.stdout
-    assert [r.scenario["strategy"] for r in records] == ["per_device"] * 3 + ["warmup_locked"] * 5
+    seen = [(r.scenario["strategy"], r.outcome, r.detail) for r in records]  # what a failure says
+    expected = ["per_device"] * 3 + ["warmup_locked"] * 5
+    assert [r.scenario["strategy"] for r in records] == expected, seen
     assert [r.outcome for r in records[:3]] == ["nested_fx_error"] * 3, out[-3000:]
     assert all(r.outcome == "ok" for r in records[3:]), out[-3000:]
     block = " ".join(out[out.index(" racegate verdict ") :].split())  # unwrapped
