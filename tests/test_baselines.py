@@ -98,15 +98,16 @@ def test_floor_key_names_a_target_on_devices_of_its_own() -> None:
     assert baselines.floor_key(incident) == "small/warmup/2x1/6steps/target1"
 
 
+def byo(record: RunRecord) -> RunRecord:
+    """`record` as a run of a workload of the user's own (`--workload my.step:make`)."""
+    return dataclasses.replace(record, scenario={**record.scenario, "workload": "my.step:make"})
+
+
 def test_another_workloads_floor_neither_judges_nor_overwrites_the_drafters(
     tmp_path: Path,
 ) -> None:
     """`--workload` runs at the drafter's preset name are another step: their floor has a key
     of its own, so updating from them leaves the drafter's floor, and it judges only them."""
-
-    def byo(record: RunRecord) -> RunRecord:
-        return dataclasses.replace(record, scenario={**record.scenario, "workload": "my.step:make"})
-
     drafter = [make_record(tps=t) for t in (39_000.0, 40_000.0, 41_000.0)]
     baselines.update_from_records([write(tmp_path / "d.jsonl", drafter)], tmp_path)
     theirs = [byo(make_record(tps=t)) for t in (900.0, 1_000.0, 1_100.0)]

@@ -17,7 +17,7 @@ from harness.judge.baselines import REFRESH_COMMAND
 from harness.record import RunRecord
 from harness.report import build as report
 from harness.report.matrix import build_matrix, column_of
-from tests.test_baselines import make_record, write
+from tests.test_baselines import byo, make_record, write
 
 PROD = "warmup"
 
@@ -599,10 +599,6 @@ def test_another_workloads_runs_get_a_section_and_a_verdict_of_their_own(
     """A `--workload` step that serialises its threads fails its own group; the drafter's clean
     row beside it, on the same hardware and versions, still passes, and the other step's runs
     are neither in its cells nor judged by its floor."""
-
-    def byo(record: RunRecord) -> RunRecord:
-        return dataclasses.replace(record, scenario={**record.scenario, "workload": "my.step:make"})
-
     theirs = [byo(make_record(other="not_concurrent", tps=900.0)) for _ in range(3)]
     m = build_matrix([*clean_row(), *theirs], floors, PROD)
     assert m.hardware == ["h200x2", "h200x2 · workload my.step:make"]

@@ -34,6 +34,7 @@ from harness.report.matrix import (
     Matrix,
     build_matrix,
     gate,
+    section_parts,
 )
 from harness.vocab import SEVERITY, Outcome
 
@@ -271,10 +272,10 @@ def throughput_notes(m: Matrix, hw: str) -> list[str]:
         for row in m.rows[hw]
         for f in m.groups[hw, row].verdict.faster
     ]
-    if floorless:  # hw is the section: the hardware, and a workload other than the drafter
+    if floorless:
         out.append(
             f"tok/s not gated in {floorless} of {plural(len(mine), 'production cell')}: no floor"
-            f" in baselines/{mine[0].column.hardware}.json for their scenario"
+            f" in baselines/{section_parts(hw)[0]}.json for their scenario"
         )
     if void:
         out.append(

@@ -24,7 +24,7 @@ from harness.report.build import (
     throughput_notes,
     throughput_text,
 )
-from harness.report.matrix import Cell, GateStatus, Group, Matrix
+from harness.report.matrix import Cell, GateStatus, Group, Matrix, section_parts
 from harness.vocab import Outcome
 
 MAX_RUN_LINKS = 24  # per cell line; runs.html lists them all
@@ -98,10 +98,10 @@ def hardware_label(m: Matrix, hw: str) -> str:
         for r in g.records
         if r.hardware.get("device_name") and "did not report" not in str(r.hardware["device_name"])
     )
-    hardware, sep, workload = hw.partition(" · ")  # a section may name a workload
+    hardware, _ = section_parts(hw)  # the section's rest names a workload of its own, if any
     if hardware == "cpu" or not names:
         return hw
-    return f"{hardware} ({names.most_common(1)[0][0]}){sep}{workload}"
+    return f"{hardware} ({names.most_common(1)[0][0]}){hw[len(hardware) :]}"
 
 
 def run_links(m: Matrix, runs: list[RunRecord]) -> str:

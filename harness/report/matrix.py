@@ -25,6 +25,15 @@ Row = tuple[str, str]  # (torch, transformers)
 GroupKey = tuple[str, Row]  # (Column.section, row): never merged across hardware or workloads
 
 
+_WORKLOAD_IN_SECTION = " · workload "  # Column.section: "<hardware> · workload <module:function>"
+
+
+def section_parts(section: str) -> tuple[str, str | None]:
+    """(hardware, workload) of a Column.section; workload None for the built-in drafter."""
+    hardware, sep, workload = section.partition(_WORKLOAD_IN_SECTION)
+    return hardware, workload if sep else None
+
+
 @dataclass(frozen=True, order=True)
 class Column:
     """A scenario group: preset/strategy/cache state/schedule/topology on one hardware."""
@@ -46,7 +55,7 @@ class Column:
         row with the drafter's)."""
         if self.workload == DEFAULT_WORKLOAD:
             return self.hardware
-        return f"{self.hardware} · workload {self.workload}"
+        return f"{self.hardware}{_WORKLOAD_IN_SECTION}{self.workload}"
 
     @property
     def topology(self) -> str:
@@ -391,9 +400,8 @@ def _strategy_order(names: set[str], production: str) -> list[str]:
 
 
 def _hardware_order(section: str) -> tuple[bool, str]:
-    # GPUs first: the production hardware; then the CPU. A section may name a workload after
-    # its hardware (Column.section).
-    return section.partition(" · ")[0] == "cpu", section
+    # GPUs first: the production hardware; then the CPU.
+    return section_parts(section)[0] == "cpu", section
 
 
 def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str) -> Matrix:
@@ -434,7 +442,7 @@ def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str)
     }  # fmt: skip
     groups = {}
     for (hw, row), group_cells in by_group.items():
-        probes = expected_probes(row[0], group_cells[0].column.hardware)
+        probes = expected_probes(row[0], section_parts(hw)[0])
         decided = verdicts.decide(
             [r for c in group_cells for r in c.runs],
             production=production,
