@@ -22,6 +22,6 @@ mkdir -p "$dir"
   --candidate-env "RACEGATE_TEST_SLOWDOWN=$slowdown" --records "$dir" \
   --out "$dir/ab-$(date -u +%Y%m%dT%H%M%S).json" \
   -- --preset "$preset" --devices "$devices" --strategy "$strategy" --threads-per-device 1 \
-     --steps "$steps" --warmup-steps 3 --timeout 600 || true  # exit 1 = "slower": expected
+     --steps "$steps" --warmup-steps 3 --timeout 600 || true  # exit 1: a run failed, or a miss
 "$py" -m harness.ab power --reference "$dir/reference.jsonl" --candidate "$dir/candidate.jsonl" \
   --per-side 2 --slowdown "$slowdown" | tee "$dir/power.txt"

@@ -7,7 +7,9 @@ A B B A A B B A … (interleaved, and counterbalanced so a steady drift of the m
 falls on both sides alike), with every file in one private 0700 temp dir. Then
 harness.judge.compare gives the ratio candidate/reference of steady-state tokens/s and of peak
 memory with a 95% interval, and the call. Exit 0: no regression; 1: slower, more memory, or a
-run that failed (fail closed: no call from partial evidence); 2: usage error.
+run that failed (fail closed: no call from partial evidence); 2: usage error. A calibration
+(ABResult.calibration: an A/A, or the candidate alone under the test slowdown) exits 0 when it
+came out as it must (no change; slower) and 1 when not; it gates no upgrade.
 
 `python -m harness.ab power --reference R.jsonl --candidate C.jsonl --per-side K` draws
 disjoint comparisons from pooled records (the `--records` of compare runs): A/A from the
@@ -42,7 +44,7 @@ from harness.judge.compare import (
     runs_needed,
 )
 from harness.record import RunRecord, append_jsonl, read_jsonl
-from harness.vocab import Outcome
+from harness.vocab import TEST_SLOWDOWN_ENV, Outcome
 
 SCHEMA_VERSION = 1
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -98,23 +100,71 @@ class ABResult:
     schema_version: int = SCHEMA_VERSION
 
     @property
-    def regressed(self) -> bool:
-        """True when the gate fails: a failed run, or a significant regression of either metric."""
-        return (
-            self.failure is not None
-            or self.throughput is None
-            or self.throughput.regressed
-            or (self.memory is not None and self.memory.regressed)
-        )
+    def calibration(self) -> str | None:
+        """What the comparison calibrates, or None where it gates a change (an upgrade, or a
+        setting of the candidate's environment). Two kinds, both with one interpreter on both
+        sides (two venvs may differ in packages no record names) and the same recorded
+        versions: A/A (the same environment too, less a zero test slowdown), which must call no
+        change, and INJECTED (the candidate alone under the test slowdown), which must call
+        slower. Anything else gates."""
+        ref, cand = (self.sides.get(s) or {} for s in SIDES)
+        versions = ref.get("versions") or {}
+        if ref.get("python") != cand.get("python"):
+            return None
+        if not versions or versions != (cand.get("versions") or {}):
+            return None
+        tools = [injected_slowdown(side.get("env") or {}) for side in (ref, cand)]
+        if tools == [None, None]:
+            return AA if _settings(ref) == _settings(cand) else None
+        return f"{INJECTED} ({tools[1]})" if tools[0] is None else None
+
+    @property
+    def as_calibrated(self) -> bool:
+        """A calibration came out as it must: every run made, and the A/A called no change of
+        tokens/s or the injected slowdown was called slower."""
+        if self.calibration is None or self.failure is not None or self.throughput is None:
+            return False
+        want = Change.NONE if self.calibration == AA else Change.LOWER
+        return self.throughput.change is want
+
+    def test_tool_misuse(self) -> str | None:
+        """Why no gate rests on this comparison's runs: a side under the test slowdown in a
+        comparison that is no calibration (other versions, or the reference slowed), or None."""
+        if self.calibration is not None:
+            return None
+        for name in SIDES:
+            if tool := injected_slowdown((self.sides.get(name) or {}).get("env") or {}):
+                return (
+                    f"the {name} ran under {tool}, a test tool that adds work to every step, "
+                    "in a comparison that is no calibration (only the candidate may carry it, "
+                    "with the reference's python and versions): no gate rests on these runs"
+                )
+        return None
+
+    @property
+    def failed(self) -> bool:
+        """Its own gate fails. A comparison that gates a change: a run failed, a test tool ran
+        in it, or either metric regressed significantly. A calibration: it did not come out as
+        it must (as_calibrated); the report shows that, and gates no upgrade on it."""
+        if self.calibration is not None:
+            return not self.as_calibrated
+        return self.why_failed is not None
 
     @property
     def why_failed(self) -> str | None:
-        """Why the gate fails, in one line: the failure, or each regressed metric's comparison
-        (None: it passes)."""
+        """Why its gate fails, in one line: the failure, the misuse, each regressed metric's
+        comparison, or the calibration's miss (None: it passes)."""
         if self.failure is not None:
             return self.failure
         if self.throughput is None:
             return "no throughput was compared"
+        if self.calibration is not None:
+            if self.as_calibrated:
+                return None
+            miss = "a false alarm" if self.calibration == AA else "the slowdown was not caught"
+            return f"{self.calibration}: {miss}: {self.throughput.line()}"
+        if misuse := self.test_tool_misuse():
+            return misuse
         bad = [c.line() for c in (self.throughput, self.memory) if c is not None and c.regressed]
         return "; ".join(bad) or None
 
@@ -136,9 +186,17 @@ class ABResult:
             out.append(f"peak_mem_bytes: not compared ({self.memory_note})")
         if self.failure:
             out.append(f"A/B FAILED: {self.failure}")
+        elif self.calibration is not None and self.throughput is not None:
+            word = "as it must" if self.as_calibrated else f"NOT as it must ({self.why_failed})"
+            out.append(
+                f"A/B calibration, {self.calibration}: candidate {self.throughput.word}, "
+                f"{word}; it gates no upgrade"
+            )
+        elif misuse := self.test_tool_misuse():
+            out.append(f"A/B FAILED: {misuse}")
         elif self.throughput is not None:
             memory = self.memory.word if self.memory else "memory not compared"
-            gate = "FAILS" if self.regressed else "passes"
+            gate = "FAILS" if self.failed else "passes"
             out.append(f"A/B: candidate {self.throughput.word}, {memory}: the gate {gate}")
         return out
 
@@ -152,6 +210,29 @@ class ABResult:
 def _versions(versions: dict[str, str]) -> str:
     keys = ("torch", "transformers", "triton", "python")
     return ", ".join(f"{k} {versions[k]}" for k in keys if k in versions) or "versions unknown"
+
+
+# The kinds of calibration (ABResult.calibration): comparisons that test the comparison itself.
+AA = "A/A"
+INJECTED = "injected slowdown"
+
+
+def injected_slowdown(env: dict[str, str]) -> str | None:
+    """The test slowdown a side's environment sets ("RACEGATE_TEST_SLOWDOWN=0.05"), or None
+    where it adds no work (unset, empty or zero). A value that is no number still counts: the
+    run refuses it, and no gate may rest on a side that asked for it."""
+    value = str(env.get(TEST_SLOWDOWN_ENV, "")).strip()
+    try:
+        if float(value or 0) == 0:
+            return None
+    except ValueError:
+        pass
+    return f"{TEST_SLOWDOWN_ENV}={value}"
+
+
+def _settings(side: dict[str, Any]) -> dict[str, str]:
+    """A side's environment less the test slowdown (a zero one is no setting)."""
+    return {k: v for k, v in (side.get("env") or {}).items() if k != TEST_SLOWDOWN_ENV}
 
 
 def check_run_args(run_args: Sequence[str]) -> list[str]:
@@ -689,7 +770,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
     print("\n".join(result.lines()))
-    return EXIT_FAILED if result.regressed else EXIT_OK
+    return EXIT_FAILED if result.failed else EXIT_OK
 
 
 def cmd_power(args: argparse.Namespace) -> int:

@@ -130,6 +130,12 @@ SEVERITY: tuple[Outcome, ...] = (
 )
 
 
+# The built-in workload's injected slowdown, a TEST TOOL (model.workload.SlowedReplica): the
+# fraction of a step added as real extra work. A/B calibrations set it on the candidate; an A/B
+# reads it from a side's environment to know a calibration from an upgrade (harness.ab).
+TEST_SLOWDOWN_ENV = "RACEGATE_TEST_SLOWDOWN"
+
+
 def parse_choice(enum: type[E], value: str, field: str) -> E:
     """`value` as a member of `enum`, or ValueError naming the field and the allowed values."""
     try:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from harness.vocab import TEST_SLOWDOWN_ENV
 from model.config import DrafterConfig, from_name
 from model.data import BatchSource, make_buckets
 from model.flops import step_flops
@@ -80,7 +81,7 @@ class DFlashWorkload:
 
 
 # ---- Injected slowdown: a TEST TOOL for A/B power measurements, not a production option ----
-SLOWDOWN_ENV = "RACEGATE_TEST_SLOWDOWN"
+SLOWDOWN_ENV = TEST_SLOWDOWN_ENV  # harness.vocab: the A/B reads it too
 CALIBRATION_STEPS = 2  # repeat steps (not the first on a shape) timed before extra work starts
 
 

@@ -113,7 +113,7 @@ def test_a_side_on_another_gpu_fails_the_ab(tmp_path: Path) -> None:
         ["--preset", "tiny"],
         runs=2,
     )
-    assert res.regressed and res.throughput is None and len(res.samples) == 2
+    assert res.failed and res.throughput is None and len(res.samples) == 2
     assert res.failure is not None and "not all step on the same GPU" in res.failure
     assert "GPU-a" in res.failure and "GPU-b" in res.failure
 
@@ -144,7 +144,7 @@ def test_a_failing_side_fails_the_ab_with_its_reason(tmp_path: Path) -> None:
         ["--preset", "tiny"],
         runs=2,
     )
-    assert res.regressed and res.throughput is None
+    assert res.failed and res.throughput is None
     assert res.failure is not None and "reference run 1 of 2" in res.failure
     assert "exited 3" in res.failure and "no torch here" in res.failure
 
@@ -237,7 +237,8 @@ def _ab(tmp_path: Path, runs: int, *extra: str) -> tuple[subprocess.CompletedPro
 @pytest.mark.timeout(1200)
 def test_cpu_ab_calls_an_injected_slowdown_slower(tmp_path: Path) -> None:
     """Real interleaved `harness run` processes, 4 per side: tiny vs tiny + slowdown is called
-    slower (exit 1); `power` reads the pooled records."""
+    slower, which is the calibration as it must be (exit 0); `power` reads the pooled
+    records."""
     records = tmp_path / "records"
     proc, result = _ab(
         tmp_path,
@@ -251,7 +252,8 @@ def test_cpu_ab_calls_an_injected_slowdown_slower(tmp_path: Path) -> None:
     tput = result["throughput"]
     assert len(tput["reference"]) == len(tput["candidate"]) == 4
     assert tput["change"] == "lower" and tput["high"] < 1.0, proc.stdout
-    assert proc.returncode == 1 and "slower" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "candidate slower, as it must; it gates no upgrade" in proc.stdout, proc.stdout
     pool = subprocess.run(
         [
             sys.executable,
@@ -292,7 +294,9 @@ def test_result_lines_end_with_the_decision() -> None:
     ref = _samples("reference", [100.0, 101.0, 99.0])
     same = _samples("candidate", [100.0, 100.5, 99.5])
     slow = _samples("candidate", [90.0, 90.5, 89.5])
-    sides = {n: {"python": "py", "env": {}, "versions": {"torch": "2.11"}} for n in ab.SIDES}
+    # Two venvs: the same recorded versions, but no calibration (they may differ elsewhere).
+    sides = {n: {"python": f"{n}/bin/python", "env": {}, "versions": {"torch": "2.11"}}
+             for n in ab.SIDES}  # fmt: skip
     for cand, word, gate in ((same, "no significant change", "passes"), (slow, "slower", "FAILS")):
         res = ab.ABResult([], sides, [*ref, *cand])
         res.throughput, res.memory, res.memory_note = ab.compare_samples(res.samples, 0.03, 0.95)
@@ -302,9 +306,72 @@ def test_result_lines_end_with_the_decision() -> None:
     mem_more = [ab.RunSample("candidate", i, 100.0, 1200, {}, 1.0) for i in range(3)]
     res = ab.ABResult([], sides, [*mem_ref, *mem_more])
     res.throughput, res.memory, res.memory_note = ab.compare_samples(res.samples, 0.03, 0.95)
-    assert res.regressed and res.lines()[-1].endswith("more memory: the gate FAILS")
+    assert res.failed and res.lines()[-1].endswith("more memory: the gate FAILS")
     failed = ab.ABResult([], sides, failure="candidate run 1 of 3: outcome hang")
-    assert failed.regressed and failed.lines()[-1].startswith("A/B FAILED: candidate run 1")
+    assert failed.failed and failed.lines()[-1].startswith("A/B FAILED: candidate run 1")
+
+
+def _result(sides: dict[str, dict], cand: list[float]) -> ab.ABResult:
+    res = ab.ABResult([], sides, [*_samples("reference", [100.0, 101.0, 99.0]),
+                                  *_samples("candidate", cand)])  # fmt: skip
+    res.throughput, res.memory, res.memory_note = ab.compare_samples(res.samples, 0.03, 0.95)
+    return res
+
+
+SAME, SLOW = [100.0, 100.5, 99.5], [95.0, 95.5, 94.5]  # no change; 5% slower
+
+
+def _sides(ref_env: dict, cand_env: dict, cand_python: str = "py", cand_tf: str = "5.6.0") -> dict:
+    return {
+        "reference": {"python": "py", "env": ref_env, "versions": {"transformers": "5.6.0"}},
+        "candidate": {"python": cand_python, "env": cand_env,
+                      "versions": {"transformers": cand_tf}},
+    }  # fmt: skip
+
+
+def test_a_calibration_passes_when_it_comes_out_as_it_must_and_gates_no_upgrade() -> None:
+    """One python, the same versions: the candidate under the test slowdown must be called
+    slower (then it passes: before, its own catch failed it), an A/A must call no change."""
+    slowed = {ab.TEST_SLOWDOWN_ENV: "0.05"}
+    caught = _result(_sides({}, slowed), SLOW)
+    assert caught.calibration == f"injected slowdown ({ab.TEST_SLOWDOWN_ENV}=0.05)"
+    assert caught.as_calibrated and not caught.failed and caught.why_failed is None
+    assert caught.lines()[-1] == (
+        f"A/B calibration, injected slowdown ({ab.TEST_SLOWDOWN_ENV}=0.05): candidate slower, "
+        "as it must; it gates no upgrade"
+    )
+    missed = _result(_sides({}, slowed), SAME)
+    assert missed.failed and "the slowdown was not caught" in (missed.why_failed or "")
+    aa = _result(_sides({}, {ab.TEST_SLOWDOWN_ENV: "0"}), SAME)  # a zero slowdown is none
+    assert aa.calibration == ab.AA and not aa.failed
+    alarm = _result(_sides({}, {}), SLOW)
+    assert alarm.calibration == ab.AA and alarm.failed
+    assert "A/A: a false alarm: tokens_per_s: 0.95" in (alarm.why_failed or "")
+
+
+@pytest.mark.parametrize(
+    ("sides", "who"),
+    [
+        (_sides({}, {ab.TEST_SLOWDOWN_ENV: "0.05"}, cand_tf="5.8.1"), "candidate"),  # versions
+        (_sides({}, {ab.TEST_SLOWDOWN_ENV: "0.05"}, cand_python="venv/bin/python"), "candidate"),
+        (_sides({ab.TEST_SLOWDOWN_ENV: "0.05"}, {}), "reference"),  # the reference slowed
+        (_sides({}, {ab.TEST_SLOWDOWN_ENV: "fast"}, cand_tf="5.8.1"), "candidate"),  # unreadable
+    ],
+)
+def test_the_test_slowdown_in_a_comparison_that_gates_fails_it(sides: dict, who: str) -> None:
+    """A side under the test tool where no calibration is made: no gate rests on its runs,
+    whatever they measured (no change here)."""
+    res = _result(sides, SAME)
+    assert res.calibration is None and res.failed
+    assert (res.why_failed or "").startswith(f"the {who} ran under {ab.TEST_SLOWDOWN_ENV}=")
+    assert res.lines()[-1].startswith(f"A/B FAILED: the {who} ran under")
+
+
+def test_two_venvs_of_the_same_versions_gate_not_calibrate() -> None:
+    """The same recorded versions from two interpreters is a comparison that gates: a 5% drop
+    fails it (a venv can differ in packages no record names)."""
+    res = _result(_sides({}, {}, cand_python="venv/bin/python"), SLOW)
+    assert res.calibration is None and res.failed and "slower" in (res.why_failed or "")
 
 
 def _argv_of_one_run(tmp_path: Path, run_args: list[str]) -> list[str]:

@@ -17,6 +17,7 @@ from harness.judge.baselines import REFRESH_COMMAND
 from harness.record import RunRecord
 from harness.report import build as report
 from harness.report.matrix import build_matrix, column_of
+from harness.vocab import TEST_SLOWDOWN_ENV
 from tests.test_baselines import byo, make_record, write
 
 PROD = "warmup"
@@ -412,13 +413,22 @@ def test_one_readable_chart_per_preset(tmp_path: Path) -> None:
 
 
 def write_ab(
-    folder: Path, candidate_tps: list[float], *, memory: int | None = 4_000_000_000, **fields: Any
+    folder: Path,
+    candidate_tps: list[float],
+    *,
+    memory: int | None = 4_000_000_000,
+    candidate_env: dict[str, str] | None = None,
+    same_versions: bool = False,
+    **fields: Any,
 ) -> Path:
     """An A/B result as `harness.ab compare --out` writes it, its calls made by the real
-    statistics from these per-run numbers; its one-thread runs' records in `ab-records/`."""
+    statistics from these per-run numbers; its one-thread runs' records in `ab-records/`.
+    `same_versions`: 5.6.0 on both sides, one python (an A/A or, with `candidate_env`, a
+    calibration of the test slowdown)."""
     from harness.ab import ABResult, RunSample, compare_samples
 
-    versions = {"reference": "5.6.0", "candidate": "5.8.1"}
+    versions = {"reference": "5.6.0", "candidate": "5.6.0" if same_versions else "5.8.1"}
+    envs = {"reference": {}, "candidate": candidate_env or {}}
     tps = {"reference": [40_000.0, 40_400.0, 39_800.0], "candidate": candidate_tps}
     samples = [
         RunSample(side, i, t, memory, {"torch": "2.11.0+cu130", "transformers": v}, 30.0)
@@ -428,7 +438,7 @@ def write_ab(
     result = ABResult(
         ["--preset", "small", "--devices", "0", "--threads-per-device", "1"],
         {
-            s: {"python": "python3", "env": {}, "versions": {"transformers": v}}
+            s: {"python": "python3", "env": envs[s], "versions": {"transformers": v}}
             for s, v in versions.items()
         },
         samples,
@@ -526,6 +536,44 @@ def test_an_ab_fails_the_report_but_never_stands_in_for_a_gated_group(
     assert "the 15 runs of these comparisons are shown here" in md  # 6 + 4 + 5
 
 
+def test_a_calibration_is_shown_with_its_call_and_gates_nothing(
+    tmp_path: Path, floors: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A/B calibrations (one python, the same versions: an A/A, or the candidate under the
+    test slowdown) are rows that say whether they came out as they must, and never fail the
+    gate (the committed report failed on the 8B's caught 5%); the test slowdown in a
+    comparison of other versions fails it."""
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
+    results, out = tmp_path / "results", tmp_path / "out"
+    write(results / "cell" / "records.jsonl", clean_row())
+    slowed = {TEST_SLOWDOWN_ENV: "0.05"}
+    five = [38_000.0, 38_200.0, 37_900.0]  # ≈ −5%
+    write_ab(results / "caught", five, candidate_env=slowed, same_versions=True)
+    write_ab(results / "aa", [40_100.0, 39_900.0, 40_300.0], same_versions=True)
+    write_ab(results / "missed", [40_100.0, 39_900.0, 40_300.0], candidate_env=slowed,
+             same_versions=True)  # fmt: skip
+    rc, md = report_md(results, out, floors)
+    assert rc == 0, md
+    assert "Gate PASSED: 1 of 1 gated group passed; A/B calibrations (not gated): 2 of 3" in md
+    assert line_of(md, "| caught/ab.json |").endswith("| calibration: as it must |")
+    assert line_of(md, "| aa/ab.json |").endswith("| calibration: as it must |")
+    assert line_of(md, "| missed/ab.json |").endswith("| calibration: missed |")
+    why = line_of(md, "**Calibration not as it must, missed/ab.json**")
+    assert "the slowdown was not caught: tokens_per_s: 1.00" in why, why
+    gate = json.loads((out / "gate.json").read_text())
+    assert gate["passed"] is True
+    assert {a["path"]: a["calibration"] for a in gate["ab"]}["aa/ab.json"] == "A/A"
+
+    write_ab(results / "misused", five, candidate_env=slowed)  # other versions: no calibration
+    rc, md = report_md(results, out, floors)
+    assert rc == 1 and "A/B: 0 of 1 comparison passed" in md, md
+    assert line_of(md, "| misused/ab.json |").endswith("| FAIL |")
+    why = line_of(md, "**FAIL misused/ab.json**")
+    assert f"the candidate ran under {TEST_SLOWDOWN_ENV}=0.05, a test tool" in why, why
+    html = (out / "matrix.html").read_text()
+    assert "calibration: as it must" in html and "misused/ab.json: the candidate ran" in html
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
@@ -585,7 +633,7 @@ def test_an_ab_json_whose_runs_stepped_on_two_gpus_fails_its_gate(tmp_path: Path
         sample["gpus"] = ["GPU-a" if sample["side"] == "reference" else "GPU-b"]
     path.write_text(json.dumps(data))
     result = read_ab(path)
-    assert result.regressed and result.failure is not None
+    assert result.failed and result.failure is not None
     assert "run 1 (reference) on GPU-a" in result.failure and "GPU-b" in result.failure
     data["samples"][0]["gpus"] = "GPU-a"
     path.write_text(json.dumps(data))

@@ -15,6 +15,7 @@ from harness.ab import (
     AB_POOLS,
     AB_RECORDS,
     SIDES,
+    ABResult,
     ab_files,
     cut_ab,
     cut_ab_dirs,
@@ -167,11 +168,15 @@ def headline(m: Matrix) -> str:
     failed = [g for g in gated if not g.passed]
     not_gated = len(m.groups) - len(gated)
     skip = f"; {not_gated} not gated (no {m.production_strategy} runs)" if not_gated else ""
+    gating = m.ab_gated
     ab = (
-        f"; A/B: {len(m.ab) - len(m.ab_failed)} of {plural(len(m.ab), 'comparison')} passed"
-        if m.ab
+        f"; A/B: {len(gating) - len(m.ab_failed)} of {plural(len(gating), 'comparison')} passed"
+        if gating
         else ""
     )
+    if cal := m.calibrations:
+        ok = sum(not a.result.failed for a in cal)
+        ab += f"; A/B calibrations (not gated): {ok} of {len(cal)} as they must"
     word = "PASSED" if m.passed else "FAILED"
     if not gated:
         return (
@@ -200,8 +205,17 @@ def ab_text(entry: ABEntry) -> dict[str, str]:
         "runs": f"{runs['reference']} vs {runs['candidate']}"
         if r.samples or not entry.runs_left_out
         else f"{plural(entry.runs_left_out, 'run')}, no result",
-        "gate": "FAIL" if r.regressed else "PASS",
+        "gate": ab_gate_word(r),
     }
+
+
+def ab_gate_word(r: ABResult) -> str:
+    """An A/B's gate cell: PASS / FAIL, or for a calibration whether it came out as it must."""
+    if r.calibration is None:
+        return "FAIL" if r.failed else "PASS"
+    if r.failure is not None or r.throughput is None:
+        return "calibration: no call"
+    return "calibration: as it must" if r.as_calibrated else "calibration: missed"
 
 
 def ab_json(entry: ABEntry) -> dict[str, Any]:
@@ -210,7 +224,8 @@ def ab_json(entry: ABEntry) -> dict[str, Any]:
         "path": entry.path,
         "preset": entry.preset,
         "change": entry.change,
-        "passed": not r.regressed,
+        "calibration": r.calibration,  # not null: shown, not gated
+        "passed": not r.failed,
         "failure": r.failure,
         "lines": r.lines(),
         "runs_left_out_of_the_race_tables": entry.runs_left_out,
@@ -238,6 +253,10 @@ def ab_markdown(m: Matrix) -> list[str]:
         )
     for a in m.ab_failed:
         lines += ["", f"**FAIL {_md(a.path)}**: {_md(a.result.why_failed or '?')}"]
+    for a in m.calibrations:
+        if a.result.failed:
+            why = _md(a.result.why_failed or "?")
+            lines += ["", f"**Calibration not as it must, {_md(a.path)}**: {why}"]
     if note := ab_note(m):
         lines += ["", f"_Note: {note}_"]
     return lines
@@ -246,12 +265,19 @@ def ab_markdown(m: Matrix) -> list[str]:
 def ab_note(m: Matrix) -> str | None:
     """Where the A/B comparisons' own runs went (matrix.md and matrix.html)."""
     left = sum(a.runs_left_out for a in m.ab)
-    if not left:
-        return None
-    return (
-        f"the {plural(left, 'run')} of these comparisons are shown here, not in the race tables:"
-        " one thread each, no race evidence."
-    )
+    notes = []
+    if left:
+        notes.append(
+            f"the {plural(left, 'run')} of these comparisons are shown here, not in the race "
+            "tables: one thread each, no race evidence."
+        )
+    if m.calibrations:
+        notes.append(
+            "a calibration runs the same versions on both sides, as an A/A (it must call no "
+            "change) or with the candidate under the test slowdown (it must call it slower): "
+            "it tests the comparison, and gates no upgrade."
+        )
+    return " ".join(n[0].upper() + n[1:] if i else n for i, n in enumerate(notes)) or None
 
 
 def throughput_notes(m: Matrix, hw: str) -> list[str]:

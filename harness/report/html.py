@@ -274,7 +274,7 @@ def _ab_section(m: Matrix) -> list[str]:
     ]
     for a in m.ab:
         t = ab_text(a)
-        cls = "fail" if a.result.regressed else "pass"
+        cls = "muted" if a.result.calibration else "fail" if a.result.failed else "pass"
         cells = (a.path, a.preset, a.change, t["tokens_per_s"], t["memory"], t["runs"])
         out.append(
             "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells)
@@ -284,6 +284,9 @@ def _ab_section(m: Matrix) -> list[str]:
     for a in m.ab_failed:
         why = a.result.why_failed or "?"
         out.append(f"<p>{badge('FAIL', 'fail')} {escape(a.path)}: {escape(why)}</p>")
+    for a in (c for c in m.calibrations if c.result.failed):
+        why = a.result.why_failed or "?"
+        out.append(f"<p>{badge('calibration', 'muted')} {escape(a.path)}: {escape(why)}</p>")
     if note := ab_note(m):
         out.append(f"<p class='n'>{escape(note[0].upper() + note[1:])}</p>")
     return out

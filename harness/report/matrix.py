@@ -259,9 +259,21 @@ class Matrix:
         return [g.gate for g in self.groups.values() if g.gate.gated]
 
     @property
+    def ab_gated(self) -> list[ABEntry]:
+        """The A/B comparisons that gate a change (an upgrade): every one but calibrations."""
+        return [a for a in self.ab if a.result.calibration is None]
+
+    @property
     def ab_failed(self) -> list[ABEntry]:
-        """A/B comparisons whose gate fails: slower, more memory, or a failed/interrupted run."""
-        return [a for a in self.ab if a.result.regressed]
+        """Gating A/B comparisons whose gate fails: slower, more memory, a failed/interrupted
+        run, or a test tool in them."""
+        return [a for a in self.ab_gated if a.result.failed]
+
+    @property
+    def calibrations(self) -> list[ABEntry]:
+        """A/B comparisons that calibrate the comparison itself (A/A, injected slowdown): shown
+        with whether each came out as it must, never in the gate."""
+        return [a for a in self.ab if a.result.calibration is not None]
 
     @property
     def passed(self) -> bool:
