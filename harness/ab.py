@@ -44,7 +44,7 @@ from harness.judge.compare import (
     runs_needed,
 )
 from harness.record import RunRecord, append_jsonl, read_jsonl
-from harness.vocab import TEST_SLOWDOWN_ENV, Outcome
+from harness.vocab import TEST_SLOWDOWN_ENV, Outcome, injected_slowdown
 
 SCHEMA_VERSION = 1
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -215,19 +215,6 @@ def _versions(versions: dict[str, str]) -> str:
 # The kinds of calibration (ABResult.calibration): comparisons that test the comparison itself.
 AA = "A/A"
 INJECTED = "injected slowdown"
-
-
-def injected_slowdown(env: dict[str, str]) -> str | None:
-    """The test slowdown a side's environment sets ("RACEGATE_TEST_SLOWDOWN=0.05"), or None
-    where it adds no work (unset, empty or zero). A value that is no number still counts: the
-    run refuses it, and no gate may rest on a side that asked for it."""
-    value = str(env.get(TEST_SLOWDOWN_ENV, "")).strip()
-    try:
-        if float(value or 0) == 0:
-            return None
-    except ValueError:
-        pass
-    return f"{TEST_SLOWDOWN_ENV}={value}"
 
 
 def _settings(side: dict[str, Any]) -> dict[str, str]:

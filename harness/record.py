@@ -22,7 +22,14 @@ SCHEMA_VERSION = 2
 # be there, and no unknown one may be.
 ADDED_TO_SCHEMA_2 = frozenset(
     # ThreadRecord's: the last 3
-    {"stalled_s", "busy_at_deadline", "step_demand_s", "demand_share", "coactive_share"}
+    {
+        "stalled_s",
+        "busy_at_deadline",
+        "test_slowdown",
+        "step_demand_s",
+        "demand_share",
+        "coactive_share",
+    }
 )
 
 
@@ -100,7 +107,24 @@ class RunRecord:
     timing_valid: bool = True
     # The user's value of each cache/temp variable the run pointed into its private root.
     overridden_env: dict[str, str] = field(default_factory=dict)
+    # The test slowdown the run's children ran under ("RACEGATE_TEST_SLOWDOWN=0.05": the
+    # built-in drafter adds that share of a step as extra work, for A/B calibrations), or None:
+    # none, or a record from before the field. Its tokens/s judge nothing but a calibration.
+    test_slowdown: str | None = None
     schema_version: int = SCHEMA_VERSION
+
+    @property
+    def timed(self) -> bool:
+        """Its tokens/s may judge throughput (floors, the gate, a faster strategy): it ran alone
+        on the host (timing_valid) and not under the test slowdown."""
+        return self.timing_valid and self.test_slowdown is None
+
+    @property
+    def why_untimed(self) -> str:
+        """Why its tokens/s judge nothing ('' when they do)."""
+        if self.test_slowdown is not None:
+            return f"it ran under {self.test_slowdown}, a test tool that adds work to each step"
+        return "" if self.timing_valid else "it overlapped other runs (timing_valid false)"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -6,6 +6,7 @@ unknown value is rejected in one place with one message.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
@@ -134,6 +135,19 @@ SEVERITY: tuple[Outcome, ...] = (
 # fraction of a step added as real extra work. A/B calibrations set it on the candidate; an A/B
 # reads it from a side's environment to know a calibration from an upgrade (harness.ab).
 TEST_SLOWDOWN_ENV = "RACEGATE_TEST_SLOWDOWN"
+
+
+def injected_slowdown(env: Mapping[str, str]) -> str | None:
+    """The test slowdown an environment sets ("RACEGATE_TEST_SLOWDOWN=0.05"), or None where it
+    adds no work (unset, empty or zero). A value that is no number still counts: the run
+    refuses it, and nothing may be judged from a run that asked for it."""
+    value = str(env.get(TEST_SLOWDOWN_ENV, "")).strip()
+    try:
+        if float(value or 0) == 0:
+            return None
+    except ValueError:
+        pass
+    return f"{TEST_SLOWDOWN_ENV}={value}"
 
 
 def parse_choice(enum: type[E], value: str, field: str) -> E:

@@ -17,7 +17,7 @@ import pytest
 
 from harness import ab
 from harness.judge.compare import Change
-from harness.record import RunRecord
+from harness.record import RunRecord, read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -254,6 +254,10 @@ def test_cpu_ab_calls_an_injected_slowdown_slower(tmp_path: Path) -> None:
     assert tput["change"] == "lower" and tput["high"] < 1.0, proc.stdout
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "candidate slower, as it must; it gates no upgrade" in proc.stdout, proc.stdout
+    # Each record says whether its run ran under the test tool (floors and gates refuse those).
+    slowed = {side: {r.test_slowdown for r in read_jsonl(records / f"{side}.jsonl")}
+              for side in ab.SIDES}  # fmt: skip
+    assert slowed == {"reference": {None}, "candidate": {f"RACEGATE_TEST_SLOWDOWN={SLOWDOWN}"}}
     pool = subprocess.run(
         [
             sys.executable,

@@ -257,6 +257,25 @@ def test_warmup_locked_is_held_to_warmups_floor(tmp_path: Path) -> None:
     assert same.verdict is Verdict.PASS
 
 
+def test_runs_under_the_test_slowdown_are_never_a_floor_nor_judged(tmp_path: Path) -> None:
+    """A run whose environment set RACEGATE_TEST_SLOWDOWN (an A/B calibration's candidate, or a
+    variable left exported) measured the step plus extra work: no floor comes from it."""
+    tool = "RACEGATE_TEST_SLOWDOWN=0.05"
+    slowed = [dataclasses.replace(make_record(tps=t), test_slowdown=tool) for t in (3e4, 3e4)]
+    path = write(tmp_path / "r.jsonl", slowed)
+    with pytest.raises(ValueError, match="test slowdown ×2"):
+        baselines.update_from_records([path], tmp_path)
+    alone = [make_record(tps=t) for t in (39_000.0, 40_000.0, 41_000.0)]
+    baselines.update_from_records([write(tmp_path / "mixed.jsonl", alone + slowed)], tmp_path)
+    base = baselines.load(tmp_path, "h200x2")
+    assert base is not None
+    floor = base.floors["small/warmup/2x1/6steps"]
+    assert floor.tokens_per_s == 40_000.0 and floor.refused_runs == 2
+    verdict = baselines.check(slowed[0], base)
+    assert verdict.verdict is Verdict.TIMING_VOID and not verdict.failed
+    assert f"not gated: it ran under {tool}, a test tool" in verdict.message
+
+
 def test_overlapped_runs_are_never_a_floor_nor_judged(tmp_path: Path) -> None:
     """A nightly cell's records mix lone throughput runs with xdist race runs of floor keys."""
     alone = [make_record(tps=t) for t in (39_000.0, 40_000.0, 41_000.0)]

@@ -222,6 +222,18 @@ def test_overlapped_runs_count_for_outcomes_not_timings(floors: Path, tmp_path: 
     assert any("runs overlapped others: 1 of 1" in n for n in notes)
 
 
+def test_production_runs_under_the_test_slowdown_fail_their_group(floors: Path) -> None:
+    """Clean, powered production runs whose environment set the test slowdown measured another
+    step than the workload's: the group fails and says why (before, it passed)."""
+    tool = f"{TEST_SLOWDOWN_ENV}=0.05"
+    runs = [dataclasses.replace(r, test_slowdown=tool) if r.scenario["strategy"] == PROD else r
+            for r in powered(make_record())]  # fmt: skip
+    passed, reasons = report.gate(runs, floors, PROD)
+    assert not passed, reasons
+    assert any("runs under the test slowdown (RACEGATE_TEST_SLOWDOWN, a test tool)" in r
+               for r in reasons), reasons  # fmt: skip
+
+
 def test_overlapped_records_void_only_their_own_timings(
     floors: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -314,8 +314,8 @@ def check_tokens(
 def check(record: RunRecord, baseline: Baseline | None) -> GateResult:
     """The throughput verdict for one run against its hardware's baseline (None: no file)."""
     key, hardware = floor_key(record.scenario), hardware_key(record)
-    if not record.timing_valid:
-        detail = "not gated: this run overlapped other runs (timing_valid false)"
+    if not record.timed:
+        detail = f"not gated: {record.why_untimed}"
         return GateResult(Verdict.TIMING_VOID, f"{key} on {hardware}: {detail}", key, hardware,
                           record.tokens_per_s, detail=detail)  # fmt: skip
     return check_tokens(key, hardware, record.tokens_per_s, baseline)
@@ -429,9 +429,9 @@ def update_from_records(
 ) -> list[Path]:
     """Write floors (median tokens/s of runs whose outcome is ok) into one file per hardware.
 
-    Runs that did not pass, or that overlapped other runs (timing_valid false), are refused
-    as floor sources (counted in `refused_runs`), and so are strategies in JUDGED_BY; floors
-    already in a file for keys not covered here are kept.
+    Runs that did not pass, that overlapped other runs (timing_valid false) or that ran under
+    the test slowdown are refused as floor sources (counted in `refused_runs`), and so are
+    strategies in JUDGED_BY; floors already in a file for keys not covered here are kept.
     """
     tolerance = inputs.tolerance(tolerance, "--tolerance")
     records = read_records(paths)
@@ -441,11 +441,12 @@ def update_from_records(
     refused_outcomes: Counter[tuple[str, str, str]] = Counter()
     for r in measured:
         hw, key = hardware_key(r), floor_key(r.scenario)
-        if r.outcome == Outcome.OK and r.timing_valid:
+        if r.outcome == Outcome.OK and r.timed:
             good[hw][key].append(r)
         else:
             refused[hw, key] += 1
-            refused_outcomes[hw, key, r.outcome if r.timing_valid else "overlapped"] += 1
+            why = r.outcome if r.timing_valid else "overlapped"
+            refused_outcomes[hw, key, "test slowdown" if r.test_slowdown else why] += 1
     if not good:
         failed = sorted(refused_outcomes.items())
         bad = ", ".join(f"{k} on {hw}: {o} ×{n}" for (hw, k, o), n in failed) or "none"

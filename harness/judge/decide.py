@@ -526,6 +526,7 @@ def decide(ev: RunEvidence) -> RunRecord:
         command=ev.command,
         timing_valid=ev.timing_valid,
         overridden_env=ev.overridden_env,
+        test_slowdown=ev.test_slowdown,
     )
 
 

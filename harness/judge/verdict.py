@@ -191,7 +191,7 @@ def _timed(records: Iterable[RunRecord]) -> dict[tuple[str, str], list[float]]:
     """Steady tokens/s of clean runs timed alone, by (preset, cell)."""
     out: dict[tuple[str, str], list[float]] = {}
     for r in records:
-        if r.outcome == Outcome.OK and r.timing_valid and compare.is_rate(r.tokens_per_s):
+        if r.outcome == Outcome.OK and r.timed and compare.is_rate(r.tokens_per_s):
             out.setdefault((str(r.scenario.get("preset")), cell_of(r)), []).append(r.tokens_per_s)
     return out
 

@@ -114,7 +114,7 @@ def wilson_interval_text(hits: int, n: int) -> tuple[str, str]:
 def throughput_text(cell: Cell) -> str:
     t = cell.throughput
     if cell.timings_void:
-        return "tok/s not gated (runs overlapped)"
+        return "tok/s not gated (" + ("test slowdown" if cell.slowed else "runs overlapped") + ")"
     if t is None:
         return f"{kilo(cell.tokens_per_s)} tok/s (no floor)" if cell.tokens_per_s else ""
     if t.verdict is Verdict.NO_BASELINE:
@@ -289,7 +289,7 @@ def throughput_notes(m: Matrix, hw: str) -> list[str]:
         if (g := m.groups[hw, row]).gate.gated
         for c in g.strategy_cells(m.production_strategy)
     ]
-    void = sum(c.timings_void for c in mine)
+    void = sum(c.timings_void and not c.slowed for c in mine)  # a slowed cell fails: its own
     floorless = sum(
         not c.timings_void and (c.throughput is None or c.throughput.skipped) for c in mine
     )

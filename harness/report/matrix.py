@@ -18,7 +18,7 @@ from harness.judge import verdict as verdicts
 from harness.judge.metrics import wilson_interval
 from harness.probes.runner import PROBES
 from harness.record import UNREPORTED_DEVICE, RunRecord
-from harness.vocab import SEVERITY, STRATEGIES, Outcome
+from harness.vocab import SEVERITY, STRATEGIES, TEST_SLOWDOWN_ENV, Outcome
 from harness.workload_api import DEFAULT_WORKLOAD
 
 Row = tuple[str, str]  # (torch, transformers)
@@ -84,7 +84,8 @@ class Cell:
     fallback_threads: int = 0
     threads: int = 0
     tokens_per_s: float | None = None  # median over passing runs (all runs if none passed)
-    timings_void: bool = False  # it measured tokens/s, but only in runs that overlapped others
+    timings_void: bool = False  # it measured tokens/s, but only in runs not timed (overlapped)
+    slowed: int = 0  # runs under the test slowdown (RunRecord.test_slowdown): none passes
     throughput: baselines.GateResult | None = None
     mem_growth: float | None = None  # worst run
     memory_ok: bool = True
@@ -99,6 +100,7 @@ class Cell:
     def passed(self) -> bool:
         return (
             self.outcome_runs.get(str(Outcome.OK), 0) == self.n
+            and not self.slowed
             and not (self.throughput and self.throughput.failed)
             and self.memory_ok
         )
@@ -120,6 +122,11 @@ class Cell:
             k = self.outcome_runs.get(str(outcome), 0)
             if k and outcome not in (Outcome.OK, Outcome.NESTED_FX_ERROR, Outcome.SILENT_FALLBACK):
                 out.append(f"{outcome} in {k}/{self.n} runs")
+        if self.slowed:
+            out.append(
+                f"{self.slowed}/{self.n} runs under the test slowdown ({TEST_SLOWDOWN_ENV}, a "
+                "test tool): not the workload's own step"
+            )
         if self.throughput and self.throughput.failed:
             out.append(self.throughput.detail)
         if not self.memory_ok:
@@ -329,8 +336,10 @@ def make_cell(
     for outcome, k in cell.outcome_runs.items():
         cell.rates[outcome] = (k / len(runs), *wilson_interval(k, len(runs)))
     # Passing runs only; a cell where none passed (e.g. a silent fallback) shows what it ran at.
-    # Runs that overlapped others (timing_valid False) count for outcomes only.
-    timed = [r for r in runs if r.tokens_per_s and r.timing_valid]
+    # Runs that overlapped others (timing_valid False) count for outcomes only; runs under the
+    # test slowdown time nothing either, and fail the cell (problems).
+    cell.slowed = sum(r.test_slowdown is not None for r in runs)
+    timed = [r for r in runs if r.tokens_per_s and r.timed]
     tps = [r.tokens_per_s for r in timed if r.outcome == Outcome.OK]
     tps = tps or [r.tokens_per_s for r in timed]
     cell.tokens_per_s = statistics.median(tps) if tps else None
@@ -373,7 +382,7 @@ def gate_row(
         # Clean runs are not a pass on their own: the verdict also needs the control to have
         # fired here and enough runs for its power (docs/gate.md).
         reasons.append(f"{production} {decided.status}: {decided.why}")
-    if void := [c for c in mine if c.timings_void]:
+    if void := [c for c in mine if c.timings_void and not c.slowed]:
         notes.append(f"{THROUGHPUT_SKIPPED}: runs overlapped others: {len(void)} of {len(mine)}")
     floorless = [c.throughput for c in mine if c.throughput and c.throughput.skipped]
     notes += sorted({t.detail for t in floorless})  # e.g. no baselines/<hardware>.json

@@ -25,7 +25,7 @@ def _run_html(n: int, r: RunRecord, source: str) -> str:
     col = column_of(r)
     ok = r.outcome == Outcome.OK
     tps = f" · {r.tokens_per_s:,.0f} tok/s" if r.tokens_per_s else ""
-    timing = "" if r.timing_valid else " (overlapped: not timed)"
+    timing = "" if r.timed else f" (not timed: {r.why_untimed})"
     head = (
         f"<b>#{n}</b> {badge(str(r.outcome), 'safe' if ok else 'unsafe')} "
         f"{escape(col.preset)} · {escape(col.strategy)} · {escape(col.label)} · "

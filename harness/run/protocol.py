@@ -198,6 +198,7 @@ class RunEvidence:
     parent_versions: dict[str, str]  # read by the runner, for children that never reported
     processes_left: list[int]  # pids of the run still alive after its children ended (killed)
     watch: WatchEvidence = WatchEvidence()  # the stall watch over the run's children
+    test_slowdown: str | None = None  # the children's env set the test slowdown (vocab)
 
 
 def _fields(cls: type, raw: dict[str, Any]) -> dict[str, Any]:

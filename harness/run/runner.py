@@ -39,7 +39,7 @@ from harness.run.protocol import (
     WatchEvidence,
 )
 from harness.scenario import Scenario
-from harness.vocab import Strategy
+from harness.vocab import Strategy, injected_slowdown
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TAIL_BYTES = 64 * 1024  # of a child's stderr kept as evidence; the rest stays on disk
@@ -476,6 +476,7 @@ def collect(
             parent_versions=parent_versions,
             processes_left=left,
             watch=watch,
+            test_slowdown=injected_slowdown(env),
         )
     finally:
         if left is None:  # the run ended early (an error, an interrupt): its processes go too
