@@ -289,7 +289,8 @@ def throughput_notes(m: Matrix, hw: str) -> list[str]:
         if (g := m.groups[hw, row]).gate.gated
         for c in g.strategy_cells(m.production_strategy)
     ]
-    void = sum(c.timings_void and not c.slowed for c in mine)  # a slowed cell fails: its own
+    # A cell run under the test slowdown fails its group, which says why: no note of its own.
+    void = sum(c.timings_void and not c.slowed for c in mine)
     floorless = sum(
         not c.timings_void and (c.throughput is None or c.throughput.skipped) for c in mine
     )

@@ -84,7 +84,7 @@ class Cell:
     fallback_threads: int = 0
     threads: int = 0
     tokens_per_s: float | None = None  # median over passing runs (all runs if none passed)
-    timings_void: bool = False  # it measured tokens/s, but only in runs not timed (overlapped)
+    timings_void: bool = False  # it measured tokens/s, but only in runs not timed (RunRecord.timed)
     slowed: int = 0  # runs under the test slowdown (RunRecord.test_slowdown): none passes
     throughput: baselines.GateResult | None = None
     mem_growth: float | None = None  # worst run
