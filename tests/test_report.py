@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 import struct
 from pathlib import Path
 from typing import Any
@@ -584,6 +585,38 @@ def test_a_calibration_is_shown_with_its_call_and_gates_nothing(
     assert f"the candidate ran under {TEST_SLOWDOWN_ENV}=0.05, a test tool" in why, why
     html = (out / "matrix.html").read_text()
     assert "calibration: as it must" in html and "misused/ab.json: the candidate ran" in html
+
+
+def test_a_calibrations_pools_get_their_power_row(
+    tmp_path: Path, floors: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pools beside an injected-slowdown calibration (`compare --records`, several calls
+    concatenated) are drawn into disjoint 2-vs-2 comparisons as `harness.ab power` draws them,
+    and the report shows the false alarms and catches; a pool with a failed run says so."""
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
+    results, out = tmp_path / "results", tmp_path / "out"
+    write(results / "cell" / "records.jsonl", clean_row())
+    slowed = {TEST_SLOWDOWN_ENV: "0.05"}
+    pool = results / "pool"
+    write_ab(pool, [38_000.0, 38_200.0, 37_900.0], candidate_env=slowed, same_versions=True)
+    shutil.rmtree(pool / "ab-records")  # compare --records keeps its runs beside the ab.json
+    ref = [40_000.0, 40_100.0, 39_900.0, 40_050.0, 39_950.0, 40_020.0, 39_980.0, 40_010.0]
+    write(pool / "reference.jsonl", [make_record(tps=t, transformers="5.6.0") for t in ref])
+    cand = [t * 0.95 for t in ref]  # the injected 5%
+    write(pool / "candidate.jsonl", [make_record(tps=t, transformers="5.6.0") for t in cand])
+    rc, md = report_md(results, out, floors)
+    assert rc == 0, md
+    row = next(line for line in md.splitlines() if line.startswith("| pool | 8 + 8 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:6] == ["0 of 4", "4 of 4 (5%)", "2 / 2"], row
+    pools = json.loads((out / "summary.json").read_text())["calibration_pools"]
+    assert pools[0]["A/A false alarms"] == "0 of 4", pools
+    assert "Calibration pools" in (out / "matrix.html").read_text()
+
+    write(pool / "candidate.jsonl", [make_record(tps=None, other="hang", transformers="5.6.0")])
+    rc, md = report_md(results, out, floors)
+    row = next(line for line in md.splitlines() if line.startswith("| pool | not read: "))
+    assert "candidate.jsonl record 9: outcome hang" in row, row
 
 
 @pytest.mark.parametrize(

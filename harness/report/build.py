@@ -14,12 +14,15 @@ from harness import settings
 from harness.ab import (
     AB_POOLS,
     AB_RECORDS,
+    INJECTED,
     SIDES,
     ABResult,
     ab_files,
     cut_ab,
     cut_ab_dirs,
     is_ab_file,
+    pooled_samples,
+    power_summary,
     read_ab,
 )
 from harness.judge.baselines import Verdict, memory_flat, read_records, record_files
@@ -33,11 +36,12 @@ from harness.report.matrix import (
     GateStatus,
     Group,
     Matrix,
+    PoolEntry,
     build_matrix,
     gate,
     section_parts,
 )
-from harness.vocab import SEVERITY, Outcome
+from harness.vocab import SEVERITY, Outcome, injected_slowdown
 
 __all__ = ["gate", "memory_flat", "render_markdown", "write_reports"]
 
@@ -259,6 +263,59 @@ def ab_markdown(m: Matrix) -> list[str]:
             lines += ["", f"**Calibration not as it must, {_md(a.path)}**: {why}"]
     if note := ab_note(m):
         lines += ["", f"_Note: {note}_"]
+    return lines + pool_markdown(m)
+
+
+POOL_HEADS = (
+    "pool",
+    "runs (reference + candidate)",
+    "run-to-run spread",
+    "A/A false alarms",
+    "slowdown called slower",
+    "runs a side to call it 90% of the time",
+    "GPUs",
+)
+POOL_INTRO = (
+    "Disjoint {k}-vs-{k} comparisons drawn from each injected-slowdown calibration's pooled"
+    " runs (`python -m harness.ab power`): A/A from each side's own runs, which must call no"
+    " change, and reference against candidate, which must call the slowdown slower."
+)
+
+
+def pool_cells(p: PoolEntry) -> tuple[str, ...]:
+    """One calibration pool's row (POOL_HEADS), or its path and why it could not be read."""
+    s = p.summary
+    if s is None:
+        return (p.path, f"not read: {p.problem}", "", "", "", "", "")
+    by = {x.side: x for x in s.pools}
+    runs = " + ".join(str(by[n].runs) if n in by else "0" for n in SIDES)
+    spread = " / ".join(f"{by[n].spread:.2%}" if n in by else "-" for n in SIDES)
+    need = " / ".join(str(by[n].runs_needed or "> 1000") if n in by else "-" for n in SIDES)
+    return (
+        p.path,
+        runs,
+        spread,
+        f"{s.false_alarms} of {len(s.aa)}",
+        f"{s.caught} of {len(s.ab)} ({s.slowdown:.0%})",
+        need,
+        _gpu_count(s.gpus),
+    )
+
+
+def _gpu_count(gpus: dict[tuple[str, ...], int]) -> str:
+    """How many GPUs (sets of them) a pool's runs name, and how many runs name none."""
+    named, unnamed = [g for g in gpus if g], gpus.get((), 0)
+    if not named:
+        return "not recorded"
+    return str(len(named)) + (f" ({plural(unnamed, 'run')} name none)" if unnamed else "")
+
+
+def pool_markdown(m: Matrix) -> list[str]:
+    if not m.pools:
+        return []
+    lines = ["", "### Calibration pools", "", POOL_INTRO.format(k=POOL_PER_SIDE), ""]
+    lines += ["| " + " | ".join(POOL_HEADS) + " |", "|" + "---|" * len(POOL_HEADS)]
+    lines += ["| " + " | ".join(_md(c) for c in pool_cells(p)) + " |" for p in m.pools]
     return lines
 
 
@@ -397,6 +454,7 @@ def summary_json(m: Matrix, title: str, inputs: list[str]) -> dict[str, Any]:
             for g in m.groups.values()
         ],
         "ab": [ab_json(a) for a in m.ab],
+        "calibration_pools": [dict(zip(POOL_HEADS, pool_cells(p), strict=True)) for p in m.pools],
         "columns": [c.key for c in m.columns],
         "cells": [
             {**m.cells[rc].to_json(), "run_ids": [m.run_id(r) for r in m.cells[rc].runs]}
@@ -442,14 +500,37 @@ def _shown(path: Path, inputs: list[Path]) -> str:
     return str(path)
 
 
-def read_ab_entries(paths: list[Path]) -> tuple[list[ABEntry], frozenset[Path]]:
+# The calibration pools' comparisons: 2 vs 2, as benchmarks/ab_power_gpu.sh draws them.
+POOL_PER_SIDE = 2
+
+
+def read_pool(folder: Path, result: ABResult, shown: str) -> PoolEntry:
+    """What `harness.ab power` finds in the pools beside an injected-slowdown calibration, at
+    its slowdown; a pool it cannot read (a failed run, a bad record) is shown with why."""
+    tool = injected_slowdown((result.sides.get("candidate") or {}).get("env") or {}) or ""
+    try:
+        slowdown = float(tool.partition("=")[2])
+        pools = [
+            pooled_samples(folder / name, side) for name, side in zip(AB_POOLS, SIDES, strict=True)
+        ]
+        summary = power_summary(*pools, POOL_PER_SIDE, slowdown=slowdown)
+    except ValueError as exc:
+        return PoolEntry(shown, None, str(exc))
+    return PoolEntry(shown, summary)
+
+
+def read_ab_entries(
+    paths: list[Path],
+) -> tuple[list[ABEntry], list[PoolEntry], frozenset[Path]]:
     """The A/B comparisons among `paths` (and gpu_ab folders cut before their ab.json was
-    written: failed comparisons), and the record files of their runs, which the race rows
-    leave out: beside the ab.json, gpu_ab's `ab-records/` and compare's side pools."""
+    written: failed comparisons); the pools of the injected-slowdown calibrations, once per
+    folder; and the record files of their runs, which the race rows leave out: beside the
+    ab.json, gpu_ab's `ab-records/` and compare's side pools."""
     by_dir: dict[Path, list[Path]] = {}
     for f in record_files(paths):
         by_dir.setdefault(f.parent, []).append(f)
     entries, taken = [], set[Path]()
+    pooled: dict[Path, PoolEntry] = {}
 
     def runs(files: list[Path]) -> int:  # each file counted once, by its first comparison
         mine = [f for f in files if f not in taken]
@@ -459,10 +540,14 @@ def read_ab_entries(paths: list[Path]) -> tuple[list[ABEntry], frozenset[Path]]:
     for p in ab_files(paths):
         pools = [f for f in by_dir.get(p.parent, []) if f.name in AB_POOLS]
         files = [*by_dir.get(p.parent / AB_RECORDS, []), *pools]
-        entries.append(ABEntry(_shown(p, paths), read_ab(p), runs(files)))
+        result = read_ab(p)
+        entries.append(ABEntry(_shown(p, paths), result, runs(files)))
+        both = len(pools) == len(AB_POOLS)
+        if both and p.parent not in pooled and (result.calibration or "").startswith(INJECTED):
+            pooled[p.parent] = read_pool(p.parent, result, _shown(p.parent, paths))
     for d in cut_ab_dirs(paths):
         entries.append(ABEntry(_shown(d, paths), cut_ab(), runs(by_dir.get(d, []))))
-    return entries, frozenset(taken)
+    return entries, list(pooled.values()), frozenset(taken)
 
 
 def write_reports(
@@ -483,13 +568,13 @@ def write_reports(
 
     record_paths = [Path(p) for p in record_paths]
     inputs_ = [p for p in record_paths if not (p.is_file() and is_ab_file(p))]
-    entries, ab_runs = read_ab_entries(record_paths)
+    entries, pools, ab_runs = read_ab_entries(record_paths)
     records, sources = (
         read_sourced(inputs_, ab_runs, allow_none=bool(entries)) if inputs_ else ([], [])
     )
     production = str(settings.production_strategy(production_strategy))
     m = build_matrix(records, baselines_dir, production)
-    m.ab = entries
+    m.ab, m.pools = entries, pools
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     inputs = [str(p) for p in record_paths]

@@ -12,6 +12,9 @@ from pathlib import Path
 from harness.judge.verdict import Status
 from harness.record import RunRecord
 from harness.report.build import (
+    POOL_HEADS,
+    POOL_INTRO,
+    POOL_PER_SIDE,
     ab_note,
     ab_text,
     cell_flags,
@@ -19,6 +22,7 @@ from harness.report.build import (
     headline,
     outcome_text,
     plural,
+    pool_cells,
     status_counts,
     status_word,
     throughput_notes,
@@ -289,6 +293,14 @@ def _ab_section(m: Matrix) -> list[str]:
         out.append(f"<p>{badge('calibration', 'muted')} {escape(a.path)}: {escape(why)}</p>")
     if note := ab_note(m):
         out.append(f"<p class='n'>{escape(note[0].upper() + note[1:])}</p>")
+    if m.pools:
+        out += [
+            f"<h3>Calibration pools</h3><p class='n'>{escape(POOL_INTRO.format(k=POOL_PER_SIDE))}"
+            "</p><table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in POOL_HEADS) + "</tr>",
+            *("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in pool_cells(p)) + "</tr>"
+              for p in m.pools),
+            "</table>",
+        ]  # fmt: skip
     return out
 
 

@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from harness.ab import SIDES, ABResult
+from harness.ab import SIDES, ABResult, PowerSummary
 from harness.judge import baselines, probe_expectations
 from harness.judge import verdict as verdicts
 from harness.judge.metrics import wilson_interval
@@ -245,6 +245,17 @@ class ABEntry:
                                     "same versions and environment (A/A)")  # fmt: skip
 
 
+@dataclass(frozen=True)
+class PoolEntry:
+    """A calibration's pools of interleaved runs (the `reference.jsonl` and `candidate.jsonl`
+    beside an injected-slowdown compare), and what `python -m harness.ab power` finds in them:
+    disjoint comparisons, false alarms, catches, spreads; or why it could not read them."""
+
+    path: str  # the folder, as the report shows it
+    summary: PowerSummary | None
+    problem: str | None = None
+
+
 @dataclass
 class Matrix:
     hardware: list[str]  # sections, in order: CPU first, then GPUs by key
@@ -256,6 +267,7 @@ class Matrix:
     groups: dict[GroupKey, Group]
     run_ids: dict[int, int] = field(default_factory=dict)  # id(record) -> its 1-based run number
     ab: list[ABEntry] = field(default_factory=list)  # A/B comparisons given to the report
+    pools: list[PoolEntry] = field(default_factory=list)  # the calibrations' pooled runs
 
     @property
     def gates(self) -> dict[GroupKey, RowGate]:
