@@ -295,8 +295,9 @@ def _ab_section(m: Matrix) -> list[str]:
         out.append(f"<p class='n'>{escape(note[0].upper() + note[1:])}</p>")
     if m.pools:
         out += [
-            f"<h3>Calibration pools</h3><p class='n'>{escape(POOL_INTRO.format(k=POOL_PER_SIDE))}"
-            "</p><table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in POOL_HEADS) + "</tr>",
+            "<h3>Calibration pools</h3><p class='n'>"
+            + re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(POOL_INTRO.format(k=POOL_PER_SIDE)))
+            + "</p><table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in POOL_HEADS) + "</tr>",
             *("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in pool_cells(p)) + "</tr>"
               for p in m.pools),
             "</table>",
