@@ -266,6 +266,8 @@ def ab_markdown(m: Matrix) -> list[str]:
     return lines + pool_markdown(m)
 
 
+# The calibration pools' comparisons: 2 vs 2, as benchmarks/ab_power_gpu.sh draws them.
+POOL_PER_SIDE = 2
 POOL_HEADS = (
     "pool",
     "runs (reference + candidate)",
@@ -288,7 +290,7 @@ def pool_cells(p: PoolEntry) -> tuple[str, ...]:
     if s is None:
         return (p.path, f"not read: {p.problem}", "", "", "", "", "")
     by = {x.side: x for x in s.pools}
-    runs = " + ".join(str(by[n].runs) if n in by else "0" for n in SIDES)
+    runs = " + ".join(str(by[n].runs) if n in by else "< 2" for n in SIDES)  # no spread
     spread = " / ".join(f"{by[n].spread:.2%}" if n in by else "-" for n in SIDES)
     need = " / ".join(str(by[n].runs_needed or "> 1000") if n in by else "-" for n in SIDES)
     return (
@@ -498,10 +500,6 @@ def _shown(path: Path, inputs: list[Path]) -> str:
         if base.is_dir() and path.is_relative_to(base):
             return str(path.relative_to(base))
     return str(path)
-
-
-# The calibration pools' comparisons: 2 vs 2, as benchmarks/ab_power_gpu.sh draws them.
-POOL_PER_SIDE = 2
 
 
 def read_pool(folder: Path, result: ABResult, shown: str) -> PoolEntry:
