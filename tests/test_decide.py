@@ -377,6 +377,30 @@ def test_unproven_cache_states_are_never_ok() -> None:
     assert eager.outcome == "ok"
 
 
+def test_the_cache_deletion_keeps_the_other_threads_company() -> None:
+    """The deleted state: thread 0 deletes the cache between two of its steps while thread 1
+    steps on. On a loaded 2-core box the deletion outlasted thread 1's steady quota (a
+    fresh-clone CI run: 24% overlap, `not_concurrent`); thread 0 is busy deleting then (the
+    sampler sees it running), so its span is company. An event without its start (a child of
+    before) leaves the span unknown, and the run fails closed as before."""
+    t0 = [(0, 1), (1, 1.2), (3.0, 3.2)]  # the deletion runs 1.2-3.0, between steps 2 and 3
+    t1 = [(0, 1), (1.1, 1.8), (1.8, 2.4), (2.4, 3.3)]  # quota met at 2.4, then company
+    until = 3.4
+    looks = (
+        trace([(a, b, 1.0) for a, b in [*t0, (1.2, 3.0)]], until),
+        trace([(a, b, 1.0) for a, b in t1], until, tid=2),
+    )
+    good_prime = child([thread(0, [(0, 1)])])
+    for start, outcome in ((1.2, "ok"), (None, "not_concurrent")):
+        data = {"bytes": 10} if start is None else {"bytes": 10, "start": start}
+        deleted = ProgressEvent("cache_deleted", 3.0, data)
+        run = child([thread(0, t0), thread(1, t1)], progress=(deleted,), activity=looks)
+        rec = decide(evidence(run, cache="deleted", prime=good_prime, deleted=10,
+                              strategy="per_device"))  # fmt: skip
+        assert rec.outcome == outcome, rec.detail
+    assert "thread 1's steady steps overlapped other threads' steps for 8%" in (rec.detail or "")
+
+
 def test_processes_are_judged_across_children() -> None:
     a, b = child([thread(0, TOGETHER[0])]), child([thread(1, TOGETHER[1])])
     rec = decide(evidence(a, b, strategy="processes"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import signal
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -142,9 +143,16 @@ def steady_steps(report: ThreadReport, warmup_steps: int) -> list[Step]:
 
 
 def overlap_shares(
-    reports: list[ThreadReport], warmup_steps: int, steps: int
+    reports: list[ThreadReport],
+    warmup_steps: int,
+    steps: int,
+    hooks: Sequence[tuple[float, float]] = (),
 ) -> list[float | None]:
-    """Per thread: share of its steady time during which another thread was inside a step.
+    """Per thread: share of its steady time during which another thread was inside a step, or
+    inside one of the run's `hooks` (the deleted state's cache deletion, which thread 0 runs
+    between two of its steps while the others step on: their steps then have company, as the
+    sampler's looks see it running; a deletion on a loaded host can outlast another thread's
+    steady quota: a fresh-clone CI run read 24% for `tiny per_device deleted`).
 
     A thread's own steps count up to the quota it was asked for (warm-up + steps): past it, it
     only keeps the others company until they have theirs, and its last such step may run alone.
@@ -156,8 +164,18 @@ def overlap_shares(
         mine = replace(report, steps=report.steps[:quota])
         own = [(s.start, s.end) for s in steady_steps(mine, warmup_steps)]
         others = [iv for j, ivs in enumerate(intervals) if j != i for iv in ivs]
-        shares.append(metrics.overlap_share(own, others))
+        shares.append(metrics.overlap_share(own, [*others, *hooks]))
     return shares
+
+
+def hook_spans(children: Sequence[ChildEvidence]) -> list[tuple[float, float]]:
+    """When each child's cache deletion ran (its `cache_deleted` event: `start` to `at`)."""
+    return [
+        (float(e.data["start"]), e.at)
+        for c in children
+        for e in c.events("cache_deleted")
+        if isinstance(e.data.get("start"), int | float) and e.data["start"] <= e.at
+    ]
 
 
 def demand_shares(reports: list[ThreadReport], warmup_steps: int) -> list[float | None]:
@@ -453,7 +471,7 @@ def decide(ev: RunEvidence) -> RunRecord:
     elif len(reports) < asked and not findings:
         why = f"only {len(reports)} of {asked} threads reported"
         findings.append(Finding(Outcome.OTHER_ERROR, why))
-    shares = overlap_shares(reports, scenario.warmup_steps, scenario.steps)
+    shares = overlap_shares(reports, scenario.warmup_steps, scenario.steps, hook_spans(ev.children))
     for rec, share in zip(reported, shares, strict=True):
         rec.overlap_share = share
     coactive = coactive_shares(ev.children, scenario.warmup_steps)

@@ -97,7 +97,8 @@ STEPPING = "stepping"
 @dataclass(frozen=True)
 class ProgressEvent:
     """One progress.jsonl line: `built` (threads, hardware), `stepping` (tids), `thread` (a
-    ThreadReport as it lands), `cache_deleted` (bytes), `start_gate` (met)."""
+    ThreadReport as it lands), `cache_deleted` (bytes; `start`, when the deletion began: it
+    ended `at`), `start_gate` (met)."""
 
     kind: str
     at: float
