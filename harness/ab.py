@@ -100,13 +100,12 @@ class ABResult:
     schema_version: int = SCHEMA_VERSION
 
     @property
-    def calibration(self) -> str | None:
-        """What the comparison calibrates, or None where it gates a change (an upgrade, or a
-        setting of the candidate's environment). Two kinds, both with one interpreter on both
-        sides (two venvs may differ in packages no record names) and the same recorded
-        versions: A/A (the same environment too, less a zero test slowdown), which must call no
-        change, and INJECTED (the candidate alone under the test slowdown), which must call
-        slower. Anything else gates."""
+    def calibration_kind(self) -> str | None:
+        """AA, INJECTED, or None where the comparison gates a change (an upgrade, or a setting
+        of the candidate's environment). Both kinds have one interpreter on both sides (two
+        venvs may differ in packages no record names) and the same recorded versions: A/A (the
+        same environment too, less a zero test slowdown) must call no change, INJECTED (the
+        candidate alone under the test slowdown) must call slower. Anything else gates."""
         ref, cand = (self.sides.get(s) or {} for s in SIDES)
         versions = ref.get("versions") or {}
         if ref.get("python") != cand.get("python"):
@@ -116,16 +115,25 @@ class ABResult:
         tools = [injected_slowdown(side.get("env") or {}) for side in (ref, cand)]
         if tools == [None, None]:
             return AA if _settings(ref) == _settings(cand) else None
-        return f"{INJECTED} ({tools[1]})" if tools[0] is None else None
+        return INJECTED if tools[0] is None else None
+
+    @property
+    def calibration(self) -> str | None:
+        """The calibration as the report names it ("injected slowdown (RACEGATE_TEST_SLOWDOWN=
+        0.05)", "A/A"), or None: calibration_kind with the candidate's setting."""
+        kind = self.calibration_kind
+        if kind != INJECTED:
+            return kind
+        return f"{kind} ({injected_slowdown(self.sides['candidate'].get('env') or {})})"
 
     @property
     def as_calibrated(self) -> bool:
         """A calibration came out as it must: every run made, and the A/A called no change of
         tokens/s or the injected slowdown was called slower."""
-        if self.calibration is None or self.failure is not None or self.throughput is None:
+        kind = self.calibration_kind
+        if kind is None or self.failure is not None or self.throughput is None:
             return False
-        want = Change.NONE if self.calibration == AA else Change.LOWER
-        return self.throughput.change is want
+        return self.throughput.change is (Change.NONE if kind == AA else Change.LOWER)
 
     def test_tool_misuse(self) -> str | None:
         """Why no gate rests on this comparison's runs: a side under the test slowdown in a
@@ -161,7 +169,7 @@ class ABResult:
         if self.calibration is not None:
             if self.as_calibrated:
                 return None
-            miss = "a false alarm" if self.calibration == AA else "the slowdown was not caught"
+            miss = "a false alarm" if self.calibration_kind == AA else "the slowdown was not caught"
             return f"{self.calibration}: {miss}: {self.throughput.line()}"
         if misuse := self.test_tool_misuse():
             return misuse

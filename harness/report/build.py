@@ -41,7 +41,7 @@ from harness.report.matrix import (
     gate,
     section_parts,
 )
-from harness.vocab import SEVERITY, Outcome, injected_slowdown
+from harness.vocab import SEVERITY, TEST_SLOWDOWN_ENV, Outcome
 
 __all__ = ["gate", "memory_flat", "render_markdown", "write_reports"]
 
@@ -332,11 +332,11 @@ def ab_note(m: Matrix) -> str | None:
         )
     if m.calibrations:
         notes.append(
-            "a calibration runs the same versions on both sides, as an A/A (it must call no "
+            "A calibration runs the same versions on both sides, as an A/A (it must call no "
             "change) or with the candidate under the test slowdown (it must call it slower): "
             "it tests the comparison, and gates no upgrade."
         )
-    return " ".join(n[0].upper() + n[1:] if i else n for i, n in enumerate(notes)) or None
+    return " ".join(notes) or None
 
 
 def throughput_notes(m: Matrix, hw: str) -> list[str]:
@@ -505,9 +505,8 @@ def _shown(path: Path, inputs: list[Path]) -> str:
 def read_pool(folder: Path, result: ABResult, shown: str) -> PoolEntry:
     """What `harness.ab power` finds in the pools beside an injected-slowdown calibration, at
     its slowdown; a pool it cannot read (a failed run, a bad record) is shown with why."""
-    tool = injected_slowdown((result.sides.get("candidate") or {}).get("env") or {}) or ""
     try:
-        slowdown = float(tool.partition("=")[2])
+        slowdown = float(result.sides["candidate"]["env"][TEST_SLOWDOWN_ENV])
         pools = [
             pooled_samples(folder / name, side) for name, side in zip(AB_POOLS, SIDES, strict=True)
         ]
@@ -541,7 +540,7 @@ def read_ab_entries(
         result = read_ab(p)
         entries.append(ABEntry(_shown(p, paths), result, runs(files)))
         both = len(pools) == len(AB_POOLS)
-        if both and p.parent not in pooled and (result.calibration or "").startswith(INJECTED):
+        if both and p.parent not in pooled and result.calibration_kind == INJECTED:
             pooled[p.parent] = read_pool(p.parent, result, _shown(p.parent, paths))
     for d in cut_ab_dirs(paths):
         entries.append(ABEntry(_shown(d, paths), cut_ab(), runs(by_dir.get(d, []))))
