@@ -64,12 +64,11 @@ def memory_lines(replica: Any) -> dict[str, int]:
         "optimizer state": ind.optimizer_state_bytes(replica.optimizer),
         "frozen embedding + lm_head": ind.tensor_bytes(frozen),
     }
-    target = getattr(replica, "target", None)
-    if target is not None:
-        on_device = [p for p in target.model.parameters() if p.device == device]
-        frozen_ptrs = {t.untyped_storage().data_ptr() for t in frozen}
-        rest = [p for p in on_device if p.untyped_storage().data_ptr() not in frozen_ptrs]
-        lines["target decoder layers (on the drafter's device)"] = ind.tensor_bytes(rest)
+    target = getattr(replica, "target", None)  # let go once its hidden states are cached
+    on_device = [p for p in target.model.parameters() if p.device == device] if target else []
+    frozen_ptrs = {t.untyped_storage().data_ptr() for t in frozen}
+    rest = [p for p in on_device if p.untyped_storage().data_ptr() not in frozen_ptrs]
+    lines["target decoder layers (on the drafter's device)"] = ind.tensor_bytes(rest)
     cached = getattr(replica, "_cached", {})
     by_bucket: dict[int, list[torch.Tensor]] = {}
     for (bucket, _micro), inputs in cached.items():

@@ -55,8 +55,7 @@ def summarise(w: Path) -> tuple[str, dict[str, Any]]:
                      "mfu": mfu, "peak_mem_bytes": r.get("peak_mem_bytes"),
                      "memory": r.get("memory", {})})  # fmt: skip
     out = {"independent_tokens_per_s": ref, "runs": rows}
-    profs = {tag: _load(w / f"{tag}-prof.json") for tag in ("P-1", "R-1", "P-rope")
-             if (w / f"{tag}-prof.json").exists()}  # fmt: skip
+    profs = {p.stem.removesuffix("-prof"): _load(p) for p in sorted(w.glob("*-prof.json"))}
     if profs:
         groups = sorted({g for p in profs.values() for g in p["kernel_ms_by_group"]})
         tags = list(profs)

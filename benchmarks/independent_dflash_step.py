@@ -51,7 +51,7 @@ from torch.utils.checkpoint import checkpoint
 
 PEAK_FLOPS = 790e12  # bf16 dense matmul on one H200, measured (an 8192^3 torch.matmul)
 GIB = 2**30
-REGIONS = ("mask", "optimizer")  # record_function ranges whose device time a profile reports
+REGIONS = ("mask",)  # record_function ranges whose device time a profile reports
 compiled_flex = torch.compile(flex_attention, dynamic=False)
 
 
@@ -279,7 +279,8 @@ def profile_steps(
 ) -> dict[str, Any]:
     """Kernel time by group and the top kernels, per step / `per` (a step of another size is
     set against this one's), over `steps` profiled steps; with the device time of each
-    `record_function` region named in `regions` (kept out of the kernel sums)."""
+    `record_function` region named in `regions`: its kernels' time and, on CUDA, its span on
+    the GPU timeline (kernels and the gaps between them)."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
         for _ in range(steps):
@@ -289,14 +290,21 @@ def profile_steps(
     groups: dict[str, float] = {}
     top: list[tuple[float, int, str]] = []
     region_ms: dict[str, float] = {}
-    for ev in prof.key_averages():
-        if ev.key in regions:  # a range, on the CPU (its kernels' time) or the GPU timeline
+    events = prof.key_averages()
+    # A range (record_function, Optimizer.step#...) has a CPU row and, on CUDA, a GPU-timeline
+    # row whose time is its span: never a kernel's time.
+    ranges = {ev.key for ev in events if ev.device_type.name == "CPU"}
+    for ev in events:
+        if ev.key in regions:  # its kernels' time, and its span on the GPU timeline
             if ev.device_type.name == "CPU":
                 us = ev.device_time_total if cuda else ev.cpu_time_total
                 region_ms[ev.key] = us / 1e3 / steps / per
+            else:
+                region_ms[f"{ev.key} (GPU span)"] = ev.self_device_time_total / 1e3 / steps / per
             continue
         if cuda:  # the kernels themselves: an aten op's device time is its kernels' again
-            us = ev.self_device_time_total if ev.device_type.name == "CUDA" else 0.0
+            is_kernel = ev.device_type.name == "CUDA" and ev.key not in ranges
+            us = ev.self_device_time_total if is_kernel else 0.0
         else:
             us = ev.self_cpu_time_total if ev.key.startswith("aten::") else 0.0
         if us <= 0:
@@ -457,8 +465,7 @@ def run(
             hidden_TH, lm_head_VH, labels_T, weights_T, s.loss_chunk, upcast=ce_dtype == "float32"
         )
         loss.backward()
-        with record_function("optimizer"):
-            opt.step()
+        opt.step()
         opt.zero_grad(set_to_none=True)
         return loss.detach()
 

@@ -14,7 +14,7 @@ from transformers.models.qwen3.modeling_qwen3 import (
     Qwen3MLP,
     Qwen3RMSNorm,
     Qwen3RotaryEmbedding,
-    apply_rotary_pos_emb,
+    rotate_half,
 )
 
 from model.attention import Attend
@@ -36,6 +36,12 @@ def qwen3_config(cfg: DrafterConfig) -> Qwen3Config:
         rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
         max_position_embeddings=max(cfg.seq_buckets) + cfg.block_size,
     )
+
+
+def rope(x_BHLD: torch.Tensor, cos_BLD: torch.Tensor, sin_BLD: torch.Tensor) -> torch.Tensor:
+    """transformers' apply_rotary_pos_emb for one tensor: queries and keys here differ in length
+    (T draft positions against S + T), so each is rotated once, whole, at its own positions."""
+    return x_BHLD * cos_BLD[:, None] + rotate_half(x_BHLD) * sin_BLD[:, None]
 
 
 class Drafter(nn.Module):
@@ -112,12 +118,7 @@ class DFlashAttention(nn.Module):
         k_BNKD = self.k_norm(self.k_proj(kv_in_BKH).view(batch, s + t, -1, d)).transpose(1, 2)
         v_BNKD = self.v_proj(kv_in_BKH).view(batch, s + t, -1, d).transpose(1, 2)
         # RoPE: queries at draft positions (the last T of K), keys at context ++ draft positions
-        q_BHTD, k_draft_BNTD = apply_rotary_pos_emb(
-            q_BHTD, k_BNKD[:, :, s:], cos_BKD[:, s:], sin_BKD[:, s:]
-        )
-        k_ctx_BNSD, _ = apply_rotary_pos_emb(  # one tensor to rotate; the second output is unused
-            k_BNKD[:, :, :s], k_BNKD[:, :, :s], cos_BKD[:, :s], sin_BKD[:, :s]
-        )
-        k_BNKD = torch.cat([k_ctx_BNSD, k_draft_BNTD], dim=2)
+        q_BHTD = rope(q_BHTD, cos_BKD[:, s:], sin_BKD[:, s:])
+        k_BNKD = rope(k_BNKD, cos_BKD, sin_BKD)
         out_BHTD = self.attend(q_BHTD, k_BNKD, v_BNKD, mask, self.scale)
         return self.o_proj(out_BHTD.transpose(1, 2).reshape(batch, t, -1))

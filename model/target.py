@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import threading
+import weakref
 from collections.abc import Iterator
 
 import torch
@@ -59,6 +60,8 @@ class Target:
     """Frozen, eval-mode target on one device; every method runs without autograd."""
 
     def __init__(self, cfg: DrafterConfig, device: torch.device, dtype: torch.dtype) -> None:
+        self.key = target_key(cfg, device, dtype)
+        self.device = device
         self.layer_ids = cfg.target_layer_ids
         # Built on the device itself so the 8B preset's ~7.8 B params never touch host memory;
         # seeded from data_seed so every replica and run sees the same frozen target.
@@ -103,20 +106,37 @@ class Target:
         return torch.cat([picked[i] for i in self.layer_ids], dim=-1)
 
 
-# One target per (device, shape): replicas on a device share it (read-only, no_grad).
-_targets: dict[tuple[str, tuple], Target] = {}
+def target_key(cfg: DrafterConfig, device: torch.device, dtype: torch.dtype) -> tuple:
+    """What makes two targets the same: device, shapes, layers read, dtype (weights are seeded)."""
+    return (str(device), (target_config(cfg).to_json_string(), cfg.target_layer_ids, str(dtype)))
+
+
+# One target per (device, shape) while anyone holds it: replicas on a device share it
+# (read-only, no_grad). Held weakly: a replica that caches its hidden states lets go of the
+# target once they are made, so its decoder layers (12.2 GiB at the 8B shape) are freed; a
+# later replica rebuilds it, bit-identical (seeded from data_seed).
+_targets: weakref.WeakValueDictionary[tuple, Target] = weakref.WeakValueDictionary()
 _targets_lock = threading.Lock()
 
 
 def shared_target(cfg: DrafterConfig, device: torch.device, dtype: torch.dtype) -> Target:
-    """The device's target for this config, built once under a lock."""
-    key = (str(device), (target_config(cfg).to_json_string(), cfg.target_layer_ids, str(dtype)))
+    """The device's target for this config, built under a lock unless one is alive."""
+    key = target_key(cfg, device, dtype)
     with _targets_lock:
         target = _targets.get(key)
         if target is None:
             target = Target(cfg, device, dtype)
             _targets[key] = target
     return target
+
+
+class TargetHeads(torch.nn.Module):
+    """The target's own embedding and lm_head (no copy), kept when its decoder layers go."""
+
+    def __init__(self, target: Target) -> None:
+        super().__init__()
+        self.embed_tokens = target.embed_tokens
+        self.lm_head = target.lm_head
 
 
 class FrozenHeads(torch.nn.Module):
@@ -128,13 +148,15 @@ class FrozenHeads(torch.nn.Module):
         self.lm_head = copy.deepcopy(target.lm_head).to(device).requires_grad_(False)
 
 
-_heads: dict[tuple[int, str], FrozenHeads] = {}
+_heads: dict[tuple[tuple, str], TargetHeads | FrozenHeads] = {}
 
 
-def shared_frozen_heads(target: Target, device: torch.device) -> FrozenHeads:
-    """One mirror per (target, drafter device), shared by that device's replicas."""
-    key = (id(target), str(device))
+def shared_frozen_heads(target: Target, device: torch.device) -> TargetHeads | FrozenHeads:
+    """The frozen embedding and lm_head a drafter on `device` uses, one per (target, device),
+    shared by that device's replicas: the target's own on its device, else a mirror."""
+    key = (target.key, str(device))
     with _targets_lock:
         if key not in _heads:
-            _heads[key] = FrozenHeads(target, device)
+            same = target.device == device
+            _heads[key] = TargetHeads(target) if same else FrozenHeads(target, device)
         return _heads[key]

@@ -15,7 +15,7 @@ from model.config import DrafterConfig
 from model.data import BatchSource, Bucket, make_buckets
 from model.drafter import Drafter
 from model.strategies import make_strategy
-from model.target import cast_parameters, seeded, shared_frozen_heads, shared_target
+from model.target import Target, cast_parameters, seeded, shared_frozen_heads, shared_target
 
 
 def resolve_dtype(cfg: DrafterConfig, device: torch.device) -> torch.dtype:
@@ -57,12 +57,11 @@ class DFlashReplica:
         # The incident's topology runs the target on other GPUs than the drafter threads: its
         # hidden states are copied over, and the frozen embedding/lm_head are mirrored here.
         self.target_device = resolve_device(target_device or self.device)
-        self.target = shared_target(cfg, self.target_device, self.dtype)
-        self.frozen = (
-            self.target
-            if self.target_device == self.device
-            else shared_frozen_heads(self.target, self.device)
-        )
+        target = shared_target(cfg, self.target_device, self.dtype)
+        self.frozen = shared_frozen_heads(target, self.device)
+        # Held only while needed: for every step (target_every_step), else until every bucket's
+        # hidden states are cached below (then its decoder layers are freed: model.target).
+        self.target: Target | None = target
         with seeded(self.device, seed), torch.device(self.device):
             self.drafter = Drafter(cfg, self.strategy.attend)
         cast_parameters(self.drafter, self.dtype)
@@ -78,6 +77,11 @@ class DFlashReplica:
         # (bucket, micro) -> inputs and target hidden states, when reused (see _inputs)
         self._cached: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}
         self._fallbacks = 0
+        if not cfg.target_every_step:
+            for bucket in self.buckets:
+                for micro in range(bucket.micro_batches):
+                    self._inputs(bucket, micro)
+            self.target = None
 
     # ---- the Replica protocol --------------------------------------------------------------
     def step(self, shape: int) -> StepResult:
@@ -127,12 +131,14 @@ class DFlashReplica:
     def _inputs(self, bucket: Bucket, micro: int) -> tuple[torch.Tensor, ...]:
         """ids, loss_mask (device), target hidden states, loss_mask (CPU, for anchor sampling).
 
-        Cached per (bucket, micro-batch) unless target_every_step: the reference step of
-        docs/workload.md excludes the target, and in the incident it ran on other GPUs.
+        Cached per (bucket, micro-batch) unless target_every_step, all of them when the replica
+        is built: the reference step of docs/workload.md excludes the target, and in the
+        incident it ran on other GPUs.
         """
         key = (bucket.index, micro)
         if key in self._cached:
             return self._cached[key]
+        assert self.target is not None, "the target is let go only once every input is cached"
         ids_BS, loss_mask_cpu_BS = self.data.sequences(bucket, micro)
         ids_BS = ids_BS.to(self.device, non_blocking=True)
         loss_mask_BS = loss_mask_cpu_BS.to(self.device, non_blocking=True)

@@ -157,3 +157,19 @@ def test_warmup_locked_calls_its_compiled_kernel_one_thread_at_a_time():
             other.start()
             assert ran.wait(60), f"{name} waited for the lock it must not take"
         other.join(timeout=60)
+
+
+def test_drafter_rope_is_transformers_rotation_at_each_tensors_own_positions():
+    """Queries (T draft positions) and keys (S + T) are rotated whole, once each, exactly as
+    transformers' apply_rotary_pos_emb rotates a tensor at those positions."""
+    from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb
+
+    from model.drafter import rope
+
+    gen = torch.Generator().manual_seed(5)
+    q, k = torch.randn(2, 4, 6, 8, generator=gen), torch.randn(2, 2, 10, 8, generator=gen)
+    cos, sin = torch.randn(2, 10, 8, generator=gen), torch.randn(2, 10, 8, generator=gen)
+    want_q, _ = apply_rotary_pos_emb(q, q, cos[:, 4:], sin[:, 4:])
+    want_k, _ = apply_rotary_pos_emb(k, k, cos, sin)
+    assert torch.equal(rope(q, cos[:, 4:], sin[:, 4:]), want_q)
+    assert torch.equal(rope(k, cos, sin), want_k)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from harness.workload_api import Replica, StepResult, Workload, WorkloadSpec, load_workload
+from model import target as target_module
 from model.workload import make_workload
 
 CPU = torch.device("cpu")
@@ -48,19 +49,37 @@ def test_step_reports_valid_query_tokens(tiny):
 def test_frozen_embedding_and_lm_head_get_no_grad(tiny):
     replica = tiny.make_replica(CPU, "sdpa_dense", seed=1)
     replica.forward_loss(0).backward()
-    target = replica.target
-    assert target.embed_tokens.weight.grad is None and target.lm_head.weight.grad is None
-    assert not any(p.requires_grad for p in target.model.parameters())
+    frozen = replica.frozen
+    assert frozen.embed_tokens.weight.grad is None and frozen.lm_head.weight.grad is None
+    assert not any(p.requires_grad for p in frozen.parameters())
     grads = [p.grad for p in replica.drafter.parameters()]
     assert all(g is not None for g in grads) and any(g.abs().sum() > 0 for g in grads)
     optimised = {id(p) for group in replica.optimizer.param_groups for p in group["params"]}
-    assert id(target.lm_head.weight) not in optimised
+    assert id(frozen.lm_head.weight) not in optimised
 
 
-def test_replicas_on_a_device_share_the_target(tiny):
+def test_replicas_on_a_device_share_the_frozen_heads_and_a_live_target(tiny):
     a = tiny.make_replica(CPU, "sdpa_dense", seed=0)
     b = tiny.make_replica(CPU, "sdpa_dense", seed=1)
-    assert a.target is b.target and a.drafter is not b.drafter
+    assert a.frozen is b.frozen and a.drafter is not b.drafter
+    every_step = make_workload("tiny", target_every_step=True)
+    c = every_step.make_replica(CPU, "sdpa_dense", seed=0)
+    d = every_step.make_replica(CPU, "sdpa_dense", seed=1)
+    assert c.target is not None and c.target is d.target
+
+
+def test_the_target_is_let_go_once_every_input_is_cached(tiny):
+    """Its decoder layers (12.2 GiB at the 8B shape) are not kept beside the drafter once its
+    hidden states are cached; a rebuilt target is the same (seeded), so the losses are too."""
+    replica = tiny.make_replica(CPU, "sdpa_dense", seed=2)
+    key = target_module.target_key(tiny.config, CPU, torch.float32)
+    assert replica.target is None and key not in target_module._targets  # freed, no gc needed
+    cached = {(b.index, m) for b in replica.buckets for m in range(b.micro_batches)}
+    assert set(replica._cached) == cached
+    again = tiny.make_replica(CPU, "sdpa_dense", seed=2)
+    assert [again.step(b.index).loss for b in again.buckets] == [
+        replica.step(b.index).loss for b in replica.buckets
+    ]
 
 
 def test_same_seed_same_losses(tiny):
