@@ -81,6 +81,14 @@ def memory_lines(replica: Any) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The timed run; the compiler's stance is back to default afterwards (it is process-wide)."""
+    try:
+        return _run(args)
+    finally:
+        torch.compiler.set_stance("default")
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
     device = torch.device(args.device or ("cuda:0" if torch.cuda.is_available() else "cpu"))
     cuda = device.type == "cuda"
     if cuda:

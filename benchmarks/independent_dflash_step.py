@@ -264,6 +264,11 @@ KERNEL_GROUPS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
+# torch's own ranges (Optimizer.step#AdamW.step, ProfilerStep#3) also have a GPU-timeline row,
+# whose time is their span, never a kernel's (a range of our own is named in `regions`).
+RANGE = re.compile(r"^(Optimizer\.\w+#|ProfilerStep#)")
+
+
 def kernel_group(name: str) -> str:
     return next((g for g, pattern in KERNEL_GROUPS if pattern.search(name)), "other")
 
@@ -290,11 +295,7 @@ def profile_steps(
     groups: dict[str, float] = {}
     top: list[tuple[float, int, str]] = []
     region_ms: dict[str, float] = {}
-    events = prof.key_averages()
-    # A range (record_function, Optimizer.step#...) has a CPU row and, on CUDA, a GPU-timeline
-    # row whose time is its span: never a kernel's time.
-    ranges = {ev.key for ev in events if ev.device_type.name == "CPU"}
-    for ev in events:
+    for ev in prof.key_averages():
         if ev.key in regions:  # its kernels' time, and its span on the GPU timeline
             if ev.device_type.name == "CPU":
                 us = ev.device_time_total if cuda else ev.cpu_time_total
@@ -303,7 +304,7 @@ def profile_steps(
                 region_ms[f"{ev.key} (GPU span)"] = ev.self_device_time_total / 1e3 / steps / per
             continue
         if cuda:  # the kernels themselves: an aten op's device time is its kernels' again
-            is_kernel = ev.device_type.name == "CUDA" and ev.key not in ranges
+            is_kernel = ev.device_type.name == "CUDA" and not RANGE.match(ev.key)
             us = ev.self_device_time_total if is_kernel else 0.0
         else:
             us = ev.self_cpu_time_total if ev.key.startswith("aten::") else 0.0

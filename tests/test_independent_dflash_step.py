@@ -80,3 +80,12 @@ def test_builtin_bad_override_exits_2(capsys) -> None:
     bs = _load("builtin_step")
     assert bs.main(["--preset", "tiny", "--device", "cpu", "--set", "no_such_field=1"]) == 2
     assert "no_such_field" in capsys.readouterr().err
+
+
+def test_kernel_groups_keep_compiled_kernels_and_drop_torch_ranges() -> None:
+    ind = _load("independent_dflash_step")
+    assert ind.kernel_group("triton_tem_fused_flex_attention_backward_1") == "flex bwd"
+    assert ind.kernel_group("triton_tem_fused_flex_attention_0") == "flex fwd"
+    assert ind.kernel_group("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") == "matmul"
+    assert ind.RANGE.match("Optimizer.step#AdamW.step") and ind.RANGE.match("ProfilerStep#2")
+    assert not ind.RANGE.match("triton_tem_fused_flex_attention_0")
