@@ -1,10 +1,13 @@
-"""Issue 17: co-activity from the runner's looks at thread states, on this CPU box, with and
-without other load: each case `--repeats` times; records to runs-load<K>.jsonl, one line per
-run printed and appended to table.tsv (load, case, outcome, each thread's co-activity).
+"""Co-activity of stepping threads with and without other CPU load, from the runner's looks.
 
-Run from the repository root: `.venv/bin/python results/2026-12-02-cpu-coactivity/measure.py
---load 2 --repeats 3` (`--load K`: K bare Python loops spinning beside the runs, as the rest
-of a CI test run loads a 2-core box).
+Each case (real threads, a whole-step lock, late-starting processes, the compiled drafter, the
+drafter under one lock) runs `--repeats` times beside `--load` bare Python loops spinning, as
+the rest of a CI test run loads a small box; each record is appended to
+OUT/runs-load<K>.jsonl and one line per run (load, case, outcome, each thread's co-activity)
+is printed and appended to OUT/table.tsv. It shows where the `not_concurrent` threshold sits
+on this host (docs/gate.md).
+
+    python benchmarks/coactivity_under_load.py --load 2 --repeats 3 --out DIR
 """
 
 from __future__ import annotations
@@ -14,14 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.judge.decide import run_scenario
 from harness.record import append_jsonl
 from harness.scenario import make_scenario
 from tests import fault_kit
 
-HERE = Path(__file__).resolve().parent
 FAULT = "tests.fault_workloads:make_workload"
 SERIAL = "tests.serial_workload:make_workload"
 
@@ -40,9 +42,13 @@ CASES = {
     "fault serial": (lambda: fault_kit.fault_scenario("serial"), "the same, one lock per step"),
     "late_start processes": (
         lambda: make_scenario(
-            preset="late_start", strategy="processes", workload=FAULT, steps=2,
-            warmup_steps=1, timeout_s=60,
-        ),  # fmt: skip
+            preset="late_start",
+            strategy="processes",
+            workload=FAULT,
+            steps=2,
+            warmup_steps=1,
+            timeout_s=60,
+        ),
         "2 processes, one ready 3 s late",
     ),
     "tiny per_device deleted": (lambda: tiny("per_device", "deleted"), "the drafter, compiled"),
@@ -54,20 +60,21 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--load", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=Path(".racegate/coactivity"))
     args = ap.parse_args()
-    loads = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)
-    ]
+    args.out.mkdir(parents=True, exist_ok=True)
+    loads = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
     try:
-        for _repeat in range(args.repeats):  # the cases in turn, so the host's moods spread over all
+        # the cases in turn, so the host's moods spread over all of them
+        for _repeat in range(args.repeats):
             for name, (make, _) in CASES.items():
                 rec = run_scenario(make())
-                append_jsonl(HERE / f"runs-load{args.load}.jsonl", rec)
+                append_jsonl(args.out / f"runs-load{args.load}.jsonl", rec)
                 shares = [t.coactive_share for t in rec.threads]
                 text = " ".join("-" if s is None else f"{s:.2f}" for s in shares)
                 line = f"load={args.load}\t{name}\t{rec.outcome}\t{text}"
                 print(line, flush=True)
-                with (HERE / "table.tsv").open("a") as fh:
+                with (args.out / "table.tsv").open("a") as fh:
                     fh.write(line + "\n")
     finally:
         for p in loads:

@@ -1,6 +1,6 @@
 """torch's fake CUDA device guard outliving its thread (CUDA wheel, no GPU): SIGSEGV or not.
 
-    <python> repro_device_guard.py     # exit 0: survived; killed by SIGSEGV: the bug
+    <python> scripts/repro_device_guard.py     # exit 0: survived; killed by SIGSEGV: the bug
 
 FakeTensorMode.__enter__ calls torch._C._ensureCUDADeviceGuardSet() when CUDA is unavailable.
 Where that stores a *thread-local* FakeGuardImpl in the process-global device-guard registry

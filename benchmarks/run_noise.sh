@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
-# Where `small`'s run-to-run noise comes from (issue 21: 4-26% run to run, so catching a 5%
-# slowdown needs ~60 runs a side). One device call on one H200, runs alone on GPU 0, one
-# thread, `small`, 60 steady steps, configurations interleaved in rotated order:
-#   race     the A/B's run args today: the recompile schedule, the race cases' 10 µs GIL slice
+# Where a preset's run-to-run noise comes from, on one GPU: runs alone on GPU 0, one thread,
+# PRESET (default `small`), 60 steady steps, configurations interleaved in rotated order:
+#   race     the A/B's run args: the recompile schedule, the race cases' 10 µs GIL slice
 #   trainer  --schedule barrier --switch-interval 0.005 (one shape, Python's default slice)
 #   long     trainer with 240 steady steps, not 60 (does the noise average out within a run?)
 #   pinned   trainer, the whole run (child and compile workers) on one core: taskset -c $CORE
 # Beside the runs: the GPU's clocks, power, utilisation and throttle reasons every 250 ms
 # (nvidia-smi), and /proc/stat's CPU line every second (steal time: a shared host), so a
-# plateau in a run's step times can be set against them.
-#   OUT=<empty dir> ROUNDS=3 bash benchmarks/small_noise_21.sh
-#   python3 benchmarks/small_noise_21.py <unpacked dir>     # the table
+# plateau in a run's step times can be set against them. Use it before trusting an A/B of a
+# host-bound preset: the table says how many runs a side a 5% call needs.
+#   OUT=<empty dir> [PRESET=small] [ROUNDS=3] bash benchmarks/run_noise.sh
+#   python3 benchmarks/run_noise_table.py <unpacked dir>     # the table
 set -uo pipefail
 source "$(dirname "$0")/device_call.sh"  # $OUT, cd to the repo, $W (packed), log
 ROUNDS=${ROUNDS:-3}
 CORE=${CORE:-4}
 CALL_S=${CALL_S:-540}
 deadline=$((SECONDS + CALL_S))
-BASE=(--preset small --devices 0 --threads-per-device 1 --steps 60 --warmup-steps 3
+BASE=(--preset "${PRESET:-small}" --devices 0 --threads-per-device 1 --steps 60 --warmup-steps 3
   --strategy warmup_locked --cache-states cold --repeat 1 --timeout 150)
 TRAINER=(--schedule barrier --switch-interval 0.005)
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,clocks_throttle_reasons.active \
@@ -43,4 +43,4 @@ for ((r = 0; r < ROUNDS; r++)); do
     log "round $((r + 1)) $c: exit $? after $((SECONDS - t)) s"
   done
 done
-python3 benchmarks/small_noise_21.py "$W" | tee "$W/summary.txt"
+python3 benchmarks/run_noise_table.py "$W" | tee "$W/summary.txt"

@@ -1,6 +1,6 @@
-"""The table of benchmarks/small_noise_21.sh: each configuration's run-to-run and in-run noise.
+"""The table of benchmarks/run_noise.sh: each configuration's run-to-run and in-run noise.
 
-    python3 benchmarks/small_noise_21.py DIR    (DIR holds race.jsonl, trainer.jsonl, ...)
+    python3 benchmarks/run_noise_table.py DIR    (DIR holds race.jsonl, trainer.jsonl, ...)
 
 Per configuration: each run's steady tokens/s and its windows' spread, the steady steps'
 coefficient of variation, the pool's run-to-run spread (harness.judge.compare.log_spread) and
