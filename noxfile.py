@@ -410,7 +410,7 @@ class CellKnobs(NamedTuple):
             case_jobs=env_int("RACEGATE_CASE_JOBS", 8, minimum=1, what="runs of one case at once"),
             # The control's runs per cell. 8 at 8 case jobs put ~30 runs at once on one
             # 16-core H200 host: every priming run timed out (overload), so the plugin's
-            # default stays (results/2026-12-01-h200-cell-stall, call 2).
+            # default stays (results/2026-12-01-h200-cell-stall).
             control_repeat=env_int(
                 "RACEGATE_CONTROL_REPEAT", None, minimum=1, what="the control's runs per case"
             ),

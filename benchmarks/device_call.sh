@@ -1,6 +1,6 @@
-# Sourced by the scripts of one device call (gpu_evidence_20.sh, gpu_ab_21.sh,
-# gpu_step_ce_21.sh): a private work dir, packed into one file at exit, because the lent device
-# returns at most 8 files (16 MiB each) from $OUT.
+# Sourced by the GPU scripts that run as one remote call (builtin_vs_independent.sh,
+# run_noise.sh): a private work dir, packed into one file at exit, because the remote GPU
+# service they were written for returns at most 8 files (16 MiB each) from $OUT.
 #
 # A script sources it first, before any cd: `source "$(dirname "$0")/device_call.sh"`. OUT
 # (an empty dir, relative to where the script was started) is made absolute, then the shell

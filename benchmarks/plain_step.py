@@ -218,7 +218,7 @@ def rope(positions_BK: torch.Tensor, s: Shape, dtype) -> tuple[torch.Tensor, tor
 
 # Cross-entropy on the model's dtype (bf16 on a GPU), as SpecForge's open DFlash trainer does
 # (specforge/core/dflash.py: F.cross_entropy on the lm_head's output) and racegate's
-# model/loss.py does since 2026-12-02, or on float32 logits, as both did before: the upcast is a
+# model/loss.py does now, or on float32 logits, as both did before: the upcast is a
 # copy of every chunk's logits and doubled the softmax's memory traffic. bf16 ran 1.068x the
 # tokens/s here and 1.079x in racegate's step on one H200 (results/2026-12-02-h200-step-ce).
 # --ce-dtype picks one.

@@ -121,7 +121,7 @@ def test_nested_fx_off_never_passes_the_gate(racegate_config) -> None:
         f"nested_fx_off passed the gate: outcome {record.outcome}, {result.message}; the silent "
         "fallback detector and the throughput floor both missed it"
     )
-    # Issue 6 asks for both legs: a fallback that ran its steps must also show below a floor
+    # The gate asks for both legs: a fallback that ran its steps must also show below a floor
     # measured for this scenario; without such a floor that leg is reported, not judged.
     if record.outcome == Outcome.SILENT_FALLBACK:
         assert result.verdict is not Verdict.ABOVE_FLOOR, f"stale floor: {result.message}"

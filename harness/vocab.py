@@ -94,7 +94,7 @@ class CacheState(StrEnum):
 
 
 class Schedule(StrEnum):
-    """When each thread starts compiling relative to the others (issue 11)."""
+    """When each thread starts compiling relative to the others."""
 
     BARRIER = "barrier"  # all threads released together
     STAGGERED = "staggered"  # thread i starts once threads < i are in steady state

@@ -1,4 +1,4 @@
-"""The workload interface: what the harness needs from any training step (issue 10).
+"""The workload interface: what the harness needs from any training step.
 
 The harness talks to a workload only through these protocols; `model/` is the
 built-in implementation and user code plugs in by import path

@@ -1,6 +1,6 @@
 """Where a train step's device time goes: torch.profiler over steady steps, kernels by kind.
 
-Answers "what limits MFU" for a preset (issue 6) with the profiler instead of a guess: one
+Answers "what limits MFU" for a preset with the profiler instead of a guess: one
 replica, `--warmup` steps to compile, then `--steps` profiled steps; kernel time is summed per
 kind (attention, matrix products, everything else) and set against the analytic FLOPs.
 

@@ -1,4 +1,4 @@
-"""The known-bad case as a user would write it for pytest-run-parallel (issue 11, item 3).
+"""The known-bad case as a user would write it for pytest-run-parallel.
 
 One test; pytest-run-parallel runs its body in N threads released together (its own barrier),
 each thread `--iterations` times. Thread i builds its own replica of a DFlash workload on

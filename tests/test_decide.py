@@ -118,7 +118,7 @@ def test_clean_concurrent_run_is_ok() -> None:
 
 
 def test_exit_after_every_thread_reported_is_a_crash() -> None:
-    """Issue 17 item 1: the exit status reached only `detail` and the run was `ok`."""
+    """A non-zero exit after every thread reported used to reach only `detail`, the run `ok`."""
     for rc, words in ((7, "exit code 7"), (-signal.SIGSEGV, "SIGSEGV")):
         rec = decide(evidence(child(ok_threads(), rc=rc)))
         assert rec.outcome == "crash" and words in (rec.detail or ""), rec.detail
@@ -145,7 +145,7 @@ TURNS = [[(k, k + 0.5, 1.0) for k in range(3)], [(k + 0.5, k + 1.0, 1.0) for k i
 
 
 def test_threads_that_take_turns_are_not_concurrent() -> None:
-    """Issue 17 item 2: a workload whose steps all hold one lock was `ok`, its steps overlapping
+    """A workload whose steps all hold one lock was `ok`, its steps overlapping
     by their times. The runner's looks never find its threads running at once."""
     looks = tuple(trace(w, 3.2, tid=k) for k, w in enumerate(TURNS))
     rec = decide(evidence(child(ok_threads(), activity=looks)))

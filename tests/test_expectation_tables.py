@@ -63,7 +63,7 @@ def test_production_strategy_may_not_be_expected_to_fail(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("edit", "needle"),
     [
-        # issue 17 item 9: each was a traceback, a silent acceptance or a wrong reading
+        # each was a traceback, a silent acceptance or a wrong reading
         (
             lambda t: "expected_failure = 5\n",
             "race.toml: expected_failure is 5; expected [[expected_failure]] rows",

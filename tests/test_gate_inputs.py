@@ -1,6 +1,6 @@
 """Bad gate inputs fail closed: baselines and records with odd values are one-line errors.
 
-Issue 17 item 3: NaN/inf tokens/s or floors passed anything, `baseline --update` wrote a floor
+NaN/inf tokens/s or floors passed anything, `baseline --update` wrote a floor
 "fast", a tolerance of 5.0 was accepted, a floor of 0 raised ZeroDivisionError and a baselines
 file that was a folder counted as "no baseline" (the gate skipped).
 """

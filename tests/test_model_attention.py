@@ -40,7 +40,7 @@ def test_flex_block_mask_matches_the_dense_mask_on_cpu():
 @pytest.mark.xfail(
     strict=False,
     reason="torch's compiled CPU flex forward (inductor's CPU template) returns wrong rows on "
-    "some CPUs: seen 2026-12-01 on an AMD EPYC (AVX2), torch 2.13.0+cpu, fresh inductor cache: "
+    "some CPUs: seen on an AMD EPYC (AVX2), torch 2.13.0+cpu, fresh inductor cache: "
     "5-6 rows off by up to 0.9, sometimes NaN, different rows each run; eager flex matches "
     "(test above). racegate never trains with it: CPU strategies compile the dense kernel.",
 )

@@ -493,8 +493,9 @@ def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
 def test_a_cell_whose_marker_selects_no_throughput_case_starts_no_pytest_for_them(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`-m "not throughput"` (issue 20's cell) used to start a pytest that imported torch and
-    deselected everything: ~10 s of a cell on CPU. Now only the race cases' pytest runs."""
+    """`-m "not throughput"` (a GPU cell's race selection) used to start a pytest that imported
+    torch and deselected everything: ~10 s of a cell on CPU. Now only the race cases' pytest
+    runs."""
     monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)

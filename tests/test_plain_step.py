@@ -113,7 +113,8 @@ def test_the_cross_entropy_runs_on_the_logits_dtype_it_is_asked_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """--ce-dtype model keeps bf16 logits (SpecForge's trainer); float32 upcasts them first
-    (both steps before 2026-12-02). The losses agree to bf16's precision and differ: each ran."""
+    (as both steps did before the bf16 change). The losses agree to bf16's precision and
+    differ: each ran."""
     ps = _load()
     gen = torch.Generator().manual_seed(0)
     hidden = torch.randn(64, 32, generator=gen).to(torch.bfloat16)

@@ -174,7 +174,7 @@ def test_committed_results_agree_with_the_table(path: Path) -> None:
 
 
 def test_a_release_without_entries_fails_every_probe_naming_the_row_to_add() -> None:
-    # issue 18 item 3: a torch release the table has no entry for used to skip every probe
+    # a torch release the table has no entry for used to skip every probe
     table = pe.load()
     for name in PROBES:
         res = ProbeResult(name, Verdict.SAFE, "d", 0.1, "2.99.0+cu130", "cuda")

@@ -56,7 +56,7 @@ def status(v, strategy: str) -> Status:
     return next(s.status for s in v.strategies if s.strategy == strategy)
 
 
-def test_power_formula_matches_the_issue() -> None:
+def test_power_formula_matches_its_definition() -> None:
     assert runs_for_power(0.5) == 7 and runs_for_power(0.25) == 17
     assert runs_for_power(0.0) is None and runs_for_power(1.0) == 1
 
@@ -385,7 +385,7 @@ def _timed(records: list[RunRecord], tokens: list[float]) -> list[RunRecord]:
 
 
 def test_a_safe_strategy_significantly_faster_than_production_is_named() -> None:
-    """Issue 21: if `processes` is faster and SAFE for a workload, the verdict says so."""
+    """If `processes` is faster and SAFE for a workload, the verdict says so."""
     control = runs("per_device", 8, 8)  # cold 8/8: a clean strategy needs 5 runs there
     base = [100.0, 102.0, 98.0, 101.0, 99.0]
     prod = _timed(runs("warmup_locked", 5), base)

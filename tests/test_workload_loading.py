@@ -1,6 +1,6 @@
 """`--workload` loading: a broken user module or factory is one line (WorkloadError), no traceback.
 
-Issue 17 item 9: a module with a syntax error, an import error inside it and a factory that
+A module with a syntax error, an import error inside it and a factory that
 raised each ended in a traceback; a factory returning the wrong thing got past the checks.
 """
 

@@ -26,11 +26,11 @@ from harness.workload_api import DEFAULT_WORKLOAD
 
 SCHEMA_VERSION = 1
 DEFAULT_TOLERANCE = 0.10
-MEMORY_GROWTH_LIMIT = 0.02  # issue 6: peak memory may grow ≤ 2% across steady-state steps
+MEMORY_GROWTH_LIMIT = 0.02  # peak memory may grow ≤ 2% across steady-state steps
 REFRESH_COMMAND = "python -m harness baseline --update <records.jsonl>"
 # nested_fx_off is per_device with the nested-FX error switched off, so it is held to the floor
 # of the same compiled step without the race: the incident's silent eager fallback then shows
-# as a drop below it (issue 6 item 5). That floor is `warmup`'s, not per_device's: in the
+# as a drop below it. That floor is `warmup`'s, not per_device's: in the
 # scenario the gate case runs (2 GPUs, recompile schedule, 10 µs switch interval) per_device
 # races in every run (results/2026-11-30-h200x2-session2: 20/20), so it cannot measure one;
 # warmup runs the same compiled step (steady state 1.001–1.06× per_device's on an H200).

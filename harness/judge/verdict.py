@@ -45,7 +45,7 @@ class Status(StrEnum):
 
 @dataclass(frozen=True)
 class Calibration:
-    """How the positive control turns into a number of runs (issue 22)."""
+    """How the positive control turns into a number of runs."""
 
     control: str = str(Strategy.PER_DEVICE)  # the known-bad strategy: the incident's code
     target: float = 0.99  # catch a strategy as race-prone as the control with this probability
