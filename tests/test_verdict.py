@@ -353,9 +353,9 @@ def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> 
     assert p.status is Status.INCONCLUSIVE and p.failed == 0 and not v.passed, p.why
     assert "5 of 22 runs timed out still at work (not stalled): too slow" in p.why
     assert "rerun with fewer runs side by side" in p.why
-    # A timeout of the control is no detection either.
+    # A timeout of the control is no detection either, nor a clean run: its reason is said.
     rate = control_rates([*control, *slow[:1]], "warmup_locked")["cold 1×2"]
-    assert (rate.hits, rate.runs, rate.others) == (0, 1, ())
+    assert (rate.hits, rate.runs) == (0, 1) and rate.others[0].startswith("timeout: "), rate
     # A hang it did not find busy (or a stalled one) is still a failure, and one real failure
     # beside slow runs makes the strategy unsafe.
     for hang in (record("warmup_locked", "hang"), record("warmup_locked", "hang", stalled_s=9.0)):

@@ -116,8 +116,11 @@ def _why(record: RunRecord) -> str:
 
 
 def other_reason(record: RunRecord) -> str | None:
-    """Why a failed run is no race evidence ("not_concurrent: thread 1's ..."); None for a clean
-    run, a run that shows the race, and a timeout (overload: no failure)."""
-    if record.outcome == Outcome.OK or shows_race(record) or timed_out(record):
+    """Why a run that is not clean shows no race ("not_concurrent: thread 1's ..."), a timeout
+    included (overload: no failure, and no clean run either); None for a clean run and for a run
+    that shows the race."""
+    if record.outcome == Outcome.OK or shows_race(record):
         return None
+    if timed_out(record):
+        return "timeout: reached its deadline still at work (overload)"
     return _why(record)
