@@ -113,6 +113,9 @@ class Outcome(StrEnum):
     # to have raced: proves nothing about the race (docs/gate.md).
     NOT_CONCURRENT = "not_concurrent"
     HANG = "hang"
+    # Reached its deadline while the stall watch found its threads still at work: overload, no
+    # evidence for or against a race (neither clean nor failed; harness.judge.race_evidence).
+    TIMEOUT = "timeout"
     OOM = "oom"
     CRASH = "crash"
 
@@ -126,6 +129,7 @@ SEVERITY: tuple[Outcome, ...] = (
     Outcome.SILENT_FALLBACK,
     Outcome.RECOMPILE_BLOCKED,
     Outcome.OTHER_ERROR,
+    Outcome.TIMEOUT,
     Outcome.NOT_CONCURRENT,
     Outcome.OK,
 )

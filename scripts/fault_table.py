@@ -1,5 +1,5 @@
-"""Run every fault workload once and write the table: fault × outcome × records intact ×
-processes left × files outside the root × wall.
+"""Run every fault workload once and write the table: fault × outcome × race evidence ×
+records intact × processes left × files outside the root × wall.
 
     python scripts/fault_table.py [--out results/2026-12-01-faults/README.md]
 
@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 import pytest  # noqa: E402
 
 from harness.judge.decide import run_scenario  # noqa: E402
+from harness.judge.race_evidence import shows_race  # noqa: E402
 from harness.record import append_jsonl, read_jsonl  # noqa: E402
 from tests.fault_kit import fault_scenario, files_under, isolate_parent, left_behind  # noqa: E402
 from tests.fault_workloads import FAULTS  # noqa: E402
@@ -57,6 +58,7 @@ def row(fault: str, ledger: Path, watched: tuple[Path, Path]) -> dict[str, objec
         "does": FAULTS[fault][2],
         "expected": FAULTS[fault][0],
         "outcome": record.outcome,
+        "race": "yes" if shows_race(record) else "no",
         "intact": f"{len(after)}/{len(after)}" if intact else "NO",
         "left": len(left_behind()),
         "outside": len(outside),
@@ -76,6 +78,9 @@ def render(rows: list[dict[str, object]], command: str, wall: float) -> str:
         "deadlock, rlimit, fork) in `tests/fault_workloads.py`; `tests/test_faults.py` asserts "
         "the same columns in CI.",
         "",
+        "- **race evidence**: whether the record shows the race by the one rule "
+        "(`harness/judge/race_evidence.py`), so that a positive control failing this way would "
+        "give the verdict power; none of these faults is the race, so every row must say no.",
         "- **records intact**: every record in the shared file still reads back, unchanged, "
         "after this run appended its own (n/n).",
         "- **processes left**: processes carrying this runner's pid in their environment after "
@@ -83,15 +88,16 @@ def render(rows: list[dict[str, object]], command: str, wall: float) -> str:
         "- **files outside root**: files under this process's fresh HOME and TMPDIR after the "
         "run (every cache and temp dir of a child lives in the run's own 0700 root).",
         "",
-        "| fault | what it does | expected | outcome | records intact | processes left "
-        "| files outside root | wall (s) | reason recorded |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| fault | what it does | expected | outcome | race evidence | records intact "
+        "| processes left | files outside root | wall (s) | reason recorded |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         mark = "" if r["outcome"] == r["expected"] else " ✗"
         lines.append(
             f"| {r['fault']} | {r['does']} | {r['expected']} | **{r['outcome']}**{mark} "
-            f"| {r['intact']} | {r['left']} | {r['outside']} | {r['wall']:.1f} | {r['detail']} |"
+            f"| {r['race']} | {r['intact']} | {r['left']} | {r['outside']} | {r['wall']:.1f} "
+            f"| {r['detail']} |"
         )
     missed = [r["fault"] for r in rows if r["outcome"] != r["expected"]]
     lines += ["", f"{len(rows) - len(missed)} of {len(rows)} faults got the expected outcome."]
@@ -127,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(rows, command, time.monotonic() - t0))
     print(f"wrote {args.out}")
-    return 0 if all(r["outcome"] == r["expected"] for r in rows) else 1
+    return 0 if all(r["outcome"] == r["expected"] and r["race"] == "no" for r in rows) else 1
 
 
 if __name__ == "__main__":

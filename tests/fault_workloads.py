@@ -55,8 +55,8 @@ FAULTS: dict[str, tuple[str, int, str]] = {
     "late_deadlock": ("hang", 2, "both threads compute until 70% of the timeout, then deadlock"),
     "gil_hang": ("hang", 2, "thread 0 calls libc sleep() holding the GIL"),
     "sleep_past": ("hang", 2, "thread 0 sleeps past the timeout inside a step"),
-    # A run too slow for its timeout, as a cold compile on an overloaded host is: it did not
-    # finish (`hang`), but its record says it was busy, and the verdict calls it too slow.
+    # A run too slow for its timeout, as a cold compile on an overloaded host is: `hang` with
+    # the stall watch off (as here: nothing saw it at work), `timeout` under the watch.
     "busy_past": ("hang", 2, "thread 0 computes past the timeout inside a step"),
     "first_step_block": ("hang", 2, "thread 1's first step blocks until thread 0 stops stepping"),
     # Each step's time includes its wait for the lock, so by step times the steps overlap;

@@ -476,11 +476,36 @@ def test_busy_at_the_deadline_only_when_nothing_but_hangs_failed() -> None:
     late = "TimeoutError: racegate deadline: deadline reached after 0 of 9 steps"
     hung = [thread(0, TOGETHER[0], late), thread(1, TOGETHER[1], late)]
     rec = decide(evidence(child(hung), watch=busy))
-    assert rec.outcome == "hang" and rec.busy_at_deadline is True, rec.detail
+    # Overload, not a hang: `timeout`, each thread's too (neither clean nor failed).
+    assert rec.outcome == "timeout" and rec.busy_at_deadline is True, rec.detail
+    assert [t.outcome for t in rec.threads] == ["timeout", "timeout"], rec.threads
+    assert rec.outcome_counts["timeout"] == 2 and rec.outcome_counts["hang"] == 0
     assert "busy at the deadline" in (rec.detail or "")
     nested = "RuntimeError: Detected that you are using FX to symbolically trace a dynamo-optimized"
     raced = [thread(0, TOGETHER[0], nested), thread(1, TOGETHER[1], late)]
     rec = decide(evidence(child(raced), watch=busy))
     assert rec.outcome == "hang" and rec.busy_at_deadline is None, rec.detail
     assert "busy at the deadline" not in (rec.detail or "")
-    assert decide(evidence(child(hung))).busy_at_deadline is None  # the watch saw no work
+    # The watch saw no work (off, or its last look found the run idle): a hang, fail closed.
+    blind = decide(evidence(child(hung)))
+    assert blind.outcome == "hang" and blind.busy_at_deadline is None, blind.detail
+
+
+def test_a_silent_fallback_says_how_often_it_fell_back() -> None:
+    """Its detail read "did not finish its steps" for a thread that finished every step."""
+    fell = ThreadReport(1, "cpu", True, None, 3, steps(*TOGETHER[1]))
+    rec = decide(evidence(child([thread(0, TOGETHER[0]), fell]), strategy="per_device"))
+    assert rec.outcome == "silent_fallback", rec.detail
+    assert "thread 1 silent_fallback: its compiled kernel fell back to eager 3 times" in (
+        rec.detail or ""
+    )
+    assert "did not finish its steps" not in (rec.detail or "")
+
+
+def test_a_crash_before_any_thread_reported_says_nothing_of_co_activity() -> None:
+    """A child that died before its threads reported gave the judge no looks to judge: its
+    detail read "the share not in a turn alone was  (needs ≥ 40%", with no value."""
+    built = ProgressEvent("built", 0.0, {"threads": 2, "hardware": {"device_name": "cpu"}})
+    rec = decide(evidence(child(None, rc=-signal.SIGSEGV, progress=(built,))))
+    assert rec.outcome == "crash" and "SIGSEGV" in (rec.detail or ""), rec.detail
+    assert "not in a turn alone" not in (rec.detail or ""), rec.detail

@@ -34,17 +34,32 @@ HAZARD = {"compiled_call_during_make_fx": "hazard"}
 GONE = {"compiled_call_during_make_fx": "safe", "flag_stuck_after_overlap": "safe"}
 
 
+# A stepping thread's stack inside dynamo, as faulthandler writes it (harness/run/stacks.py).
+IN_COMPILE = (
+    "Thread 0x00007fe067fff6c0 (most recent call first):\n"
+    '  File "/v/site-packages/torch/_dynamo/convert_frame.py", line 2626 in __call__\n'
+    '  File "/repo/harness/run/threads.py", line 148 in _thread_main\n'
+)
+
+
 def record(
     strategy: str, outcome: str = "ok", cache_state: str = "cold", tpd: int = 2,
     stalled_s: float | None = None, busy_at_deadline: bool | None = None,
+    stacks: str | None = None, error_text: str | None = None, detail: str | None = None,
 ) -> RunRecord:  # fmt: skip
+    """A run record as harness.judge.decide writes one; a stalled hang's stacks default to a
+    stepping thread stuck in dynamo (race evidence) unless `stacks` says otherwise."""
     scenario = make_scenario(strategy=strategy, cache_state=cache_state, threads_per_device=tpd)
     threads = [ThreadRecord(i, "cpu", outcome if i == 0 else "ok") for i in range(tpd)]
+    threads[0].error_text = error_text
+    threads[0].error = error_text.splitlines()[0] if error_text else None
+    if stacks is None and stalled_s is not None:
+        stacks = IN_COMPILE
     return RunRecord(
         scenario=scenario.to_json(), outcome=outcome, outcome_counts={outcome: 1},
         threads=threads, threads_asked=tpd, threads_concurrent=tpd, versions=dict(VERSIONS),
         hardware={"device_name": "cpu", "cpu_count": 2, "cuda_device_count": 0},
-        stalled_s=stalled_s, busy_at_deadline=busy_at_deadline,
+        stalled_s=stalled_s, busy_at_deadline=busy_at_deadline, stacks=stacks, detail=detail,
     )  # fmt: skip
 
 
@@ -328,13 +343,19 @@ def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> 
     """On the H200 a production wave of 16 runs at once on 16 cores left 5 of 8 cold
     warmup_locked runs compiling at their deadline, and the gate said FAIL: do not upgrade
     (results/2026-12-01-h200-cell-rt). Such runs show no failure and are no clean runs either."""
-    slow = [record("warmup_locked", "hang", busy_at_deadline=True) for _ in range(5)]
+    # `timeout`, and a record from before that outcome (a hang marked busy at its deadline).
+    slow = [record("warmup_locked", "timeout", busy_at_deadline=True) for _ in range(4)]
+    slow.append(record("warmup_locked", "hang", busy_at_deadline=True))
     clean = runs("warmup_locked", 17)
     control = [record("per_device", "hang", stalled_s=20.0) for _ in range(8)]
     v = decide(control + slow + clean, production="warmup_locked", probes=HAZARD)
     p = v.production_verdict
     assert p.status is Status.INCONCLUSIVE and p.failed == 0 and not v.passed, p.why
-    assert "5 of 22 runs were still busy at their deadline (not stalled): too slow" in p.why
+    assert "5 of 22 runs timed out still at work (not stalled): too slow" in p.why
+    assert "rerun with fewer runs side by side" in p.why
+    # A timeout of the control is no detection either, nor a clean run: its reason is said.
+    rate = control_rates([*control, *slow[:1]], "warmup_locked")["cold 1×2"]
+    assert (rate.hits, rate.runs) == (0, 1) and rate.others[0].startswith("timeout: "), rate
     # A hang it did not find busy (or a stalled one) is still a failure, and one real failure
     # beside slow runs makes the strategy unsafe.
     for hang in (record("warmup_locked", "hang"), record("warmup_locked", "hang", stalled_s=9.0)):
@@ -350,12 +371,12 @@ def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> 
 
 def test_a_control_hang_at_the_timeout_is_no_detection_and_a_stalled_one_is() -> None:
     """A control run that merely met its timeout (a slow run on an overloaded host) did not
-    show the race; one the stall watch stopped (racegate's threads stuck) did. The verdict says
-    how many control hangs it did not count."""
+    show the race; one the stall watch stopped (racegate's threads stuck in the compiler) did.
+    The verdict says how many control failures it did not count, and why."""
     stalled = [record("per_device", "hang", stalled_s=20.0) for _ in range(4)]
     timed_out = [record("per_device", "hang") for _ in range(4)]
     rate = control_rates(stalled + timed_out, "per_device")["cold 1×2"]
-    assert (rate.hits, rate.runs, rate.timeout_hangs) == (4, 8, 4)
+    assert (rate.hits, rate.runs, len(rate.others)) == (4, 8, 4)
     # Through the JSON records too (what a session's results file holds).
     again = [RunRecord.from_json(r.to_json()) for r in stalled + timed_out]
     assert control_rates(again, "per_device")["cold 1×2"] == rate
@@ -365,10 +386,11 @@ def test_a_control_hang_at_the_timeout_is_no_detection_and_a_stalled_one_is() ->
     v = decide(stalled + timed_out + prod, production="warmup_locked", probes=HAZARD)
     p = v.production_verdict
     assert p.status is Status.INCONCLUSIVE and p.more_runs == 15, p.why
-    assert "failed 4 of 8 cold runs (4 hangs at the timeout, not stalls: not caught)" in p.why
+    hang = "hang at the deadline that the stall watch did not call a stall"
+    assert f"failed 4 of 8 cold runs (4 failed for another reason, no power: {hang} ×4)" in p.why
     text = "\n".join(render(v))
     assert (
-        "cold 1×2 4/8 (95%: 22%–78%; 4 hangs at the timeout, not stalls: not caught)"
+        f"cold 1×2 4/8 (95%: 22%–78%; 4 failed for another reason, no power: {hang} ×4)"
         in " ".join(text.split())
     ), text
     # Other failures of the control still count, and the control itself is still UNSAFE.

@@ -313,7 +313,7 @@ def concurrency_findings(
             why = f"thread {rec.index}'s work beside other threads' is not shown: {met.why}"
             found.append(Finding(Outcome.NOT_CONCURRENT, why))
     met_shares = [met.share for met in coactive]
-    if not found and all(m is not None and m < COACTIVE_SHARE for m in met_shares):
+    if not found and met_shares and all(m is not None and m < COACTIVE_SHARE for m in met_shares):
         pairs = zip(records, met_shares, strict=True)
         each = ", ".join(f"thread {rec.index} {m:.0%}" for rec, m in pairs)
         why = (
@@ -436,6 +436,16 @@ def _memory_growths(scenario: Scenario, mem_by_device: dict[str, list[int]]) -> 
     return [g for g in growths if g is not None]
 
 
+def _what_happened(t: ThreadRecord) -> str:
+    """A failed thread's own part of the reason: its error, its fallbacks, or its missing steps."""
+    if t.error:
+        return t.error
+    if t.outcome == Outcome.SILENT_FALLBACK:
+        n = t.eager_fallbacks
+        return f"its compiled kernel fell back to eager {n} time{'s' * (n != 1)}"
+    return "did not finish its steps"
+
+
 def _notes(
     findings: list[Finding], reported: list[ThreadRecord], ev: RunEvidence, outcome: Outcome,
     too_slow: bool,
@@ -443,11 +453,11 @@ def _notes(
     """Every outcome comes with its reason: the run's findings, then each failed thread's."""
     failed = [t for t in reported if t.outcome != Outcome.OK]
     notes = [f.reason for f in findings] + [
-        f"thread {t.index} {t.outcome}: {t.error or 'did not finish its steps'}" for t in failed[:4]
+        f"thread {t.index} {t.outcome}: {_what_happened(t)}" for t in failed[:4]
     ]
     if len(failed) > 4:
         notes.append(f"and {len(failed) - 4} more thread(s) not ok")
-    if outcome is Outcome.HANG:
+    if outcome in (Outcome.HANG, Outcome.TIMEOUT):
         # A hang the stall watch did not call: what it saw, so a missed stall can be told.
         notes += [ev.watch.note] if ev.watch.note else []
         if too_slow:
@@ -495,6 +505,11 @@ def decide(ev: RunEvidence) -> RunRecord:
     # beside one still compiling at the deadline is the race.
     only_hangs = outcome is Outcome.HANG and all(o in (Outcome.OK, Outcome.HANG) for o in seen)
     too_slow = only_hangs and ev.watch.busy_at_end
+    if too_slow:  # overload, not a hang: only a stall (or a deadline nobody saw at work) is one
+        outcome = Outcome.TIMEOUT
+        for t in threads:
+            t.outcome = str(Outcome.TIMEOUT) if t.outcome == Outcome.HANG else t.outcome
+        thread_outcomes = [Outcome(t.outcome) for t in threads]
     concurrent = (
         asked
         if asked <= 1 and reports

@@ -15,8 +15,8 @@ import pytest
 
 from harness.judge.decide import run_scenario
 from harness.judge.outcomes import is_spurious_recompile, worst
+from harness.judge.race_evidence import timed_out
 from harness.judge.race_expectations import ExpectedFailure
-from harness.judge.verdict import overran
 from harness.record import RunRecord, append_jsonl
 from harness.run.runner import SharedPrimes
 from harness.scenario import Scenario
@@ -139,8 +139,8 @@ def explain(records: list[RunRecord]) -> str:
 
 
 class TooSlowToJudge(RaceOutcomeError):
-    """Every failed run was a hang still busy at its deadline (harness.judge.verdict.overran):
-    no failure shown and no clean run either; not the `hang` an expectation may name."""
+    """Every failed run timed out still at work (harness.judge.race_evidence.timed_out): no
+    failure shown and no clean run either; not the `hang` an expectation may name."""
 
 
 def judge(records: list[RunRecord]) -> None:
@@ -150,11 +150,12 @@ def judge(records: list[RunRecord]) -> None:
     makes a run with fewer `other_error` and one whose threads ran alone `not_concurrent`."""
     failed = [r for r in records if r.outcome != Outcome.OK]
     # A run too slow to judge is no failure: the worst of the others names the error.
-    real = [Outcome(r.outcome) for r in failed if not overran(r)]
+    real = [Outcome(r.outcome) for r in failed if not timed_out(r)]
     if failed and not real:
         raise TooSlowToJudge(
-            f"too slow to judge: {len(failed)} of {len(records)} run(s) still busy at their "
-            f"deadline (not stalled); run fewer at once or give them a longer --run-timeout:\n"
+            f"too slow to judge: {len(failed)} of {len(records)} run(s) timed out still at work "
+            f"(not stalled); rerun with fewer runs side by side or give them a longer "
+            f"--run-timeout:\n"
             f"{explain(records)}"
         )
     if real:

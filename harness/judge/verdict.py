@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 import textwrap
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from harness.judge import compare
 from harness.judge.metrics import wilson_interval
+from harness.judge.race_evidence import other_reason, shows_race, timed_out
 from harness.record import RunRecord
 from harness.versions import ABSENT
 from harness.vocab import STRATEGIES, Outcome, Strategy
@@ -38,7 +39,8 @@ class Status(StrEnum):
     UNSAFE = "UNSAFE"  # at least one run failed
     MASKED = "MASKED"  # clean, the control never failed here, but a probe shows the hazard
     # No failure, but short evidence: fewer runs than the control's power asks for, no control
-    # in a cell, or runs still busy at their deadline (too slow to judge)
+    # in a cell, runs that timed out (too slow to judge), or a control that failed for another
+    # reason than the race
     INCONCLUSIVE = "INCONCLUSIVE"
     NOT_RUN = "NOT RUN"
 
@@ -91,9 +93,10 @@ class ControlRate:
     """The positive control's per-run detection rate in one cell, with its 95% interval."""
 
     cell: str
-    hits: int
+    hits: int  # runs whose record shows the race (harness.judge.race_evidence)
     runs: int
-    timeout_hangs: int = 0  # of the runs that did not detect: hangs at the timeout (no stall)
+    # The runs that failed for another reason than the race (no power): each one's reason.
+    others: tuple[str, ...] = ()
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -106,40 +109,38 @@ class ControlRate:
 
     def describe(self) -> str:
         lo, hi = self.interval
-        hangs = _timeout_hangs(self.timeout_hangs)
-        return f"{self.cell} {self.hits}/{self.runs} (95%: {lo:.0%}–{hi:.0%}{hangs})"
+        return f"{self.cell} {self.hits}/{self.runs} (95%: {lo:.0%}–{hi:.0%}{_others(self.others)})"
 
 
-def _timeout_hangs(n: int) -> str:
-    return f"; {n} hang{'s' * (n != 1)} at the timeout, not stalls: not caught" if n else ""
+def _reasons(reasons: Iterable[str]) -> str:
+    """The distinct reasons, most common first, each with its count: 'not_concurrent: ... ×2'."""
+    counts = Counter(reasons)
+    each = "; ".join(f"{why} ×{k}" if k > 1 else why for why, k in counts.most_common(2))
+    return each + (f"; and {len(counts) - 2} more reason(s)" if len(counts) > 2 else "")
 
 
-def timeout_hang(record: RunRecord) -> bool:
-    """A hang the stall watch did not call: the run met its timeout, which a slow run on an
-    overloaded host does too."""
-    return record.outcome == Outcome.HANG and record.stalled_s is None
-
-
-def overran(record: RunRecord) -> bool:
-    """A hang at the timeout whose run the stall watch last found busy: the run was too slow for
-    its timeout (a loaded host), which shows no deadlock; nor is it a clean run."""
-    return timeout_hang(record) and record.busy_at_deadline is True
+def _others(reasons: Sequence[str]) -> str:
+    """'; 2 failed for another reason, no power: <reasons>', or '' for none."""
+    if not reasons:
+        return ""
+    return f"; {len(reasons)} failed for another reason, no power: {_reasons(reasons)}"
 
 
 def control_rates(records: Iterable[RunRecord], control: str) -> dict[str, ControlRate]:
-    """Per cell, how many of the control's runs caught the race: any failing outcome but a hang
-    at the timeout (a hang counts when the stall watch called it: racegate's threads stuck)."""
+    """Per cell, how many of the control's runs showed the race (harness.judge.race_evidence:
+    only those give power), and why each of its other failed runs did not."""
     hits: Counter[str] = Counter()
     runs: Counter[str] = Counter()
-    hangs: Counter[str] = Counter()
+    others: dict[str, list[str]] = {}
     for r in records:
         # A run whose priming failed never reached its cache state: it measures no detection
         # there (on an overloaded host every such run hangs, which would read as a hit).
         if r.scenario["strategy"] == control and r.cache.get("prime_ok") is not False:
             runs[cell_of(r)] += 1
-            hangs[cell_of(r)] += timeout_hang(r)
-            hits[cell_of(r)] += r.outcome != Outcome.OK and not timeout_hang(r)
-    return {c: ControlRate(c, hits[c], runs[c], hangs[c]) for c in sorted(runs)}
+            hits[cell_of(r)] += shows_race(r)
+            why = other_reason(r)
+            others.setdefault(cell_of(r), []).extend([why] if why else [])
+    return {c: ControlRate(c, hits[c], runs[c], tuple(others[c])) for c in sorted(runs)}
 
 
 def repeats_for(rate: ControlRate | None, *, default: int, cal: Calibration) -> tuple[int, str]:
@@ -256,19 +257,19 @@ def _pct_floor(x: float) -> str:
 
 
 def _by_cache_state(rates: Iterable[ControlRate]) -> str:
-    """'4 of 8 warm and 8 of 8 cold runs' (cells summed per cache state), and how many hangs at
-    the timeout it did not count as failures."""
+    """'4 of 8 warm and 8 of 8 cold runs' (cells summed per cache state: runs that showed the
+    race), and the failed runs it did not count, with why."""
     hits: Counter[str] = Counter()
     runs: Counter[str] = Counter()
-    hangs = 0
+    others: list[str] = []
     for r in rates:
         state = r.cell.split()[0]
         hits[state] += r.hits
         runs[state] += r.runs
-        hangs += r.timeout_hangs
+        others += r.others
     parts = [f"{hits[s]} of {runs[s]} {s}" for s in runs]
     text = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
-    return f"{text} runs" + (f" ({_timeout_hangs(hangs)[2:]})" if hangs else "")
+    return f"{text} runs" + (f" ({_others(others)[2:]})" if others else "")
 
 
 def _uncalibrated(
@@ -288,6 +289,16 @@ def _uncalibrated(
     hazards, gone = _hazards(probes), _gone(probes)
     fired_nowhere = all(r.hits == 0 for r in rates.values())
     missing = [cell for cell in uncalibrated if cell not in rates]
+    # Where the control failed for another reason, nothing shows the race masked or gone: those
+    # runs may not have raced at all (threads that took turns, a crash outside the compiler).
+    other = [rates[x] for x in uncalibrated if x in rates and rates[x].others]
+    if other:
+        where = ", ".join(f"{r.cell} ({_reasons(r.others)})" for r in other)
+        return StrategyVerdict(
+            strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
+            f"{base}, but the control failed for another reason: {where}; it never showed "
+            "the race there, so nothing shows this machine would have seen it",
+        )  # fmt: skip
     # MASKED only where the control ran and never failed: where it did not run at all
     # (deselected, say) nothing shows the race cannot be produced here (then INCONCLUSIVE).
     if hazards and fired_nowhere and not missing:  # (it fired elsewhere: only inconclusive)
@@ -403,9 +414,17 @@ def judge_strategy(
     """One strategy's status from its runs here, the control's rates and the probe verdicts."""
     if not records:
         return StrategyVerdict(strategy, Status.NOT_RUN, 0, 0, why="no run of it here")
-    failed = [r for r in records if r.outcome != Outcome.OK and not overran(r)]
-    slow = [r for r in records if overran(r)]
+    failed = [r for r in records if r.outcome != Outcome.OK and not timed_out(r)]
+    slow = [r for r in records if timed_out(r)]
     n = len(records)
+    if strategy == cal.control and failed and not any(shows_race(r) for r in failed):
+        # The control's failures gave no power, and show nothing unsafe about it either.
+        reasons = _reasons(other_reason(r) or str(r.outcome) for r in failed)
+        return StrategyVerdict(
+            strategy, Status.INCONCLUSIVE, n, 0, {}, (),
+            f"{len(failed)} of {n} runs failed, none with the race: the control failed for "
+            f"another reason: {reasons}",
+        )  # fmt: skip
     if failed:
         failures = dict(Counter(r.outcome for r in failed).most_common())
         what = ", ".join(f"{k} {v}" for k, v in failures.items())
@@ -420,9 +439,9 @@ def judge_strategy(
         covered = tuple(f"{c}: {k} too slow" for c, k in sorted(cells.items()))
         return StrategyVerdict(
             strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
-            f"{len(slow)} of {n} runs were still busy at their deadline (not stalled): too "
-            "slow to judge, no failure shown; run fewer at once (--jobs, RACEGATE_RACE_WORKERS)"
-            " or give them a longer --run-timeout",
+            f"{len(slow)} of {n} runs timed out still at work (not stalled): too slow to "
+            "judge, no failure shown; rerun with fewer runs side by side (--jobs, "
+            "RACEGATE_RACE_WORKERS) or give them a longer --run-timeout",
         )  # fmt: skip
     return _clean(strategy, records, probes, rates or {}, cal, torch_version)
 
