@@ -24,6 +24,7 @@ import math
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.judge import inputs
+from harness.judge.baselines import MEMORY_GROWTH_LIMIT
 from harness.judge.compare import (
     DEFAULT_CONFIDENCE,
     DEFAULT_TOLERANCE,
@@ -43,6 +45,7 @@ from harness.judge.compare import (
     log_spread,
     runs_needed,
 )
+from harness.judge.metrics import memory_growth
 from harness.record import RunRecord, append_jsonl, read_jsonl
 from harness.vocab import TEST_SLOWDOWN_ENV, Outcome, injected_slowdown
 
@@ -84,6 +87,88 @@ class RunSample:
     # The UUIDs of the GPUs the run stepped on (harness.versions.hardware); () where its record
     # names none: a CPU run, or a record from before racegate recorded them.
     gpus: tuple[str, ...] = ()
+    # Each device's peak (the record's peak_mem_bytes) and relative growth of its peak over
+    # the steady steps (from the record's mem_series, where the record judged growth at all);
+    # empty where none was measured (CPU), or in an ab.json from before they were kept.
+    peak_by_device: dict[str, int] = field(default_factory=dict)
+    growth_by_device: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One device's memory, candidate against reference: its peak compared as any metric is
+    (ratio of the runs' peaks, interval, call), and its growth over the steady steps: the
+    candidate's median growth above the reference's by more than `growth_limit` (the gate's
+    flatness limit, docs/gate.md) is a leak the candidate brought."""
+
+    device: str
+    peak: Comparison
+    growth_reference: list[float]  # per run; empty where growth was not measured
+    growth_candidate: list[float]
+    growth_limit: float = MEMORY_GROWTH_LIMIT
+
+    @property
+    def growth_excess(self) -> float | None:
+        """Candidate's median growth less the reference's (None: not measured on both)."""
+        if not self.growth_reference or not self.growth_candidate:
+            return None
+        return statistics.median(self.growth_candidate) - statistics.median(self.growth_reference)
+
+    @property
+    def grows(self) -> bool:
+        excess = self.growth_excess
+        return excess is not None and excess > self.growth_limit
+
+    @property
+    def regressed(self) -> bool:
+        return self.peak.regressed or self.grows
+
+    def peak_line(self) -> str:
+        """e.g. `peak_mem_bytes on cuda:0: 1.250x [1.250, 1.250] (36.00 → 45.00 GiB median,
+        95% CI, 3 vs 3 runs, tolerance 3%): more memory`: which device, and by how much."""
+        c = self.peak
+        gib = [statistics.median(v) / 2**30 for v in (c.reference, c.candidate)]
+        return (
+            f"{c.metric} on {self.device}: {c.ratio_text()} ({gib[0]:,.2f} → {gib[1]:,.2f} GiB "
+            f"median, {round(c.confidence * 100)}% CI, {len(c.reference)} vs "
+            f"{len(c.candidate)} runs, tolerance {c.tolerance:.0%}): {c.word}"
+        )
+
+    def growth_line(self) -> str:
+        """The growth of the peak over steady steps, reference → candidate, and the call."""
+        excess = self.growth_excess
+        if excess is None:
+            return f"mem_growth on {self.device}: not compared (not measured on both sides)"
+        ref, cand = (statistics.median(v) for v in (self.growth_reference, self.growth_candidate))
+        word = "grows (a leak)" if self.grows else "no growth beyond the reference's"
+        return (
+            f"mem_growth on {self.device}: {ref:+.2%} → {cand:+.2%} over steady steps (median "
+            f"of {len(self.growth_reference)} vs {len(self.growth_candidate)} runs; "
+            f"{excess:+.2%} points, limit +{self.growth_limit:.0%}): {word}"
+        )
+
+    def cell(self) -> str:
+        """The report's short form: `cuda:0 36.00 → 45.00 GiB, growth +0.0% → +0.0%`."""
+        gib = [statistics.median(v) / 2**30 for v in (self.peak.reference, self.peak.candidate)]
+        text = f"{self.device} {gib[0]:,.2f} → {gib[1]:,.2f} GiB"
+        if self.peak.regressed:
+            text += f" ({self.peak.word})"
+        if self.growth_excess is not None:
+            ref, cand = (
+                statistics.median(v) for v in (self.growth_reference, self.growth_candidate)
+            )
+            text += f", growth {ref:+.1%} → {cand:+.1%}" + (" (grows)" if self.grows else "")
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "peak": self.peak.to_json(),
+            "growth_reference": self.growth_reference,
+            "growth_candidate": self.growth_candidate,
+            "growth_limit": self.growth_limit,
+            "regressed": self.regressed,
+        }
 
 
 @dataclass
@@ -150,6 +235,15 @@ class ABResult:
         return None
 
     @property
+    def device_memory(self) -> list[DeviceMemory]:
+        """Each device's peak and growth compared (compare_devices), at the throughput's
+        tolerance and confidence; empty where no throughput was compared or no run measured
+        memory per device."""
+        if self.throughput is None:
+            return []
+        return compare_devices(self.samples, self.throughput.tolerance, self.throughput.confidence)
+
+    @property
     def failed(self) -> bool:
         """Its own gate fails. A comparison that gates a change: a run failed, a test tool ran
         in it, or either metric regressed significantly. A calibration: it did not come out as
@@ -174,6 +268,11 @@ class ABResult:
         if misuse := self.test_tool_misuse():
             return misuse
         bad = [c.line() for c in (self.throughput, self.memory) if c is not None and c.regressed]
+        devices = self.device_memory
+        if any(d.peak.regressed for d in devices):  # it says which device, and by how much
+            bad = [c for c in bad if not c.startswith(f"{self.memory.metric}:")]  # type: ignore[union-attr]
+        bad += [d.peak_line() for d in devices if d.peak.regressed]
+        bad += [d.growth_line() for d in devices if d.grows]
         return "; ".join(bad) or None
 
     def lines(self) -> list[str]:
@@ -192,6 +291,8 @@ class ABResult:
             out.append(self.memory.line())
         elif self.memory_note:
             out.append(f"peak_mem_bytes: not compared ({self.memory_note})")
+        for device in self.device_memory:
+            out += [device.peak_line(), device.growth_line()]
         if self.failure:
             out.append(f"A/B FAILED: {self.failure}")
         elif self.calibration is not None and self.throughput is not None:
@@ -204,6 +305,8 @@ class ABResult:
             out.append(f"A/B FAILED: {misuse}")
         elif self.throughput is not None:
             memory = self.memory.word if self.memory else "memory not compared"
+            if worse := [d.device for d in self.device_memory if d.regressed]:
+                memory = f"more memory or growth on {', '.join(worse)}"
             gate = "FAILS" if self.failed else "passes"
             out.append(f"A/B: candidate {self.throughput.word}, {memory}: the gate {gate}")
         return out
@@ -212,6 +315,7 @@ class ABResult:
         data = asdict(self)
         data["throughput"] = self.throughput.to_json() if self.throughput else None
         data["memory"] = self.memory.to_json() if self.memory else None
+        data["device_memory"] = [d.to_json() for d in self.device_memory]
         return data
 
 
@@ -301,7 +405,14 @@ def sample_of(record: RunRecord, side: str, index: int) -> RunSample:
         raise ValueError("it recorded no steady-state tokens/s")
     mem = sum(record.peak_mem_bytes.values()) if record.peak_mem_bytes else None
     gpus = tuple(str(u) for u in (record.hardware or {}).get("device_uuids") or () if u)
-    return RunSample(side, index, record.tokens_per_s, mem, record.versions, record.wall_s, gpus)
+    growth: dict[str, float] = {}
+    if record.mem_growth is not None:  # the record judged growth (one thread per device)
+        made = {d: memory_growth(s, 0) for d, s in record.mem_series.items()}
+        growth = {d: g for d, g in made.items() if g is not None}
+    return RunSample(
+        side, index, record.tokens_per_s, mem, record.versions, record.wall_s, gpus,
+        peak_by_device=dict(record.peak_mem_bytes), growth_by_device=growth,
+    )  # fmt: skip
 
 
 def _gpus(gpus: tuple[str, ...]) -> str:
@@ -347,6 +458,32 @@ def compare_samples(
         confidence=confidence,
     )
     return tput, memory, None
+
+
+def compare_devices(
+    samples: list[RunSample], tolerance: float, confidence: float
+) -> list[DeviceMemory]:
+    """Each device every run measured: its peak compared (ratio, interval, call) and its
+    growth, where every run measured that too. A device only some runs measured is none of
+    these (the summed peak, compare_samples, still counts it)."""
+    by = {s: [x for x in samples if x.side == s] for s in SIDES}
+    if not by["reference"] or not by["candidate"]:
+        return []
+    devices = [d for d in samples[0].peak_by_device if all(d in x.peak_by_device for x in samples)]
+    out = []
+    for device in sorted(devices):
+        peaks = {s: [x.peak_by_device[device] for x in by[s]] for s in SIDES}
+        peak = compare(
+            peaks["reference"],  # type: ignore[arg-type]
+            peaks["candidate"],  # type: ignore[arg-type]
+            metric="peak_mem_bytes",
+            tolerance=tolerance,
+            confidence=confidence,
+        )
+        measured = all(device in x.growth_by_device for x in samples)
+        growth = {s: [x.growth_by_device[device] for x in by[s]] if measured else [] for s in SIDES}
+        out.append(DeviceMemory(device, peak, growth["reference"], growth["candidate"]))
+    return out
 
 
 def run_ab(
@@ -452,7 +589,19 @@ def _sample_from(data: object, where: str) -> RunSample:
         versions=inputs.table(row.get("versions", {}), f"{where}.versions"),
         wall_s=inputs.positive_number(row.get("wall_s"), f"{where}.wall_s"),
         gpus=tuple(inputs.text(g, f"{where}.gpus[{i}]") for i, g in enumerate(gpus)),
+        peak_by_device={d: inputs.integer(v, f"{where}.peak_by_device.{d}") for d, v in
+                        inputs.table(row.get("peak_by_device", {}), f"{where}.peak_by_device")
+                        .items()},
+        growth_by_device={d: _finite(v, f"{where}.growth_by_device.{d}") for d, v in
+                          inputs.table(row.get("growth_by_device", {}),
+                                       f"{where}.growth_by_device").items()},
     )  # fmt: skip
+
+
+def _finite(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise inputs.GateInputError(f"{where} is {value!r:.60}; expected a finite number")
+    return float(value)
 
 
 def _sides_from(data: object, where: str) -> dict[str, dict[str, Any]]:
@@ -539,6 +688,19 @@ def read_ab(path: Path) -> ABResult:
         if kept != given:
             raise inputs.GateInputError(
                 f"{path}: {name}.change is {kept!r}, but its samples give {given!r}"
+            )
+    stored_devices = data.get("device_memory")
+    if stored_devices is not None:  # an ab.json from before it was kept has none
+        if not isinstance(stored_devices, list):
+            raise inputs.GateInputError(f"{path}: device_memory is {stored_devices!r:.60}")
+        kept_calls = {
+            str(inputs.table(d, f"{path}: device_memory[{i}]").get("device")): d.get("regressed")
+            for i, d in enumerate(stored_devices)
+        }
+        given_calls = {d.device: d.regressed for d in result.device_memory}
+        if kept_calls != given_calls:
+            raise inputs.GateInputError(
+                f"{path}: device_memory calls are {kept_calls}, but its samples give {given_calls}"
             )
     return result
 

@@ -6,12 +6,14 @@ The end-to-end test runs real `python -m harness run` subprocesses of `tiny` on 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -454,3 +456,104 @@ def test_an_interrupted_ab_fails_and_shows_the_runs_it_made(tmp_path: Path, sign
     assert result["failure"].startswith("interrupted after 4 of 6 runs"), result
     assert len(result["throughput"]["reference"]) == len(result["throughput"]["candidate"]) == 2
     assert made() == 4  # the run in flight was stopped, not finished
+
+
+# ---- memory per device and its growth, from real records ------------------------------------
+# Six clean runs of `small` on two H200s (one thread per device, a steady series of 8 peaks per
+# device, growth 0): alternately the reference's and the candidate's.
+TWO_GPU_RUNS = REPO / "results/2026-11-30-h200x2-session2/call1/stress.jsonl"
+GIB = 2**30
+
+
+def _two_gpu_ab(candidate: Any = None) -> ab.ABResult:
+    """An A/B of the real records, its calls made as run_ab makes them; `candidate` edits each
+    candidate record (a RunRecord -> RunRecord)."""
+    runs = read_jsonl(TWO_GPU_RUNS)[:6]
+    samples = []
+    for i, record in enumerate(runs):
+        side = ab.SIDES[i % 2]
+        if side == "candidate" and candidate is not None:
+            record = candidate(record)
+        samples.append(ab.sample_of(record, side, i))
+    sides = {s: {"python": f"{s}/bin/python", "env": {}, "versions": runs[0].versions}
+             for s in ab.SIDES}  # fmt: skip
+    result = ab.ABResult(["--preset", "small"], sides, samples)
+    result.throughput, result.memory, result.memory_note = ab.compare_samples(samples, 0.03, 0.95)
+    return result
+
+
+def _peaks(cuda0: float, cuda1: float) -> Any:
+    """A candidate whose steady peaks are scaled on each device (a flat series still)."""
+
+    def edit(record: RunRecord) -> RunRecord:
+        scale = {"cuda:0": cuda0, "cuda:1": cuda1}
+        series = {d: [int(b * scale[d]) for b in s] for d, s in record.mem_series.items()}
+        return dataclasses.replace(
+            record, mem_series=series, peak_mem_bytes={d: max(s) for d, s in series.items()}
+        )
+
+    return edit
+
+
+def test_the_ab_compares_each_device_and_shows_its_peak_and_growth() -> None:
+    same = _two_gpu_ab()
+    assert not same.failed and [d.device for d in same.device_memory] == ["cuda:0", "cuda:1"]
+    text = "\n".join(same.lines())
+    assert "peak_mem_bytes on cuda:1: 1.000x [1.000, 1.000] (2.94 → 2.94 GiB median" in text
+    assert "mem_growth on cuda:0: +0.00% → +0.00% over steady steps (median of 3 vs 3" in text
+
+
+def test_a_device_whose_peak_grew_fails_the_ab_though_the_sum_did_not() -> None:
+    """cuda:1 +25%, cuda:0 −20%: the summed peak moves +2.5%, inside the 3% tolerance (what
+    the A/B compared alone before), but one device now needs a quarter more memory."""
+    moved = _two_gpu_ab(_peaks(0.8, 1.25))
+    assert moved.memory is not None and moved.memory.change is Change.NONE  # the sum: no call
+    assert moved.failed
+    why = moved.why_failed or ""
+    assert why.startswith("peak_mem_bytes on cuda:1: 1.250x [1.250, 1.250] (2.94 → 3.67 GiB")
+    assert why.endswith("): more memory") and "cuda:0" not in why, why
+    assert moved.lines()[-1].endswith("more memory or growth on cuda:1: the gate FAILS")
+
+
+def _leaking(device: str, growth: float) -> Any:
+    """A candidate whose steady peak on `device` climbs by `growth` over its steps, to the
+    same peak as before (a leak the summed peak does not see)."""
+
+    def edit(record: RunRecord) -> RunRecord:
+        series = dict(record.mem_series)
+        top, n = series[device][-1], len(series[device])
+        series[device] = [int(top / (1 + growth * (n - 1 - k) / (n - 1))) for k in range(n)]
+        return dataclasses.replace(record, mem_series=series, mem_growth=growth)
+
+    return edit
+
+
+def test_memory_that_grows_over_the_steps_fails_the_ab_with_its_device() -> None:
+    leak = _two_gpu_ab(_leaking("cuda:0", 0.05))
+    assert leak.memory is not None and leak.memory.change is Change.NONE  # the same peak
+    assert leak.failed
+    assert (leak.why_failed or "") == (
+        "mem_growth on cuda:0: +0.00% → +5.00% over steady steps (median of 3 vs 3 runs; "
+        "+5.00% points, limit +2%): grows (a leak)"
+    )
+    within = _two_gpu_ab(_leaking("cuda:1", 0.01))  # inside the gate's 2% flatness limit
+    assert not within.failed and "+1.00% points" in "\n".join(within.lines())
+
+
+def test_device_memory_survives_the_file_and_a_doctored_call_is_refused(tmp_path: Path) -> None:
+    """ab.json keeps each run's per-device peaks and growths; read_ab makes the calls again
+    from them, and a stored per-device call that disagrees fails closed. An ab.json from
+    before (no per-device numbers) reads with none."""
+    leak = _two_gpu_ab(_leaking("cuda:0", 0.05))
+    path = tmp_path / "ab.json"
+    path.write_text(json.dumps(leak.to_json()))
+    back = ab.read_ab(path)
+    assert back.failed and back.why_failed == leak.why_failed
+    data = json.loads(path.read_text())
+    data["device_memory"][0]["regressed"] = False
+    path.write_text(json.dumps(data))
+    with pytest.raises(ab.inputs.GateInputError, match="device_memory calls are"):
+        ab.read_ab(path)
+    old = ab.read_ab(REPO / "results/2026-12-03-h200-ab-8b-5.17.0/qwen3-8b-drafter-5.17.0"
+                     "/gpu_ab-torch-system-transformers-5.17.0/ab.json")  # fmt: skip
+    assert old.device_memory == [] and not old.failed

@@ -709,3 +709,31 @@ def test_another_workloads_runs_get_a_section_and_a_verdict_of_their_own(
     md = (out / "matrix.md").read_text()
     assert "## h200x2 · workload my.step:make" in md
     assert "no floor in baselines/h200x2.json" in md and "baselines/h200x2 · " not in md
+
+
+def test_the_ab_table_shows_each_devices_peak_and_growth_and_fails_on_one(
+    tmp_path: Path, floors: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An A/B of real two-GPU records whose candidate needs a quarter more memory on cuda:1
+    (and less on cuda:0: the sum moves +2.5%, no call): the memory cell shows each device's
+    peak and growth, and the gate fails naming cuda:1 and by how much."""
+    from tests.test_ab import _peaks, _two_gpu_ab
+
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
+    results, out = tmp_path / "results", tmp_path / "out"
+    write(results / "cell" / "records.jsonl", clean_row())
+    (results / "ab-device").mkdir(parents=True)
+    moved = _two_gpu_ab(_peaks(0.8, 1.25)).to_json()
+    (results / "ab-device" / "ab.json").write_text(json.dumps(moved))
+    rc, md = report_md(results, out, floors)
+    assert rc == 1, md
+    row = line_of(md, "| ab-device/ab.json |")
+    assert (
+        ": no significant change; cuda:0 2.94 → 2.35 GiB, growth +0.0% → +0.0%; "
+        "cuda:1 2.94 → 3.67 GiB (more memory), growth +0.0% → +0.0% |"
+    ) in row, row
+    assert row.endswith("| 3 vs 3 | FAIL |"), row
+    why = line_of(md, "**FAIL ab-device/ab.json**")
+    assert "peak_mem_bytes on cuda:1: 1.250x [1.250, 1.250] (2.94 → 3.67 GiB" in why, why
+    html = (out / "matrix.html").read_text()
+    assert "cuda:1 2.94 → 3.67 GiB (more memory)" in html

@@ -203,9 +203,12 @@ def ab_text(entry: ABEntry) -> dict[str, str]:
     runs = {s: sum(x.side == s for x in r.samples) for s in SIDES}
     return {
         "tokens_per_s": ratio(r.throughput) if r.throughput else "not compared",
-        "memory": ratio(r.memory)
-        if r.memory
-        else f"not compared ({r.memory_note or ('a run failed' if r.failure else 'no runs')})",
+        "memory": (
+            ratio(r.memory)
+            if r.memory
+            else f"not compared ({r.memory_note or ('a run failed' if r.failure else 'no runs')})"
+        )
+        + "".join(f"; {d.cell()}" for d in r.device_memory),  # each device: peak, growth
         "runs": f"{runs['reference']} vs {runs['candidate']}"
         if r.samples or not entry.runs_left_out
         else f"{plural(entry.runs_left_out, 'run')}, no result",
