@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 from harness.judge.compare import compare
-from harness.record import RunRecord, append_jsonl
+from harness.record import RunRecord, ThreadRecord, append_jsonl
 from harness.scenario import Scenario
 
 PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "summarise_21.py"
@@ -24,8 +24,10 @@ def _load() -> ModuleType:
 
 def _record(preset: str, strategy: str, tps: float | None, outcome: str = "ok") -> RunRecord:
     sc = Scenario(preset=preset, strategy=strategy, threads_per_device=2)
+    steps = sc.warmup_steps + sc.steps
+    threads = [ThreadRecord(i, "cpu", outcome, steps_done=steps) for i in range(2)]
     return RunRecord(
-        scenario=sc.to_json(), outcome=outcome, outcome_counts={outcome: 2}, threads=[],
+        scenario=sc.to_json(), outcome=outcome, outcome_counts={outcome: 2}, threads=threads,
         threads_asked=2, threads_concurrent=2, versions={"torch": "2.11.0"}, hardware={},
         tokens_per_s=tps, peak_mem_bytes={"cuda:0": 2 * 2**30} if tps else {}, wall_s=30.0,
     )  # fmt: skip
