@@ -331,9 +331,7 @@ def concurrency_findings(
     return found
 
 
-def concurrent_threads(
-    shares: list[float | None], coactive: list[Coactivity], asked: int
-) -> int:
+def concurrent_threads(shares: list[float | None], coactive: list[Coactivity], asked: int) -> int:
     """How many threads ran together, by concurrency_findings' rule: a thread whose steady
     steps overlapped others' (CONCURRENCY_SHARE) with its work beside them shown, when at
     least one thread ran in company (COACTIVE_SHARE); none when all took turns. So a run with

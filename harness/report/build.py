@@ -473,6 +473,7 @@ def gate_json(m: Matrix) -> dict[str, Any]:
         "production_strategy": m.production_strategy,
         "rows": [g.to_json() for g in m.gates.values()],
         "ab": [ab_json(a) for a in m.ab],
+        "race_only": m.race_only,
     }
 
 
@@ -555,6 +556,7 @@ def write_reports(
     baselines_dir: Path,
     title: str,
     production_strategy: str | None = None,
+    race_only: bool = False,
 ) -> list[Path]:
     """Write the report files into `out_dir`; return their paths (gate.json last).
 
@@ -571,7 +573,7 @@ def write_reports(
         read_sourced(inputs_, ab_runs, allow_none=bool(entries)) if inputs_ else ([], [])
     )
     production = str(settings.production_strategy(production_strategy))
-    m = build_matrix(records, baselines_dir, production)
+    m = build_matrix(records, baselines_dir, production, race_only)
     m.ab, m.pools = entries, pools
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
