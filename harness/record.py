@@ -4,7 +4,9 @@ JSON Lines files are appended one whole line per write (O_APPEND + fsync, under 
 crash or hang in a later run never loses or corrupts what an earlier run recorded; a line a
 killed writer tore is closed off before the next append and counted by every reader.
 Schema 2: every field is written and every field must be there to read a record, except the
-few added to it since (`ADDED_TO_SCHEMA_2`), which records written before them lack.
+few added to it since (`ADDED_TO_SCHEMA_2`), which records written before them lack. Reading
+one checks every field's type and the rules every record obeys (`check_record_json`), so each
+reader of records (harness.judge.inputs) refuses the same ones, with one line.
 """
 
 from __future__ import annotations
