@@ -42,6 +42,28 @@ def _csv(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
+DEFAULT_BASELINES = Path("baselines")
+BASELINES_HELP = (
+    f"folder of <hardware>.json throughput floors (default: {DEFAULT_BASELINES}/, where absent "
+    "means no floors; a folder named here must exist, except for `baseline --update`)"
+)
+
+
+def baselines_folder(named: Path | None, *, written: bool = False) -> Path:
+    """The --baselines folder. The default may be absent (no floors: each tok/s check is
+    skipped, and the report says so); a folder the user named must exist, or a misspelt one
+    would skip every floor. `written` (`baseline --update`): it is made."""
+    if named is None:
+        return DEFAULT_BASELINES
+    if not written and not named.is_dir():
+        what = "is not a folder" if named.exists() else "does not exist"
+        raise UsageError(
+            f"--baselines {named} {what}; give the folder of <hardware>.json floors "
+            f"(default: {DEFAULT_BASELINES}/)"
+        )
+    return named
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m harness", description="racegate: gate torch upgrades.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -101,17 +123,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="(default: report/, or the run's own folder when reporting the latest run)",
     )
-    report.add_argument(
-        "--baselines", type=Path, default=Path("baselines"), help="(default: %(default)s)"
-    )
+    report.add_argument("--baselines", type=Path, default=None, help=BASELINES_HELP)
     report.add_argument("--title", default="racegate matrix", help="(default: %(default)s)")
+    report.add_argument(
+        "--race-only",
+        action="store_true",
+        help="gate race evidence only: a production cell with a throughput floor whose runs "
+        "were not timed (they overlapped other runs) passes instead of failing the gate; "
+        "gate.json says race_only",
+    )
 
     base = sub.add_parser("baseline", help="show or update throughput floors from run records")
     base.add_argument("records", nargs="*", type=Path, help="JSON Lines files with throughput runs")
     base.add_argument("--update", action="store_true", help="write floors from the records")
-    base.add_argument(
-        "--baselines", type=Path, default=Path("baselines"), help="(default: %(default)s)"
-    )
+    base.add_argument("--baselines", type=Path, default=None, help=BASELINES_HELP)
     base.add_argument("--tolerance", type=float, default=0.10, help="(default: %(default)s)")
     add_expectations_parser(sub)
     sub.add_parser(
@@ -400,8 +425,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     paths = report.write_reports(
         records,
         out_dir,
-        baselines_dir=args.baselines,
+        baselines_dir=baselines_folder(args.baselines),
         title=args.title,
+        race_only=args.race_only,
     )
     for p in paths:
         print(p)
@@ -419,12 +445,11 @@ def cmd_baseline(args: argparse.Namespace) -> int:
             raise ValueError(
                 "baseline --update needs run records (JSON Lines files) to take floors from"
             )
-        for path in baselines.update_from_records(
-            args.records, args.baselines, tolerance=args.tolerance
-        ):
+        folder = baselines_folder(args.baselines, written=True)
+        for path in baselines.update_from_records(args.records, folder, tolerance=args.tolerance):
             print(f"wrote {path}")
         return EXIT_OK
-    print(baselines.describe(args.baselines))
+    print(baselines.describe(baselines_folder(args.baselines)))
     return EXIT_OK
 
 

@@ -4,17 +4,26 @@ JSON Lines files are appended one whole line per write (O_APPEND + fsync, under 
 crash or hang in a later run never loses or corrupts what an earlier run recorded; a line a
 killed writer tore is closed off before the next append and counted by every reader.
 Schema 2: every field is written and every field must be there to read a record, except the
-few added to it since (`ADDED_TO_SCHEMA_2`), which records written before them lack.
+few added to it since (`ADDED_TO_SCHEMA_2`), which records written before them lack. Reading
+one checks every field's type and the rules every record obeys (`check_record_json`), so each
+reader of records (harness.judge.inputs) refuses the same ones, with one line.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+# A module, not its names: harness.judge.inputs reads records with this module.
+from harness.judge import inputs
+from harness.scenario import Scenario, make_scenario
+from harness.vocab import CacheState, Outcome, Schedule, Strategy
 
 SCHEMA_VERSION = 2
 # Fields added to schema 2 after records of it were committed (results/): a record without one
@@ -130,34 +139,279 @@ class RunRecord:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunRecord:
-        version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(
-                f"record schema_version {version!r}; this racegate reads {SCHEMA_VERSION}"
-            )
-        data = _exactly(cls, data, optional=ADDED_TO_SCHEMA_2)
-        threads = [_exactly(ThreadRecord, t, optional=ADDED_TO_SCHEMA_2) for t in data["threads"]]
-        for t in threads:  # JSON has no tuples
-            t["span"] = tuple(t["span"]) if t["span"] is not None else None
-        data["threads"] = [ThreadRecord(**t) for t in threads]
-        return cls(**data)
+    def from_json(cls, data: object) -> RunRecord:
+        """A record from its JSON form, every field checked (`check_record_json`): a malformed
+        one is a GateInputError naming the field and what is allowed, never a half-read record."""
+        data = check_record_json(data)
+        threads = [ThreadRecord(**t) for t in data["threads"]]
+        return cls(**{**data, "threads": threads})
 
 
 def _exactly(
-    cls: type, data: dict[str, Any], optional: frozenset[str] = frozenset()
+    cls: type, data: object, where: str, optional: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
     """`data` when it has every field of `cls` (those in `optional` may be absent: they take
-    their default) and no other; else ValueError naming them."""
+    their default) and no other; else GateInputError naming them."""
     if not isinstance(data, dict):
-        raise ValueError(f"{cls.__name__} is {type(data).__name__}, not an object")
+        raise inputs.GateInputError(f"{where} is {_json_kind(data)}; expected a JSON object")
     names = {f.name for f in fields(cls)}
     missing, extra = sorted(names - optional - data.keys()), sorted(data.keys() - names)
     if missing or extra:
-        raise ValueError(
-            f"{cls.__name__} fields: missing {missing or 'none'}, unknown {extra or 'none'}"
+        raise inputs.GateInputError(
+            f"{where}: fields missing {missing or 'none'}, unknown {extra or 'none'}"
         )
     return dict(data)
+
+
+def _json_kind(value: object) -> str:
+    kinds = {bool: "true/false", int: "a number", float: "a number", str: "a string"}
+    kind = "null" if value is None else kinds.get(type(value), f"a {type(value).__name__}")
+    return f"{kind} ({inputs.shown(value)})" if value is not None else kind
+
+
+def _optional(check: Callable[[object, str], Any]) -> Callable[[object, str], Any]:
+    return lambda value, where: None if value is None else check(value, where)
+
+
+def _list_of(check: Callable[[object, str], Any]) -> Callable[[object, str], list[Any]]:
+    def checked(value: object, where: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise inputs.GateInputError(f"{where} is {_json_kind(value)}; expected a list")
+        return [check(v, f"{where}[{k}]") for k, v in enumerate(value)]
+
+    return checked
+
+
+def _table_of(check: Callable[[object, str], Any]) -> Callable[[object, str], dict[str, Any]]:
+    def checked(value: object, where: str) -> dict[str, Any]:
+        table = inputs.table(value, where)
+        return {k: check(v, f"{where}[{k!r}]") for k, v in table.items()}
+
+    return checked
+
+
+def _at_least(low: float) -> Callable[[object, str], float]:
+    """A finite number ≥ `low` (a share, seconds, a rate that may be 0)."""
+
+    def checked(value: object, where: str) -> float:
+        number = inputs.optional_number(value, where, low=low)
+        if number is None:
+            raise inputs.GateInputError(f"{where} is null; expected a finite number ≥ {low}")
+        return value  # type: ignore[return-value]  # as written: an int stays an int
+
+    return checked
+
+
+def _count(value: object, where: str) -> int:
+    return inputs.integer(value, where)
+
+
+def _text(value: object, where: str) -> str:
+    return inputs.text(value, where, empty=True)
+
+
+# Called, not referenced, at import: harness.judge.inputs may be still loading then.
+def _name(value: object, where: str) -> str:
+    return inputs.text(value, where)
+
+
+def _bool(value: object, where: str) -> bool:
+    return inputs.boolean(value, where)
+
+
+def _table(value: object, where: str) -> dict[str, Any]:
+    return inputs.table(value, where)
+
+
+def _outcome(value: object, where: str) -> str:
+    return str(inputs.choice(Outcome, value, where))
+
+
+def _finite(value: object, where: str) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise inputs.GateInputError(f"{where} is {inputs.shown(value)}; expected a finite number")
+    return value
+
+
+def _span(value: object, where: str) -> tuple[float, float]:
+    pair = _list_of(_finite)(value, where)
+    if len(pair) != 2:
+        raise inputs.GateInputError(f"{where} is {inputs.shown(value)}; expected [start, end]")
+    return pair[0], pair[1]  # JSON has no tuples
+
+
+_SECONDS = _at_least(0.0)
+_THREAD_FIELDS: dict[str, Callable[[object, str], Any]] = {
+    "index": _count,
+    "device": _name,
+    "outcome": _outcome,
+    "steps_done": _count,
+    "error": _optional(_text),
+    "error_text": _optional(_text),
+    "eager_fallbacks": _count,
+    "compile_s": _optional(_SECONDS),
+    "tokens_per_s": _optional(_SECONDS),
+    "step_s": _list_of(_SECONDS),
+    "shapes": _list_of(_count),
+    "span": _optional(_span),
+    "overlap_share": _optional(_SECONDS),
+    "step_demand_s": _optional(_list_of(_optional(_SECONDS))),
+    "demand_share": _optional(_SECONDS),
+    "coactive_share": _optional(_SECONDS),
+}
+
+
+def _hardware(value: object, where: str) -> dict[str, Any]:
+    hardware = inputs.table(value, where)
+    if "device_name" in hardware:  # absent: a CPU (harness.judge.baselines.hardware_key)
+        inputs.text(hardware["device_name"], f"{where}.device_name")
+    for name in ("cuda_device_count", "cpu_count"):
+        if name in hardware:
+            inputs.integer(hardware[name], f"{where}.{name}")
+    for name in ("device_names", "device_uuids"):
+        if name in hardware:
+            _list_of(_text)(hardware[name], f"{where}.{name}")
+    return hardware
+
+
+def _positive_rate(value: object, where: str) -> float:
+    inputs.positive_number(value, where)
+    return value  # type: ignore[return-value]
+
+
+def _outcome_counts(value: object, where: str) -> dict[str, int]:
+    counts = inputs.table(value, where)
+    for name, n in counts.items():
+        _outcome(name, f"{where} key {name!r}")
+        inputs.integer(n, f"{where}[{name!r}]")
+    return counts
+
+
+_RUN_FIELDS: dict[str, Callable[[object, str], Any]] = {
+    "scenario": lambda value, where: check_scenario_json(value, where),
+    "outcome": _outcome,
+    "outcome_counts": lambda value, where: _outcome_counts(value, where),
+    "threads": lambda value, where: _list_of(check_thread_json)(value, where),
+    "threads_asked": lambda value, where: inputs.integer(value, where, low=1),
+    "threads_concurrent": _count,
+    "versions": _table_of(_text),
+    "hardware": _hardware,
+    "tokens_per_s": _optional(_positive_rate),
+    "tokens_per_s_spread": _optional(_SECONDS),
+    "tokens_per_s_windows": _list_of(_SECONDS),
+    "compile_s": _optional(_SECONDS),
+    "peak_mem_bytes": _table_of(_count),
+    "mem_growth": _optional(_finite),
+    "mem_series": _table_of(_list_of(_count)),
+    "mfu": _optional(_SECONDS),
+    "flops_per_s": _optional(_SECONDS),
+    "cache": _table,
+    "detail": _optional(_text),
+    "stacks": _optional(_text),
+    "stalled_s": _optional(_SECONDS),
+    "busy_at_deadline": _optional(_bool),
+    "wall_s": _SECONDS,
+    "started_at": _text,
+    "repeat_index": _count,
+    "command": _text,
+    "timing_valid": _bool,
+    "overridden_env": _table_of(_text),
+    "test_slowdown": _optional(_text),
+    "schema_version": _count,
+}
+
+
+def check_thread_json(data: object, where: str) -> dict[str, Any]:
+    """One thread's JSON: every field there (ADDED_TO_SCHEMA_2 may be absent) and of its type."""
+    raw = _exactly(ThreadRecord, data, where, optional=ADDED_TO_SCHEMA_2)
+    return {k: _THREAD_FIELDS[k](v, f"{where}.{k}") for k, v in raw.items()}
+
+
+# Fields added to the scenario after records of schema 2 were committed: may be absent.
+ADDED_TO_SCENARIO = frozenset({"stall_s"})
+
+
+def check_scenario_json(data: object, where: str = "scenario") -> dict[str, Any]:
+    """A record's scenario as written (`Scenario.to_json`): every field there, each of its
+    type and a value `make_scenario` accepts. Returned as written: readers key on it."""
+    raw = _exactly(Scenario, data, where, optional=ADDED_TO_SCENARIO)
+    choices = {"strategy": Strategy, "cache_state": CacheState, "schedule": Schedule}
+    for name, enum in choices.items():
+        inputs.choice(enum, raw[name], f"{where}.{name}")
+    inputs.text(raw["preset"], f"{where}.preset")
+    inputs.text(raw["workload"], f"{where}.workload")
+    _list_of(inputs.text)(raw["devices"], f"{where}.devices")
+    _list_of(inputs.text)(raw["target_devices"], f"{where}.target_devices")
+    for name in ("threads_per_device", "steps"):
+        inputs.integer(raw[name], f"{where}.{name}", low=1)
+    inputs.integer(raw["warmup_steps"], f"{where}.warmup_steps")
+    inputs.integer(raw["seed"], f"{where}.seed")
+    inputs.positive_number(raw["timeout_s"], f"{where}.timeout_s")
+    inputs.optional_number(raw.get("stall_s", 0.0), f"{where}.stall_s")
+    if raw["switch_interval_s"] is not None:
+        inputs.positive_number(raw["switch_interval_s"], f"{where}.switch_interval_s")
+    inputs.table(raw["extra"], f"{where}.extra")
+    try:
+        make_scenario(**raw)
+    except ValueError as exc:
+        raise inputs.GateInputError(f"{where}: {exc}") from None
+    return raw
+
+
+def check_record_json(data: object) -> dict[str, Any]:
+    """A run record's JSON, checked field by field and against the rules every record obeys
+    (`record_rule_broken`); GateInputError, one line, on the first thing wrong."""
+    if not isinstance(data, dict):
+        raise inputs.GateInputError(
+            f"the line is {_json_kind(data)}; expected a run record (an object)"
+        )
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise inputs.GateInputError(
+            f"schema_version is {inputs.shown(version)}; this racegate reads {SCHEMA_VERSION}"
+        )
+    raw = _exactly(RunRecord, data, "record", optional=ADDED_TO_SCHEMA_2)
+    checked = {k: _RUN_FIELDS[k](v, k) for k, v in raw.items()}
+    if broken := record_rule_broken(checked):
+        raise inputs.GateInputError(broken)
+    return checked
+
+
+def record_rule_broken(record: dict[str, Any]) -> str | None:
+    """What a checked record's JSON breaks of the rules every record obeys (None: nothing).
+
+    `ok` means every thread asked for ran, finished its steps, ok, and all of them together
+    (docs/vocabulary.md): harness.judge.decide writes no other `ok`."""
+    asked, concurrent = record["threads_asked"], record["threads_concurrent"]
+    scenario = record["scenario"]
+    per_scenario = scenario["threads_per_device"] * len(scenario["devices"])
+    if asked != per_scenario:
+        return (
+            f"threads_asked is {asked}, but the scenario asks for {per_scenario} "
+            "(threads_per_device × devices)"
+        )
+    if concurrent > asked:
+        return f"threads_concurrent is {concurrent}, more than threads_asked {asked}"
+    if record["outcome"] != Outcome.OK:
+        return None
+    threads = record["threads"]
+    quota = scenario["warmup_steps"] + scenario["steps"]
+    if len(threads) != asked:
+        return f"outcome ok with {len(threads)} thread record(s) of {asked} asked"
+    for t in threads:
+        if t["outcome"] != Outcome.OK:
+            return f"outcome ok, but threads[{t['index']}].outcome is {t['outcome']!r}"
+        if t["steps_done"] < quota:
+            return (
+                f"outcome ok, but threads[{t['index']}] did {t['steps_done']} of its "
+                f"{quota} steps (warmup_steps + steps)"
+            )
+    if concurrent != asked:
+        return (
+            f"outcome ok with threads_concurrent {concurrent} of {asked} asked; a run whose "
+            "threads did not all run together is not_concurrent, never ok"
+        )
+    return None
 
 
 def append_jsonl(path: Path, record: RunRecord) -> None:
@@ -181,21 +435,34 @@ def append_jsonl(path: Path, record: RunRecord) -> None:
 
 
 def read_jsonl_counted(path: Path) -> tuple[list[RunRecord], list[int]]:
-    """Every complete record in `path`, and the line numbers of torn lines (not JSON)."""
-    records, torn = [], []
-    with path.open() as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError:
-                torn.append(n)
-                continue
-            try:
-                records.append(RunRecord.from_json(raw))
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"{path}:{n}: not a racegate record: {exc}") from exc
+    """Every record in `path`, each checked (RunRecord.from_json), and the line numbers of
+    torn lines (not JSON: a writer killed mid-line). A line that is JSON but no valid record,
+    or a file none of whose lines is JSON, is a GateInputError naming `path:line`."""
+    records, torn, lines = [], [], 0
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                lines += 1
+                try:
+                    raw = json.loads(line)
+                except json.JSONDecodeError:
+                    torn.append(n)
+                    continue
+                try:
+                    records.append(RunRecord.from_json(raw))
+                except inputs.GateInputError as exc:
+                    raise inputs.GateInputError(f"{path}:{n}: {exc}") from None
+    except UnicodeDecodeError:
+        raise inputs.GateInputError(
+            f"{path}: not a JSON-lines file (not UTF-8 text); give racegate's records files"
+        ) from None
+    if torn and len(torn) == lines:
+        raise inputs.GateInputError(
+            f"{path}:{torn[0]}: not a JSON-lines file (no line of it is JSON); give racegate's "
+            "records files (pytest --results / harness run --out)"
+        )
     return records, torn
 
 
@@ -204,7 +471,7 @@ def read_jsonl(path: Path, *, skip_torn: bool = False) -> list[RunRecord]:
     records, torn = read_jsonl_counted(path)
     if torn and not skip_torn:
         raise TornRecordsError(
-            f"{path}: {len(torn)} torn line(s) (a writer killed mid-line) at line "
-            f"{', '.join(map(str, torn[:5]))}; skip them explicitly to read the rest"
+            f"{path}:{torn[0]}: {len(torn)} torn line(s), not JSON (a writer killed mid-line?), "
+            f"at line {', '.join(map(str, torn[:5]))}; delete them to read the rest"
         )
     return records

@@ -19,17 +19,20 @@ import pytest
 
 from harness import ab
 from harness.judge.compare import Change
-from harness.record import RunRecord, read_jsonl
+from harness.record import RunRecord, ThreadRecord, read_jsonl
+from harness.scenario import Scenario
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _record(**kw: object) -> RunRecord:
+    scenario = Scenario(threads_per_device=1)
+    done = scenario.warmup_steps + scenario.steps
     base: dict[str, object] = dict(
-        scenario={},
+        scenario=scenario.to_json(),
         outcome="ok",
         outcome_counts={"ok": 1},
-        threads=[],
+        threads=[ThreadRecord(0, "cpu", "ok", steps_done=done)],
         threads_asked=1,
         threads_concurrent=1,
         versions={"torch": "x"},

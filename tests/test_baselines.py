@@ -36,6 +36,7 @@ def make_record(
     tps: float | None = 40_000.0,
     mem_growth: float | None = None,
     hardware: dict[str, Any] | None = None,
+    steps: int = 6,
 ) -> RunRecord:
     """A schema-valid record: `nested` / `fallback` threads hit, `other` names a run outcome."""
     sc = make_scenario(
@@ -45,12 +46,18 @@ def make_record(
         schedule=schedule,
         devices=devices,
         threads_per_device=tpd,
+        steps=steps,
     )
     outcomes = [Outcome.NESTED_FX_ERROR] * nested + [Outcome.SILENT_FALLBACK] * fallback
     outcomes += [Outcome(other)] if other else []
     outcomes += [Outcome.OK] * max(0, sc.threads - len(outcomes))
     threads = [
-        ThreadRecord(index=i, device=sc.devices[i % len(sc.devices)], outcome=str(o))
+        ThreadRecord(
+            index=i,
+            device=sc.devices[i % len(sc.devices)],
+            outcome=str(o),
+            steps_done=sc.warmup_steps + sc.steps,
+        )
         for i, o in enumerate(outcomes)
     ]
     record = RunRecord(
@@ -123,17 +130,13 @@ def test_another_workloads_floor_neither_judges_nor_overwrites_the_drafters(
 def test_a_floor_judges_only_runs_of_its_own_length(tmp_path: Path) -> None:
     """A race case's 8 steps (mostly recompiles) are no throughput measurement: a floor from
     150-step runs of the same strategy and topology must not judge them."""
-
-    def steps(record: RunRecord, n: int) -> RunRecord:
-        return dataclasses.replace(record, scenario={**record.scenario, "steps": n})
-
-    runs = [steps(make_record(tps=t), 150) for t in (39_000.0, 40_000.0, 41_000.0)]
+    runs = [make_record(tps=t, steps=150) for t in (39_000.0, 40_000.0, 41_000.0)]
     baselines.update_from_records([write(tmp_path / "r.jsonl", runs)], tmp_path)
     base = baselines.load(tmp_path, "h200x2")
     assert base is not None and base.floors["small/warmup/2x1/150steps"].steps == 150
-    race_run = steps(make_record(tps=9_000.0), 8)
+    race_run = make_record(tps=9_000.0, steps=8)
     assert baselines.check(race_run, base).verdict is Verdict.NO_BASELINE
-    assert baselines.check(steps(make_record(tps=9_000.0), 150), base).failed
+    assert baselines.check(make_record(tps=9_000.0, steps=150), base).failed
 
 
 def test_update_round_trip_and_checks(tmp_path: Path) -> None:

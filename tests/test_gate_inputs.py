@@ -17,7 +17,7 @@ import pytest
 from harness import cli
 from harness.judge import baselines
 from harness.judge.baselines import Verdict
-from harness.judge.inputs import GateInputError
+from harness.judge.inputs import GateInputError, read_records
 from tests.test_baselines import make_record, write
 
 KEY = "small/warmup/2x1/6steps"
@@ -127,15 +127,21 @@ def _raw_records(path: Path, **changes: Any) -> Path:
 @pytest.mark.parametrize(
     ("changes", "needle"),
     [
-        ({"outcome": "fine"}, "record 1: outcome is 'fine'; choose from: ok, nested_fx_error"),
+        ({"outcome": "fine"}, "r.jsonl:1: outcome is 'fine'; choose from: ok, nested_fx_error"),
         ({"outcome_counts": {"okay": 2}}, "outcome_counts key 'okay' is 'okay'; choose from: ok"),
         (
             {"tokens_per_s": "fast"},
-            "record 1: tokens_per_s is 'fast'; expected a finite number > 0",
+            "r.jsonl:1: tokens_per_s is 'fast'; expected a finite number > 0",
         ),
-        ({"tokens_per_s": math.nan}, "record 1: tokens_per_s is nan; expected a finite number > 0"),
-        ({"tokens_per_s": math.inf}, "record 1: tokens_per_s is inf; expected a finite number > 0"),
-        ({"timing_valid": "yes"}, "record 1: timing_valid is 'yes'; expected true or false"),
+        (
+            {"tokens_per_s": math.nan},
+            "r.jsonl:1: tokens_per_s is nan; expected a finite number > 0",
+        ),
+        (
+            {"tokens_per_s": math.inf},
+            "r.jsonl:1: tokens_per_s is inf; expected a finite number > 0",
+        ),
+        ({"timing_valid": "yes"}, "r.jsonl:1: timing_valid is 'yes'; expected true or false"),
     ],
 )
 def test_bad_records_are_refused_by_report_and_baseline(
@@ -143,7 +149,7 @@ def test_bad_records_are_refused_by_report_and_baseline(
 ) -> None:
     records = _raw_records(tmp_path / "r.jsonl", **changes)
     with pytest.raises(GateInputError) as info:
-        baselines.read_records([records])
+        read_records([records])
     assert needle in str(info.value) and "r.jsonl" in str(info.value)
     out = tmp_path / "b"
     assert cli.main(["baseline", "--update", str(records), "--baselines", str(out)]) == 2
@@ -157,7 +163,7 @@ def test_a_bad_thread_outcome_is_refused(tmp_path: Path) -> None:
     record["threads"][1]["outcome"] = "meh"
     (tmp_path / "r.jsonl").write_text(json.dumps(record) + "\n")
     with pytest.raises(GateInputError, match=r"threads\[1\]\.outcome is 'meh'; choose from: ok"):
-        baselines.read_records([tmp_path / "r.jsonl"])
+        read_records([tmp_path / "r.jsonl"])
 
 
 @pytest.mark.parametrize("tolerance", ["5.0", "0", "-0.1", "nan", "0.51"])

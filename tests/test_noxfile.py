@@ -606,14 +606,16 @@ def test_no_uv_noise_where_uv_is_absent(noxfile: ModuleType, tmp_path: Path) -> 
 
 def test_report_path_imports_no_torch(tmp_path: Path) -> None:
     """`nox -s report` installs no torch, so `python -m harness report` must not import it."""
-    from harness.record import RunRecord, append_jsonl
+    from harness.record import RunRecord, ThreadRecord, append_jsonl
     from harness.scenario import Scenario
 
     scenario = Scenario(preset="tiny", threads_per_device=2)
+    done = scenario.warmup_steps + scenario.steps
+    threads = [ThreadRecord(i, "cpu", "ok", steps_done=done) for i in range(2)]
     append_jsonl(
         tmp_path / "records.jsonl",
         RunRecord(
-            scenario=scenario.to_json(), outcome="ok", outcome_counts={"ok": 2}, threads=[],
+            scenario=scenario.to_json(), outcome="ok", outcome_counts={"ok": 2}, threads=threads,
             threads_asked=2, threads_concurrent=2,
             versions={"torch": "2.13.0", "transformers": "5.17.0"}, hardware={},
         ),

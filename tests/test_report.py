@@ -211,11 +211,14 @@ def test_cli_report_writes_files(
 
 
 def test_overlapped_runs_count_for_outcomes_not_timings(floors: Path, tmp_path: Path) -> None:
-    """`--jobs`/xdist runs slow each other down: their tokens/s must never fail (or pass) a gate."""
+    """`--jobs`/xdist runs slow each other down: their tokens/s must never fail (or pass) a gate.
+    Where a floor exists and no run was timed, the gate fails unless it is race-only."""
     slow = make_record(tps=30_000.0)  # 25% below the 40,000 floor
     assert not report.gate([slow], floors, PROD)[0]
     overlapped = dataclasses.replace(slow, timing_valid=False)
     passed, reasons = report.gate(powered(overlapped), floors, PROD)
+    assert not passed and any("no run was timed" in r for r in reasons), reasons
+    passed, reasons = report.gate(powered(overlapped), floors, PROD, race_only=True)
     assert passed, reasons
     m = build_matrix([overlapped], floors, PROD)
     assert m.cells[m.rows["h200x2"][0], column_of(overlapped)].tokens_per_s is None

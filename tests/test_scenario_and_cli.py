@@ -248,11 +248,16 @@ def test_probe_exits_1_when_a_verdict_moved(
 
 
 def _record(outcome: str, detail: str | None = None, error: str | None = None) -> RunRecord:
+    scenario = make_scenario(strategy="per_device", schedule="recompile")
+    done = scenario.warmup_steps + scenario.steps
+    threads = [ThreadRecord(index=0, device="cpu", outcome=outcome, error=error, steps_done=done)]
+    if outcome == "ok":  # an ok run's every thread reported, ok (harness.record)
+        threads.append(ThreadRecord(index=1, device="cpu", outcome=outcome, steps_done=done))
     return RunRecord(
-        scenario=make_scenario(strategy="per_device", schedule="recompile").to_json(),
+        scenario=scenario.to_json(),
         outcome=outcome,
-        outcome_counts={outcome: 1},
-        threads=[ThreadRecord(index=0, device="cpu", outcome=outcome, error=error)],
+        outcome_counts={outcome: len(threads)},
+        threads=threads,
         threads_asked=2,
         threads_concurrent=2,
         versions={"torch": "2.13.0"},

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.judge import inputs
-from harness.judge.inputs import GateInputError
-from harness.record import RunRecord, read_jsonl
+from harness.judge.inputs import GateInputError, read_records
+from harness.record import RunRecord
 from harness.vocab import STRATEGIES, Outcome, Schedule
 from harness.workload_api import DEFAULT_WORKLOAD
 
@@ -340,61 +340,6 @@ def memory_flat(record: RunRecord, limit: float = MEMORY_GROWTH_LIMIT) -> tuple[
     )
 
 
-def record_files(paths: list[Path]) -> list[Path]:
-    """The JSON Lines files given, and every `*.jsonl` under the folders given, each once."""
-    files: dict[Path, None] = {}
-    for path in map(Path, paths):
-        if path.is_dir():
-            files.update(dict.fromkeys(sorted(p for p in path.rglob("*.jsonl") if p.is_file())))
-        elif path.is_file():
-            files[path] = None
-        else:
-            raise FileNotFoundError(f"no such records file or folder: {path}")
-    return list(files)
-
-
-OUTCOMES = ", ".join(Outcome)
-
-
-def check_record(record: RunRecord, where: str) -> RunRecord:
-    """The fields the gate judges, checked: outcomes from the vocabulary, tokens/s a number."""
-    allowed = {str(o) for o in Outcome}
-    outcomes = [("outcome", record.outcome)]
-    outcomes += [(f"threads[{t.index}].outcome", t.outcome) for t in record.threads]
-    outcomes += [(f"outcome_counts key {k!r}", k) for k in record.outcome_counts]
-    for field_name, value in outcomes:
-        if value not in allowed:
-            raise GateInputError(f"{where}: {field_name} is {value!r}; choose from: {OUTCOMES}")
-    if record.tokens_per_s is not None:
-        inputs.positive_number(record.tokens_per_s, f"{where}: tokens_per_s")
-    for name in ("tokens_per_s_spread", "mem_growth"):
-        value = getattr(record, name)
-        if value is not None and not _finite(value):
-            raise GateInputError(f"{where}: {name} is {value!r}; expected null or a finite number")
-    if not isinstance(record.timing_valid, bool):
-        raise GateInputError(
-            f"{where}: timing_valid is {record.timing_valid!r}; expected true or false"
-        )
-    return record
-
-
-def read_records(paths: list[Path]) -> list[RunRecord]:
-    """Records from JSON Lines files, or from every `*.jsonl` under the folders given. Each
-    record is checked (check_record): a bad one is a GateInputError naming its file and
-    position."""
-    records: list[RunRecord] = [
-        check_record(r, f"{f} record {n}")
-        for f in record_files(paths)
-        for n, r in enumerate(read_jsonl(f), 1)
-    ]
-    if not records:
-        raise ValueError(
-            f"no run records in {', '.join(map(str, paths))}; "
-            "give JSON Lines files (pytest --results / harness run --out) or folders of them"
-        )
-    return records
-
-
 def _merged_versions(records: list[RunRecord]) -> dict[str, str]:
     names = sorted({k for r in records for k in r.versions})
     return {n: " | ".join(sorted({r.versions.get(n, "?") for r in records})) for n in names}
@@ -424,6 +369,27 @@ def _floor_from(records: list[RunRecord], refused: int, tolerance: float, when: 
     )
 
 
+def no_floor_source(
+    records: list[RunRecord], refused_outcomes: Counter[tuple[str, str, str]]
+) -> str:
+    """Why no record gave a floor: every kind of record left out, counted (never "none")."""
+    judged = Counter(str(r.scenario["strategy"]) for r in records
+                     if r.scenario["strategy"] in JUDGED_BY)  # fmt: skip
+    unmeasured = sum(1 for r in records if not r.tokens_per_s
+                     and r.scenario["strategy"] not in JUDGED_BY)  # fmt: skip
+    parts = [
+        f"{n} run(s) of {s}, which is held to {JUDGED_BY[s]}'s floors and is never one itself"
+        for s, n in sorted(judged.items())
+    ]
+    if unmeasured:
+        parts.append(f"{unmeasured} run(s) without tokens/s")
+    failed = sorted(refused_outcomes.items())
+    if failed:
+        bad = ", ".join(f"{k} on {hw}: {o} ×{n}" for (hw, k, o), n in failed)
+        parts.append(f"runs that did not pass: {bad}")
+    return "; ".join(parts)
+
+
 def update_from_records(
     paths: list[Path], baselines_dir: Path, tolerance: float = DEFAULT_TOLERANCE
 ) -> list[Path]:
@@ -448,11 +414,10 @@ def update_from_records(
             why = r.outcome if r.timing_valid else "overlapped"
             refused_outcomes[hw, key, "test slowdown" if r.test_slowdown else why] += 1
     if not good:
-        failed = sorted(refused_outcomes.items())
-        bad = ", ".join(f"{k} on {hw}: {o} ×{n}" for (hw, k, o), n in failed) or "none"
         raise ValueError(
             f"no run with outcome ok and tokens/s in {', '.join(map(str, paths))} "
-            f"(runs that did not pass: {bad}); floors come only from passing runs"
+            f"({no_floor_source(records, refused_outcomes)}); floors come only from passing "
+            "runs of a strategy that has floors of its own"
         )
     when = datetime.now(UTC).date().isoformat()
     written = []

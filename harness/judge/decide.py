@@ -110,10 +110,15 @@ def exit_finding(
     return None
 
 
-def thread_record(report: ThreadReport, compiled: bool) -> ThreadRecord:
+def thread_record(report: ThreadReport, compiled: bool, quota: int) -> ThreadRecord:
+    """One thread's record. `quota`: its steps (warm-up + steady); a thread that says it
+    finished with fewer did not do what was asked, and is never `ok`."""
     steps = report.steps
+    error_text = report.error_text
+    if not error_text and report.finished and len(steps) < quota:
+        error_text = f"RuntimeError: reported finished after {len(steps)} of {quota} steps"
     outcome = outcomes.classify_thread(
-        error_text=report.error_text,
+        error_text=error_text,
         finished=report.finished,
         eager_fallbacks=report.eager_fallbacks,
         compiled=compiled,
@@ -123,8 +128,8 @@ def thread_record(report: ThreadReport, compiled: bool) -> ThreadRecord:
         device=report.device,
         outcome=str(outcome),
         steps_done=len(steps),
-        error=report.error_text.splitlines()[0] if report.error_text else None,
-        error_text=report.error_text,
+        error=error_text.splitlines()[0] if error_text else None,
+        error_text=error_text,
         eager_fallbacks=report.eager_fallbacks,
         compile_s=steps[0].seconds if steps else None,
         step_s=[s.seconds for s in steps],
@@ -326,6 +331,23 @@ def concurrency_findings(
     return found
 
 
+def concurrent_threads(shares: list[float | None], coactive: list[Coactivity], asked: int) -> int:
+    """How many threads ran together, by concurrency_findings' rule: a thread whose steady
+    steps overlapped others' (CONCURRENCY_SHARE) with its work beside them shown, when at
+    least one thread ran in company (COACTIVE_SHARE); none when all took turns. So a run with
+    no not_concurrent finding counts every thread that reported, and an `ok` run, whose
+    threads all reported, counts every thread asked for (harness.record.record_rule_broken)."""
+    if asked <= 1:
+        return min(asked, len(shares))  # one thread races nobody: it ran "together" if it ran
+    if not any(met.share is not None and met.share >= COACTIVE_SHARE for met in coactive):
+        return 0
+    return sum(
+        1
+        for share, met in zip(shares, coactive, strict=True)
+        if share is not None and share >= CONCURRENCY_SHARE and met.share is not None
+    )
+
+
 def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[dict, list[Finding]]:
     """The record's cache proof, and why a warm or deleted state is not proven (if it isn't)."""
     state = scenario.cache_state
@@ -422,7 +444,8 @@ def _children(
         findings += [exit_found] if exit_found else []
         mine = list(child.threads())
         reports += mine
-        reported += [thread_record(r, compiled) for r in mine]
+        quota = scenario.warmup_steps + scenario.steps
+        reported += [thread_record(r, compiled, quota) for r in mine]
         placeholders += _unreported(child, len(mine), exit_found)
     return findings, reports, reported, placeholders
 
@@ -478,8 +501,9 @@ def decide(ev: RunEvidence) -> RunRecord:
     asked = scenario.threads_per_device * len(scenario.devices)
     if not threads:
         findings.append(Finding(Outcome.CRASH, "no thread reported"))
-    elif len(reports) < asked and not findings:
-        why = f"only {len(reports)} of {asked} threads reported"
+    elif len(reports) != asked and not findings:
+        few = "only " if len(reports) < asked else ""
+        why = f"{few}{len(reports)} of {asked} threads reported"
         findings.append(Finding(Outcome.OTHER_ERROR, why))
     shares = overlap_shares(reports, scenario.warmup_steps, scenario.steps, hook_spans(ev.children))
     for rec, share in zip(reported, shares, strict=True):
@@ -510,18 +534,7 @@ def decide(ev: RunEvidence) -> RunRecord:
         for t in threads:
             t.outcome = str(Outcome.TIMEOUT) if t.outcome == Outcome.HANG else t.outcome
         thread_outcomes = [Outcome(t.outcome) for t in threads]
-    concurrent = (
-        asked
-        if asked <= 1 and reports
-        else sum(
-            1
-            for s, met in zip(shares, coactive, strict=True)
-            if s is not None
-            and s >= CONCURRENCY_SHARE
-            and met.share is not None
-            and met.share >= COACTIVE_SHARE
-        )
-    )
+    concurrent = concurrent_threads(shares, coactive, asked)
     growths = _memory_growths(scenario, mem_by_device)
     first = next((c.report for c in ev.children if c.report), None)
     built = (e.data["hardware"] for c in ev.children for e in c.events("built"))

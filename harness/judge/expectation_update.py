@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.judge import race_expectations as rx
-from harness.judge.baselines import read_records
 from harness.judge.expectations import device_kind, minor
-from harness.judge.inputs import GateInputError
+from harness.judge.inputs import GateInputError, read_records
 from harness.record import RunRecord
 from harness.vocab import CacheState, Outcome, Strategy
 

@@ -3,6 +3,8 @@
 Each check raises GateInputError with one line naming the file, the field and the allowed
 values; the CLI maps it to exit 2 and the pytest plugin to a usage error. Nothing here passes
 a value it cannot judge: NaN, infinities, bools posing as numbers and unknown names all fail.
+Run records are read here, for every reader of them (the report, `baseline --update`,
+`expectations`): `read_records`, each record checked field by field by RunRecord.from_json.
 """
 
 from __future__ import annotations
@@ -10,7 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, TypeVar
+
+# A module, not its names: harness.record checks its fields with this module's functions.
+from harness import record as run_records
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -19,7 +25,8 @@ class GateInputError(ValueError):
     """A gate input (baseline, table, record) is malformed: one line, exit 2."""
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
+    """A value as one line of an error names it: its repr, cut at 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -31,7 +38,7 @@ def _is_number(value: object) -> bool:
 def positive_number(value: object, where: str) -> float:
     """`value` as a float if it is a finite number > 0, else GateInputError."""
     if not _is_number(value) or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type]
-        raise GateInputError(f"{where} is {_shown(value)}; expected a finite number > 0")
+        raise GateInputError(f"{where} is {shown(value)}; expected a finite number > 0")
     return float(value)  # type: ignore[arg-type]
 
 
@@ -40,9 +47,7 @@ def optional_number(value: object, where: str, *, low: float = 0.0) -> float | N
     if value is None:
         return None
     if not _is_number(value) or not math.isfinite(value) or value < low:  # type: ignore[arg-type]
-        raise GateInputError(
-            f"{where} is {_shown(value)}; expected null or a finite number ≥ {low}"
-        )
+        raise GateInputError(f"{where} is {shown(value)}; expected null or a finite number ≥ {low}")
     return float(value)  # type: ignore[arg-type]
 
 
@@ -50,33 +55,33 @@ def tolerance(value: object, where: str) -> float:
     """A relative tolerance in (0, 0.5]: 0 would fail every run, above 0.5 judges nothing."""
     if not _is_number(value) or not math.isfinite(value) or not 0 < value <= 0.5:  # type: ignore[arg-type,operator]
         raise GateInputError(
-            f"{where} is {_shown(value)}; expected a fraction in (0, 0.5], e.g. 0.10 for 10%"
+            f"{where} is {shown(value)}; expected a fraction in (0, 0.5], e.g. 0.10 for 10%"
         )
     return float(value)  # type: ignore[arg-type]
 
 
 def integer(value: object, where: str, *, low: int = 0) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise GateInputError(f"{where} is {_shown(value)}; expected an integer ≥ {low}")
+        raise GateInputError(f"{where} is {shown(value)}; expected an integer ≥ {low}")
     return value
 
 
 def boolean(value: object, where: str) -> bool:
     if not isinstance(value, bool):
-        raise GateInputError(f"{where} is {_shown(value)}; expected true or false (no quotes)")
+        raise GateInputError(f"{where} is {shown(value)}; expected true or false (no quotes)")
     return value
 
 
 def text(value: object, where: str, *, empty: bool = False) -> str:
     if not isinstance(value, str) or (not empty and not value.strip()):
         kind = "a string" if empty else "a non-empty string"
-        raise GateInputError(f"{where} is {_shown(value)}; expected {kind}")
+        raise GateInputError(f"{where} is {shown(value)}; expected {kind}")
     return value
 
 
 def table(value: object, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise GateInputError(f"{where} is {_shown(value)}; expected a table of key = value")
+        raise GateInputError(f"{where} is {shown(value)}; expected a table of key = value")
     return value
 
 
@@ -87,7 +92,7 @@ def choice(enum: type[E], value: object, where: str, allowed: Iterable[E] | None
         if isinstance(value, str) and value == member.value:
             return member
     names = ", ".join(m.value for m in members)
-    raise GateInputError(f"{where} is {_shown(value)}; choose from: {names}")
+    raise GateInputError(f"{where} is {shown(value)}; choose from: {names}")
 
 
 def choices(
@@ -97,7 +102,7 @@ def choices(
     members = list(allowed if allowed is not None else enum)
     names = ", ".join(m.value for m in members)
     if not isinstance(value, list) or not value:
-        raise GateInputError(f"{where} is {_shown(value)}; expected a non-empty list of: {names}")
+        raise GateInputError(f"{where} is {shown(value)}; expected a non-empty list of: {names}")
     return tuple(choice(enum, v, where, members) for v in value)
 
 
@@ -115,3 +120,35 @@ def keys(
         raise GateInputError(
             f"{where}: unknown key {extra[0]!r}; allowed: {', '.join(sorted(allowed))}"
         )
+
+
+def record_files(paths: Iterable[Path]) -> list[Path]:
+    """The JSON Lines files given, and every `*.jsonl` under the folders given, each once."""
+    files: dict[Path, None] = {}
+    for path in map(Path, paths):
+        if path.is_dir():
+            files.update(dict.fromkeys(sorted(p for p in path.rglob("*.jsonl") if p.is_file())))
+        elif path.is_file():
+            files[path] = None
+        else:
+            raise FileNotFoundError(f"no such records file or folder: {path}")
+    return list(files)
+
+
+def read_record_file(path: Path) -> list[run_records.RunRecord]:
+    """Every record in one JSON Lines file, each checked; a malformed record, a torn line or a
+    file that is not JSON Lines is a GateInputError naming `file:line` and what is wrong."""
+    return run_records.read_jsonl(path)
+
+
+def read_records(paths: Iterable[Path]) -> list[run_records.RunRecord]:
+    """Records from JSON Lines files, or from every `*.jsonl` under the folders given, each
+    checked (read_record_file); none at all is an error too."""
+    paths = list(paths)
+    records = [r for f in record_files(paths) for r in read_record_file(f)]
+    if not records:
+        raise GateInputError(
+            f"no run records in {', '.join(map(str, paths))}; "
+            "give JSON Lines files (pytest --results / harness run --out) or folders of them"
+        )
+    return records

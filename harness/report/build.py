@@ -25,11 +25,12 @@ from harness.ab import (
     power_summary,
     read_ab,
 )
-from harness.judge.baselines import Verdict, memory_flat, read_records, record_files
+from harness.judge.baselines import Verdict, memory_flat
 from harness.judge.compare import Comparison
+from harness.judge.inputs import read_record_file, read_records, record_files
 from harness.judge.metrics import wilson_interval
 from harness.judge.verdict import Status, StrategyVerdict
-from harness.record import RunRecord, read_jsonl
+from harness.record import RunRecord
 from harness.report.matrix import (
     ABEntry,
     Cell,
@@ -475,13 +476,14 @@ def gate_json(m: Matrix) -> dict[str, Any]:
         "production_strategy": m.production_strategy,
         "rows": [g.to_json() for g in m.gates.values()],
         "ab": [ab_json(a) for a in m.ab],
+        "race_only": m.race_only,
     }
 
 
 def read_sourced(
     paths: list[Path], skip: frozenset[Path] = frozenset(), *, allow_none: bool = False
 ) -> tuple[list[RunRecord], list[str]]:
-    """Records as harness.judge.baselines.read_records reads them, each with `file#k` (its
+    """Records as harness.judge.inputs.read_records reads them, each with `file#k` (its
     k-th record), so the report can link a cell to its runs. Files in `skip` (an A/B
     comparison's runs) are left out; `allow_none`: no record left is no error (the report
     was given A/B comparisons)."""
@@ -489,7 +491,7 @@ def read_sourced(
     for f in record_files(list(paths)):
         if f in skip:
             continue
-        for k, r in enumerate(read_jsonl(f), 1):
+        for k, r in enumerate(read_record_file(f), 1):
             records.append(r)
             sources.append(f"{f}#{k}")
     if not records and not allow_none:
@@ -535,7 +537,7 @@ def read_ab_entries(
     def runs(files: list[Path]) -> int:  # each file counted once, by its first comparison
         mine = [f for f in files if f not in taken]
         taken.update(mine)
-        return sum(len(read_jsonl(f)) for f in mine)
+        return sum(len(read_record_file(f)) for f in mine)
 
     for p in ab_files(paths):
         pools = [f for f in by_dir.get(p.parent, []) if f.name in AB_POOLS]
@@ -557,6 +559,7 @@ def write_reports(
     baselines_dir: Path,
     title: str,
     production_strategy: str | None = None,
+    race_only: bool = False,
 ) -> list[Path]:
     """Write the report files into `out_dir`; return their paths (gate.json last).
 
@@ -573,7 +576,7 @@ def write_reports(
         read_sourced(inputs_, ab_runs, allow_none=bool(entries)) if inputs_ else ([], [])
     )
     production = str(settings.production_strategy(production_strategy))
-    m = build_matrix(records, baselines_dir, production)
+    m = build_matrix(records, baselines_dir, production, race_only)
     m.ab, m.pools = entries, pools
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

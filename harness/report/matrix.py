@@ -268,6 +268,7 @@ class Matrix:
     run_ids: dict[int, int] = field(default_factory=dict)  # id(record) -> its 1-based run number
     ab: list[ABEntry] = field(default_factory=list)  # A/B comparisons given to the report
     pools: list[PoolEntry] = field(default_factory=list)  # the calibrations' pooled runs
+    race_only: bool = False  # `report --race-only`: tok/s no run timed does not fail the gate
 
     @property
     def gates(self) -> dict[GroupKey, RowGate]:
@@ -359,6 +360,8 @@ def make_cell(
     key = baselines.floor_key(runs[0].scenario)
     if not cell.timings_void and (tps or (baseline and key in baseline.floors)):
         cell.throughput = baselines.check_tokens(key, column.hardware, cell.tokens_per_s, baseline)
+    elif cell.timings_void and baseline and key in baseline.floors:
+        cell.throughput = unjudged(key, column.hardware, baseline.floors[key], runs)
     growths = [r.mem_growth for r in runs if r.mem_growth is not None]
     cell.mem_growth = max(growths) if growths else None
     for r in runs:
@@ -369,12 +372,29 @@ def make_cell(
     return cell
 
 
+def unjudged(
+    key: str, hardware: str, floor: baselines.Floor, runs: list[RunRecord]
+) -> baselines.GateResult:
+    """A cell with a floor whose runs' tokens/s judge nothing (none was timed): skipped, and
+    failing the gate unless it gates race evidence only (gate_row's `race_only`)."""
+    why = next(r.why_untimed for r in runs if r.tokens_per_s and not r.timed)
+    detail = (
+        f"tok/s not judged against the floor of {floor.tokens_per_s:,.0f} tok/s: no run was "
+        f"timed ({why}); rerun with --jobs 1, or gate race evidence only (`report --race-only`)"
+    )
+    return baselines.GateResult(
+        baselines.Verdict.TIMING_VOID, f"{key} on {hardware}: {detail}", key, hardware,
+        floor=floor.tokens_per_s, tolerance=floor.tolerance, detail=detail,
+    )  # fmt: skip
+
+
 def gate_row(
     hardware: str,
     row: Row,
     cells: list[Cell],
     production: str,
     decided: verdicts.StrategyVerdict | None = None,
+    race_only: bool = False,
 ) -> RowGate:
     """The gate for one group, over the production strategy's cells and its verdict.
 
@@ -382,6 +402,7 @@ def gate_row(
     OOM, a blocked recompile, a run that was in effect serial) fails too: such a run proves
     nothing about the race, so it cannot count as a pass. A group with no run of the
     production strategy is not gated (records from before it was production), not passed.
+    A cell with a floor and no timed run fails too, unless `race_only` (`report --race-only`).
     """
     mine = [c for c in cells if c.column.strategy == production]
     if not mine:
@@ -394,9 +415,17 @@ def gate_row(
         # Clean runs are not a pass on their own: the verdict also needs the control to have
         # fired here and enough runs for its power (docs/gate.md).
         reasons.append(f"{production} {decided.status}: {decided.why}")
+    unjudged_tps = [
+        f"{c.column.key}: {c.throughput.detail}" for c in mine
+        if c.throughput and c.throughput.verdict is baselines.Verdict.TIMING_VOID and not c.slowed
+    ]  # fmt: skip
+    reasons += [] if race_only else unjudged_tps
     if void := [c for c in mine if c.timings_void and not c.slowed]:
         notes.append(f"{THROUGHPUT_SKIPPED}: runs overlapped others: {len(void)} of {len(mine)}")
-    floorless = [c.throughput for c in mine if c.throughput and c.throughput.skipped]
+    floorless = [
+        c.throughput for c in mine
+        if c.throughput and c.throughput.verdict is baselines.Verdict.NO_BASELINE
+    ]  # fmt: skip
     notes += sorted({t.detail for t in floorless})  # e.g. no baselines/<hardware>.json
     status = GateStatus.FAIL if reasons else GateStatus.PASS
     return RowGate(hardware, row, status, reasons, notes)
@@ -437,7 +466,11 @@ def _hardware_order(section: str) -> tuple[bool, str]:
     return section_parts(section)[0] == "cpu", section
 
 
-def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str) -> Matrix:
+def build_matrix(
+    records: list[RunRecord], baselines_dir: Path, production: str, race_only: bool = False
+) -> Matrix:
+    """The matrix; `race_only`: production cells with a floor and no timed run pass the gate
+    (`report --race-only`), instead of failing it."""
     cells_by: dict[tuple[Row, Column], list[RunRecord]] = defaultdict(list)
     # A run whose child never reported (a hang, in records older than the `built` event's
     # hardware) is filed under the machine its row's other runs name, not a column of its own.
@@ -482,12 +515,13 @@ def build_matrix(records: list[RunRecord], baselines_dir: Path, production: str)
             probes=probes,
             strategies=strategies[hw],
         )
-        gate = gate_row(hw, row, group_cells, production, decided.production_verdict)
+        gate = gate_row(hw, row, group_cells, production, decided.production_verdict, race_only)
         groups[hw, row] = Group(hw, row, group_cells, decided, gate, probes)
     groups = dict(sorted(groups.items(), key=lambda kv: (_hardware_order(kv[0][0]),
                                                           _version_sort(kv[0][1]))))  # fmt: skip
     run_ids = {id(r): i for i, r in enumerate(records, 1)}
-    return Matrix(hardware, rows, strategies, columns, cells, production, groups, run_ids)
+    return Matrix(hardware, rows, strategies, columns, cells, production, groups, run_ids,
+                  race_only=race_only)  # fmt: skip
 
 
 def group_name(hardware: str, row: Row) -> str:
@@ -495,7 +529,7 @@ def group_name(hardware: str, row: Row) -> str:
 
 
 def gate(
-    records: list[RunRecord], baselines_dir: Path, production_strategy: str
+    records: list[RunRecord], baselines_dir: Path, production_strategy: str, race_only: bool = False
 ) -> tuple[bool, list[str]]:
     """(passed, reasons): every hardware × torch × transformers group that ran the production
     strategy must pass its gate, and at least one must have run it.
@@ -505,7 +539,7 @@ def gate(
     """
     if not records:
         return False, ["no run records: nothing was gated"]
-    m = build_matrix(records, baselines_dir, str(production_strategy))
+    m = build_matrix(records, baselines_dir, str(production_strategy), race_only)
     out = []
     for (hw, row), g in m.gates.items():
         name = group_name(hw, row)
