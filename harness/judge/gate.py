@@ -19,7 +19,7 @@ WORDS_DOC = "docs/vocabulary.md#verdict-words"
 
 class Word(StrEnum):
     SAFE = "SAFE"  # the production strategy is SAFE here (and its tokens/s met its bar)
-    UNSAFE = "UNSAFE"  # it failed a run, its tokens/s or memory missed the bar, or a case failed
+    UNSAFE = "UNSAFE"  # it failed a run, or its tokens/s or memory missed the bar
     UNDECIDED = "UNDECIDED"  # no failure, but nothing shows this machine would have seen one
 
 
@@ -74,7 +74,8 @@ def decide_gate(
 
     verdict: harness.judge.verdict.decide's result (None: no records, nothing decided);
     throughput: whether tokens/s (and memory) met their bar, None where not judged;
-    failed_cases: pytest cases of the race selection that failed (0 outside pytest);
+    failed_cases: tests that failed other than by a run outcome the verdict judges (a broken
+    case, a unit test; 0 outside pytest): no evidence either way, so never SAFE;
     bar: what missed the bar, when throughput is False.
     """
     if verdict is None:
@@ -91,10 +92,12 @@ def decide_gate(
             f"do not upgrade with {prod.strategy}: {bar} (docs/gate.md)",
         )
     if failed_cases:
+        s = "s" * (failed_cases != 1)
         return Decision(
-            Word.UNSAFE,
-            f"{failed_cases} race case{'s' * (failed_cases != 1)} failed (see the test report)",
-            f"{verdict.advice} Fix or explain the failed case(s) first.",
+            Word.UNDECIDED,
+            f"{failed_cases} test{s} failed other than by a run outcome (see the test report)",
+            f"fix the {failed_cases} test{s} that failed other than by a run outcome (pytest's "
+            f"report above), then run again; the verdict alone says: {verdict.advice}",
         )
     if prod.status is Status.SAFE:
         return Decision(Word.SAFE, f"{prod.strategy} SAFE: {prod.why}", verdict.advice)

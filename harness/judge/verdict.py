@@ -404,7 +404,7 @@ def describe_failed_run(record: RunRecord) -> str:
     why = (record.detail or "").split("; stderr: ")[0] or (errors[0] if errors else "no reason")
     when = f", started {record.started_at}" if record.started_at else ""
     run = f"{cell_of(record)} run {record.repeat_index + 1}{when}"
-    return f"{run}: {record.outcome}: {' '.join(why.split())[:160]}"
+    return f"{run}: {record.outcome}: {' '.join(why.split())[:72]}"
 
 
 def judge_strategy(
@@ -566,5 +566,7 @@ def render(verdict: Verdict, decision: Decision | None = None) -> list[str]:
             lines += wrap(f"{'':15}failed: {more} more run{'s' * (more != 1)}", 23)
     for f in verdict.faster:
         lines += wrap(f"  faster:      {f.describe(verdict.production)}", 15)
-    lines += wrap(decision.line(), len(decision.word) + 2)
+    indent = " " * (len(decision.word) + 2)  # the page's anchor never splits at its hyphen
+    lines += textwrap.wrap(decision.line(), WIDTH, subsequent_indent=indent,
+                           break_long_words=False, break_on_hyphens=False)  # fmt: skip
     return lines

@@ -16,7 +16,7 @@ import pytest
 from harness.judge import probe_expectations, verdict
 from harness.judge.baselines import record_files
 from harness.judge.gate import Decision, decide_gate
-from harness.judge.suite import racegate_key
+from harness.judge.suite import RaceOutcomeError, racegate_key
 from harness.probes.runner import ProbeRun  # the probe registry and runner: no torch import
 from harness.record import RunRecord, read_jsonl
 from harness.vocab import Strategy, parse_choice
@@ -24,6 +24,10 @@ from harness.vocab import Strategy, parse_choice
 calibration_key = pytest.StashKey[verdict.Calibration]()
 PLUGIN_NAME = "racegate-verdict"
 PROBES_PROPERTY = "racegate_probes"  # user property carrying a probe run's verdicts
+# User property on a race case's failed report whose failure is a run outcome the records hold
+# (a RaceOutcomeError, or a strict xfail that passed): the verdict judges it, so it is evidence,
+# not a broken case.
+EVIDENCE_PROPERTY = "racegate_evidence"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -104,6 +108,7 @@ class SessionVerdict:
         self.before = 0  # records the results file held when this session began; -1 unreadable
         self.probes: dict[str, str] = {}
         self.race = False  # a race case reported in this session
+        self.failed_cases = 0  # failed tests whose failure is no run outcome (a broken case)
         self.concluded: tuple[list[str], Decision] | None = None  # the block and its decision
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -132,6 +137,9 @@ class SessionVerdict:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """A probe case's whole probe run rides on its report to the controller (xdist too)."""
         report = yield
+        outcome = call.excinfo is None or call.excinfo.errisinstance(RaceOutcomeError)
+        if call.when == "call" and report.failed and "race" in item.keywords and outcome:
+            report.user_properties.append((EVIDENCE_PROPERTY, True))
         if call.when == "call":
             for value in getattr(item, "funcargs", {}).values():
                 if isinstance(value, ProbeRun):
@@ -142,6 +150,8 @@ class SessionVerdict:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if "race" in report.keywords:
             self.race = True
+        if report.failed and (EVIDENCE_PROPERTY, True) not in report.user_properties:
+            self.failed_cases += 1
         for name, value in report.user_properties:
             if name == PROBES_PROPERTY and isinstance(value, dict):
                 self.probes.update(value)
@@ -192,7 +202,7 @@ def probe_verdicts(config: pytest.Config) -> tuple[dict[str, str], str]:
 
 def block(config: pytest.Config, failed_cases: int = 0) -> tuple[list[str], Decision]:
     """The verdict block for this session and the gate's decision its last line says
-    (failed_cases: race cases pytest saw fail)."""
+    (failed_cases: tests that failed other than by a run outcome the verdict judges)."""
     rc = config.stash[racegate_key]
     cal = config.stash[calibration_key]
     title = " racegate verdict ".center(verdict.WIDTH, "=")
@@ -240,7 +250,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Under the gate (the default), pytest exits with the decision's code: a session whose
     cases passed exits 0 only when the decision is SAFE. Interrupts, internal and usage errors
     keep pytest's own codes."""
-    concluded = _conclude(session.config, session.testsfailed)
+    concluded = _conclude(session.config, _session(session.config).failed_cases)
     if concluded is None or not session.config.getoption("racegate_gate"):
         return
     if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
@@ -250,7 +260,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
-    concluded = _conclude(config, terminalreporter.stats.get("failed", []).__len__())
+    concluded = _conclude(config, _session(config).failed_cases)
     if concluded is None:
         return
     for line in concluded[0]:
