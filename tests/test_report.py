@@ -196,7 +196,7 @@ def test_markdown_drops_details_when_too_big(
         [records], tmp_path / "out", baselines_dir=floors, title="t", production_strategy=PROD
     )
     md = paths[0].read_text()
-    assert "cut to fit a step summary" in md and "| 2.11.0+cu130 | 5.8.1 | PASS |" in md
+    assert "cut to fit a step summary" in md and "| 2.11.0+cu130 | 5.8.1 | SAFE |" in md
 
 
 def test_cli_report_writes_files(

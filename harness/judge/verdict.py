@@ -560,9 +560,10 @@ def render(verdict: Verdict, decision: Decision | None = None) -> list[str]:
         lines += wrap(f"  {s.status:<12} {s.strategy}{role.get(s.strategy, '')}: {s.why}", 15)
         if s.covered and s.strategy == verdict.production:
             lines += wrap(f"{'':15}ran: {'; '.join(s.covered)}", 20)
-        for run in s.failed_runs[:FAILED_RUNS_SHOWN]:
+        shown = () if s.strategy == verdict.control else s.failed_runs  # the control must fail
+        for run in shown[:FAILED_RUNS_SHOWN]:
             lines += wrap(f"{'':15}failed: {run}", 23)
-        if (more := len(s.failed_runs) - FAILED_RUNS_SHOWN) > 0:
+        if (more := len(shown) - FAILED_RUNS_SHOWN) > 0:
             lines += wrap(f"{'':15}failed: {more} more run{'s' * (more != 1)}", 23)
     for f in verdict.faster:
         lines += wrap(f"  faster:      {f.describe(verdict.production)}", 15)
