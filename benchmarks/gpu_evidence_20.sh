@@ -100,6 +100,6 @@ for p in [*sorted(w.glob("m/**/*.jsonl")), w / "detection.jsonl"]:
 for s, v in sorted(sums.items()):
     print(f"  {s}: {min(v):.2f} / {statistics.median(v):.2f} / {max(v):.2f} ({len(v)} runs)")
 PY
-grep -E "racegate verdict|^  (SAFE|UNSAFE|MASKED|INCONCLUSIVE|NOT RUN)|^(PASS|FAIL|UNDECIDED):|passed|failed" \
+grep -E "racegate verdict|^  (SAFE|UNSAFE|MASKED|INCONCLUSIVE|NOT RUN)|^(SAFE|UNSAFE|UNDECIDED):|passed|failed" \
   "$W/nox.log" | tail -30 >>"$W/summary.txt"
 cat "$W/summary.txt"
