@@ -38,8 +38,11 @@ def _control() -> list[RunRecord]:
 
 # The same record sets for every exit: (expected word, records).
 CASES = {
-    "SAFE": (Word.SAFE, _clean() + _control()),
-    "UNSAFE": (Word.UNSAFE, _clean(n=4) + [make_record(strategy=PROD, tpd=2, nested=1)] + _control()),
+    "SAFE": (Word.SAFE, [*_clean(), *_control()]),
+    "UNSAFE": (
+        Word.UNSAFE,
+        [*_clean(n=4), make_record(strategy=PROD, tpd=2, nested=1), *_control()],
+    ),
     # Clean, but the positive control never ran here: nothing shows a race would be seen.
     "UNDECIDED": (Word.UNDECIDED, _clean()),
 }
@@ -48,7 +51,7 @@ CASES = {
 def test_the_exit_codes_are_defined_once_and_apart_from_pytests() -> None:
     assert EXIT_CODES == {"SAFE": 0, "UNSAFE": 1, "usage": 2, "UNDECIDED": 7}
     assert EXIT_CODES[Word.UNDECIDED] not in {int(c) for c in pytest.ExitCode}
-    assert cli.EXIT_USAGE == EXIT_CODES["usage"]
+    assert EXIT_CODES["usage"] == cli.EXIT_USAGE
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -236,7 +236,7 @@ def test_undecided_exit_is_the_gates(noxfile: ModuleType) -> None:
     from harness.judge.gate import EXIT_CODES, Word
 
     assert noxfile.UNDECIDED_EXIT == EXIT_CODES[Word.UNDECIDED] == 7
-    assert noxfile.CELL_OK_CODES == (EXIT_CODES[Word.SAFE], EXIT_CODES[Word.UNDECIDED])
+    assert (EXIT_CODES[Word.SAFE], EXIT_CODES[Word.UNDECIDED]) == noxfile.CELL_OK_CODES
 
 
 def test_a_cell_judges_and_reports_only_its_own_invocation(
@@ -661,7 +661,8 @@ def test_report_path_imports_no_torch(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
     rc, imported = out.stdout.strip().splitlines()[-1].split(" ", 1)
-    assert (tmp_path / "out" / "gate.json").is_file() and rc == "7"  # one clean run, no control: UNDECIDED
+    # One clean run and no control: UNDECIDED, the report's exit its code.
+    assert (tmp_path / "out" / "gate.json").is_file() and rc == "7"
     assert imported == "[]", f"the report path imported {imported}"
 
 

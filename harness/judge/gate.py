@@ -79,9 +79,7 @@ def decide_gate(
     bar: what missed the bar, when throughput is False.
     """
     if verdict is None:
-        return Decision(
-            Word.UNDECIDED, "no run records: nothing was decided", "run the race cases"
-        )
+        return Decision(Word.UNDECIDED, "no run records: nothing was decided", "run the race cases")
     prod = verdict.production_verdict
     if prod.status is Status.UNSAFE:
         return Decision(Word.UNSAFE, f"{prod.strategy} UNSAFE: {prod.why}", verdict.advice)

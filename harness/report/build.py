@@ -235,8 +235,7 @@ def headline(m: Matrix) -> str:
             f"so nothing was gated ({plural(len(m.groups), 'group')}){ab}."
         )
     return (
-        f"{word}: {len(gated) - len(failed)} of {plural(len(gated), 'gated group')} SAFE"
-        f"{skip}{ab}."
+        f"{word}: {len(gated) - len(failed)} of {plural(len(gated), 'gated group')} SAFE{skip}{ab}."
     )
 
 

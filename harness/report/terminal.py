@@ -2,8 +2,9 @@
 
 The last lines of a race session are the decision, rendered from the records this session
 appended to its results file (under pytest-xdist only the controller prints, reading the file
-all workers share) and this torch's probe verdicts: the table's, or the probe cases' own
-results when they ran in this session.
+all workers share), those of each --records-from PATH (said), and this torch's probe verdicts:
+the table's, or the probe cases' own results when they ran in this session. Unless
+--no-racegate-gate, pytest exits with that decision's code (harness.judge.gate).
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def pytest_configure(config: pytest.Config) -> None:
         control = parse_choice(Strategy, opt("racegate_control"), "--control-strategy")
     except ValueError as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
+    for path in opt("racegate_records_from"):
+        if not path.exists():
+            raise pytest.UsageError(f"racegate: --records-from {path}: no such file or folder")
     counts = {"--control-repeat": "racegate_control_repeat", "--power-cap": "racegate_power_cap"}
     for flag, name in counts.items():
         if opt(name) < 1:
