@@ -150,3 +150,24 @@ def test_the_verdict_lists_each_failed_run_and_why() -> None:
     assert len(prod.failed_runs) == 1
     (run,) = prod.failed_runs
     assert run.startswith("cold 2×2 run 1") and ": nested_fx_error: " in run, run
+
+
+@pytest.mark.parametrize(("code", "sample"), [(0, True), (7, True), (1, False)])
+def test_an_ab_child_undecided_is_a_timing_sample(tmp_path: Path, code: int, sample: bool) -> None:
+    """harness.ab's children are one-thread `harness run`s: nothing can race, so a clean one
+    exits UNDECIDED (7), and its record is a sample all the same; UNSAFE (1) is none."""
+    from harness import ab
+
+    record = write(tmp_path / "one.jsonl", [make_record(tpd=1)]).read_text()
+    fake = tmp_path / "python"
+    fake.write_text(
+        '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done\n'
+        f"cat > \"$out\" <<'JSONL'\n{record}JSONL\nexit {code}\n"
+    )
+    fake.chmod(0o700)
+    side, out = ab.Side("candidate", str(fake)), tmp_path / "r.jsonl"
+    if sample:
+        assert ab.run_once(side, [], out, 30).tokens_per_s == 40_000.0
+    else:
+        with pytest.raises(ValueError, match=f"exited {code} with 1 record"):
+            ab.run_once(side, [], out, 30)
