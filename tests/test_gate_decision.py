@@ -115,6 +115,14 @@ def test_pytest_exit_status_is_the_verdict_blocks_word(
     assert result.ret == EXIT_CODES[word], out  # the case itself passed
 
 
+def test_under_xdist_the_controller_exits_with_the_decision(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _pytest_session(pytester, monkeypatch, CASES["UNDECIDED"][1], "-n", "2")
+    assert result.ret == EXIT_CODES[Word.UNDECIDED], result.stdout.str()
+    assert result.stdout.str().count(" racegate verdict ") == 1  # the controller's block only
+
+
 def test_no_gate_keeps_pytests_own_status(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
