@@ -217,7 +217,8 @@ def block(config: pytest.Config, failed_cases: int = 0) -> tuple[list[str], Deci
         records = [*merged, *_session(config).records()]
     except (OSError, ValueError) as exc:
         decision = decide_gate(None)
-        return [title, *verdict.wrap(f"records unreadable, nothing decided: {exc}", 2)], decision
+        lines = verdict.wrap(f"records unreadable, nothing decided: {exc}", 2)
+        return [title, *lines, decision.line()], decision
     probes, where = probe_verdicts(config)
     decided = verdict.decide(
         records,
