@@ -46,12 +46,15 @@ from harness.judge.compare import (
     runs_needed,
 )
 from harness.judge.metrics import memory_growth
+from harness.judge.gate import EXIT_CODES, Word
 from harness.record import RunRecord, append_jsonl, read_jsonl
 from harness.vocab import TEST_SLOWDOWN_ENV, Outcome, injected_slowdown
 
 SCHEMA_VERSION = 1
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# A child `harness run` whose one record is a timing sample: SAFE, or UNDECIDED (one thread).
+TIMING_EXITS = (EXIT_CODES[Word.SAFE], EXIT_CODES[Word.UNDECIDED])
 # Options ab sets itself, or that would break "one run, one record, timed alone".
 FORBIDDEN_RUN_ARGS = ("--out", "--json", "--jobs", "--repeat", "--keep")
 # List options of `harness run`: more than one value is more than one run per process.
@@ -386,7 +389,10 @@ def run_once(side: Side, run_args: list[str], out: Path, timeout_s: float) -> Ru
     except OSError as exc:
         raise ValueError(f"cannot start {side.python!r}: {exc}") from None
     records = read_jsonl(out) if out.exists() else []
-    if proc.returncode != 0 or len(records) != 1:
+    # `harness run` exits with the race gate's decision. One thread cannot race, so a clean
+    # run's verdict is UNDECIDED (7): a timing sample all the same. A failed run (UNSAFE, 1)
+    # or anything else is no sample.
+    if proc.returncode not in TIMING_EXITS or len(records) != 1:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise ValueError(
             f"`harness run` exited {proc.returncode} with {len(records)} record(s) "

@@ -1,7 +1,9 @@
 """The command line: `python -m harness run | probe | report | baseline`.
 
-The only module that prints or exits. Exit codes: 0 pass, 1 a run or gate failed,
-2 usage error (one line naming the bad value and the allowed ones, no traceback).
+The only module that prints or exits. `run` and `report` gate: they exit with the gate's
+decision (harness/judge/gate.py: 0 SAFE, 1 UNSAFE, 7 UNDECIDED). The others exit 0 pass, 1
+failed. Every command: 2 usage error (one line naming the bad value and the allowed ones, no
+traceback).
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness import options, state
+from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.summary import failure_lines, format_table, summarise
-from harness.record import RunRecord, append_jsonl
+from harness.record import RunRecord, append_jsonl, read_jsonl
 from harness.scenario import Scenario, check_devices_present, make_scenario
 from harness.versions import ABSENT
-from harness.vocab import CacheState, Outcome, Strategy
+from harness.vocab import CacheState, Strategy
 from harness.workload_api import WorkloadError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED = 0, 1  # the commands that gate nothing (probe, baseline, expectations)
 
 
 class UsageError(Exception):
@@ -89,6 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
     run.add_argument("--json", action="store_true", help="print each record as JSON on stdout")
+    run.add_argument(
+        "--records-from",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also judge the records in this JSON Lines file or folder (repeatable; printed); "
+        "default: only this invocation's own runs",
+    )
     run.add_argument("--keep", action="store_true", help="keep each run's work dir (logs, cache)")
     run.add_argument(
         "--prime-each-run",
@@ -236,7 +248,20 @@ def _probe_expectations(torch_version: str, device: str) -> dict[str, str]:
     return out
 
 
-def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: TextIO) -> None:
+def merged_records(paths: list[Path], stream: TextIO) -> list[RunRecord]:
+    """The records of every --records-from PATH, saying how many came from each."""
+    from harness.judge.baselines import record_files
+
+    out: list[RunRecord] = []
+    for path in paths:
+        found = [r for f in record_files([path]) for r in read_jsonl(f)]
+        print(f"merged {len(found)} records from {path}", file=stream, flush=True)
+        out += found
+    return out
+
+
+def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: TextIO) -> Decision:
+    """Print the verdict block; return the gate's decision its last line says."""
     from harness.judge.verdict import decide, render
 
     torch_version = records[0].versions.get("torch", ABSENT) if records else ABSENT
@@ -245,7 +270,9 @@ def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: Te
     verdict = decide(
         records, production=str(opts.production), probes=probes, strategies=opts.strategies
     )
-    print("\n".join(render(verdict)), file=stream, flush=True)
+    decision = decide_gate(verdict)  # harness run judges no throughput floor
+    print("\n".join(render(verdict, decision)), file=stream, flush=True)
+    return decision
 
 
 def _progress() -> Any:
@@ -332,6 +359,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise ValueError(f"--jobs must be ≥ 1, got {args.jobs}")
     opts = options.resolve(vars(args), gpus=options.count_gpus(), for_cli=True)
+    for path in args.records_from:  # bad input before any run
+        if not path.exists():
+            raise ValueError(f"--records-from {path}: no such file or folder")
     scenarios = scenarios_from_args(args, opts)
     validate_against_workload(scenarios, opts.workload_source)
     out = opts.results or state.new_run(state.checkout_root())
@@ -342,8 +372,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     stream = sys.stderr if args.json else sys.stdout
     print("\n".join(format_table(summarise(records), records)), file=stream, flush=True)
     print(f"records: {out}", file=stream, flush=True)
-    print_verdict(records, opts, stream)
-    return EXIT_OK if all(r.outcome == Outcome.OK for r in records) else EXIT_FAILED
+    merged = merged_records(args.records_from, stream)
+    return print_verdict([*merged, *records], opts, stream).exit_code
 
 
 PROBE_WIDTH = 100  # the probe table fits a 100-column CI log
@@ -432,9 +462,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     for p in paths:
         print(p)
     gate = json.loads((out_dir / "gate.json").read_text())
-    if not gate["passed"]:
-        print("racegate: the gate FAILED: see matrix.md", file=sys.stderr)
-    return EXIT_OK if gate["passed"] else EXIT_FAILED
+    print(f"racegate: {gate['decision']}: {gate['reason']} (see matrix.md)", file=sys.stderr)
+    return int(gate["exit_code"])
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:

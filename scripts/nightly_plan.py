@@ -8,7 +8,8 @@ the report job's merge of every cell's artifact, with a failed row for a cell th
 `plan` prints the cells as a JSON list (the `cell` job's strategy.matrix); `report` writes a
 `no-artifact.jsonl` record for every planned cell whose artifact holds no run record, runs
 `python -m harness report` over every artifact folder, and appends matrix.md and the cell list
-to the job summary. Exit codes: 0 pass, 1 gate failed or a cell lost, 2 usage error.
+to the job summary. Exit codes: the report's decision (0 SAFE, 1 UNSAFE, 7 UNDECIDED;
+through nox, any failure is nox's 1), else 1 when a cell was lost; 2 usage error.
 """
 
 from __future__ import annotations

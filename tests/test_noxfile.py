@@ -231,6 +231,39 @@ def test_cpu_cell_pins_torch_and_goes_offline_with_a_wheelhouse(
     assert args[4:6] == ("-k", "race") and "--devices" in args
 
 
+def test_undecided_exit_is_the_gates(noxfile: ModuleType) -> None:
+    """The noxfile imports no harness, so it spells UNDECIDED's exit itself: the gate's."""
+    from harness.judge.gate import EXIT_CODES, Word
+
+    assert noxfile.UNDECIDED_EXIT == EXIT_CODES[Word.UNDECIDED] == 7
+    assert (EXIT_CODES[Word.SAFE], EXIT_CODES[Word.UNDECIDED]) == noxfile.CELL_OK_CODES
+
+
+def test_a_cell_judges_and_reports_only_its_own_invocation(
+    noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rerun of a cell starts a fresh records file: the earlier run's file is kept beside
+    it under a name neither the verdict nor the report reads (`*.jsonl` only), so a rerun's
+    report never says per_device "UNSAFE 1/8" from the run before."""
+    from harness.judge.baselines import record_files
+
+    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(noxfile, "TORCH_DIR", tmp_path / "_torch")
+    monkeypatch.setenv("RACEGATE_WHEELHOUSE", str(tmp_path))
+    name = "cpu_matrix(torch='2.12.1', transformers='5.24.0')"
+    cell = tmp_path / "results" / "cpu_matrix-torch-2.12.1-transformers-5.24.0"
+    cell.mkdir(parents=True)
+    (cell / "records.jsonl").write_text('{"an": "earlier run"}\n')
+    s = FakeSession(name, gpus=0)
+    noxfile.cpu_matrix(s, torch="2.12.1", transformers=noxfile.LATEST_TRANSFORMERS)
+    assert not (cell / "records.jsonl").exists()
+    (kept,) = cell.glob("records-*.jsonl.prev")
+    assert kept.read_text() == '{"an": "earlier run"}\n' and record_files([cell]) == []
+    assert any("earlier run's records kept" in line for line in s.logs)
+    args, kw = _pytest_run(s)
+    assert kw["success_codes"] == [0, 7] and f"--results={cell / 'records.jsonl'}" in args
+
+
 def _cpu_cell(noxfile: ModuleType, purelib: Path, torch: str, tf: str) -> FakeSession:
     s = FakeSession(f"cpu_matrix(torch={torch!r}, transformers={tf!r})", gpus=0, purelib=purelib)
     noxfile.cpu_matrix(s, torch=torch, transformers=tf)
@@ -447,13 +480,15 @@ def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
     s = JUnitWritingSession(name, ["--repeat", "3"])
     noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
     runs = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
-    (tp, tp_kw), (race, _) = runs
+    (tp, tp_kw), (race, race_kw) = runs
     assert tp[3:6] == ("cases", "-m", "throughput") and "-n" not in tp
     assert tp_kw["success_codes"] == [0, 1, 5]  # a throughput failure must not skip the races
     # The race cases in one pytest, the production strategy's among them (its case follows
-    # the control's rate as the control's runs land), judging the cell's records from one line.
+    # the control's rate as the control's runs land), judging the records it writes itself;
+    # UNDECIDED (7) is evidence for the report, not a failed cell.
     assert race[3:9] == ("cases", "-m", "not throughput", "-n", "16", "--share-gpus")
-    assert "--records-from=0" in race
+    assert not any(a.startswith("--records-from") for a in race)
+    assert race_kw["success_codes"] == [0, 1, 5, 7]
     cell = tmp_path / "gpu_matrix-torch-system-transformers-5.8.1"
     assert f"--junitxml={cell / 'junit-throughput.xml'}" in tp
     assert f"--junitxml={cell / 'junit-race.xml'}" in race
@@ -629,7 +664,8 @@ def test_report_path_imports_no_torch(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
     rc, imported = out.stdout.strip().splitlines()[-1].split(" ", 1)
-    assert (tmp_path / "out" / "gate.json").is_file() and rc in ("0", "1")
+    # One clean run and no control: UNDECIDED, the report's exit its code.
+    assert (tmp_path / "out" / "gate.json").is_file() and rc == "7"
     assert imported == "[]", f"the report path imported {imported}"
 
 

@@ -157,11 +157,11 @@ def test_write_reports(tmp_path: Path, floors: Path) -> None:
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
 
     md = (out / "matrix.md").read_text()
-    assert md.startswith("# nightly") and "**Gate FAILED: 1 of 2 gated groups passed.**" in md
-    assert "| 2.11.0+cu130 | 5.8.1 | PASS | SAFE 15 runs | UNSAFE 24/24 runs |" in md
-    assert "| 2.11.0+cu130 | 5.6.0 | FAIL | UNSAFE 1/16 runs | UNSAFE 24/24 runs |" in md
+    assert md.startswith("# nightly") and "**UNSAFE: 1 of 2 gated groups SAFE.**" in md
+    assert "| 2.11.0+cu130 | 5.8.1 | SAFE | SAFE 15 runs | UNSAFE 24/24 runs |" in md
+    assert "| 2.11.0+cu130 | 5.6.0 | UNSAFE | UNSAFE 1/16 runs | UNSAFE 24/24 runs |" in md
     assert "## h200x2" in md and "### Legend" in md
-    assert "FAIL torch 2.11.0+cu130 / transformers 5.6.0" in md
+    assert "UNSAFE torch 2.11.0+cu130 / transformers 5.6.0" in md
     assert "nested_fx_error in 1/6 runs (1/12 threads)" in md  # the failed cell, named
     assert len(md.encode()) < report.MAX_MARKDOWN_BYTES
 
@@ -196,7 +196,7 @@ def test_markdown_drops_details_when_too_big(
         [records], tmp_path / "out", baselines_dir=floors, title="t", production_strategy=PROD
     )
     md = paths[0].read_text()
-    assert "cut to fit a step summary" in md and "| 2.11.0+cu130 | 5.8.1 | PASS |" in md
+    assert "cut to fit a step summary" in md and "| 2.11.0+cu130 | 5.8.1 | SAFE |" in md
 
 
 def test_cli_report_writes_files(
@@ -494,7 +494,7 @@ def test_the_report_shows_an_ab_and_a_slower_candidate_fails_its_gate(
     assert row.startswith("| ab-same/ab.json | small | transformers 5.6.0 → 5.8.1 |"), row
     assert "no significant change" in row and row.endswith("| 3 vs 3 | PASS |"), row
     # The A/B's 6 one-thread runs are not a race row of their own: only the cell's row is there.
-    assert "| 2.11.0+cu130 | 5.8.1 | PASS | SAFE 15 runs |" in md and "| 5.6.0 |" not in md
+    assert "| 2.11.0+cu130 | 5.8.1 | SAFE | SAFE 15 runs |" in md and "| 5.6.0 |" not in md
     assert "the 6 runs of these comparisons are shown here" in md
 
     write_ab(results / "ab-slower", [36_000.0, 36_300.0, 35_900.0])  # ≈ −10%
@@ -526,12 +526,13 @@ def test_an_ab_fails_the_report_but_never_stands_in_for_a_gated_group(
     results, out = tmp_path / "results", tmp_path / "out"
     write_ab(results / "ab", [40_100.0, 39_900.0, 40_300.0])
     rc, md = report_md(results, out, floors)
-    assert rc == 1 and "Gate FAILED: no group ran the production strategy" in md, md
+    # No race evidence: UNDECIDED (7), never a pass, and never UNSAFE for a passing A/B.
+    assert rc == 7 and "UNDECIDED: no group ran the production strategy" in md, md
     assert line_of(md, "ab/ab.json").endswith("| PASS |")
 
     write(results / "ab" / "records.jsonl", clean_row())  # race records beside the ab.json
     rc, md = report_md(results, out, floors)
-    assert rc == 0 and "| 2.11.0+cu130 | 5.8.1 | PASS | SAFE 15 runs |" in md, md
+    assert rc == 0 and "| 2.11.0+cu130 | 5.8.1 | SAFE | SAFE 15 runs |" in md, md
 
     cut = write_ab(results / "cut", [40_000.0, 40_100.0])
     cut.unlink()  # killed before it wrote its result: only ab-records/ is left
@@ -570,7 +571,7 @@ def test_a_calibration_is_shown_with_its_call_and_gates_nothing(
              same_versions=True)  # fmt: skip
     rc, md = report_md(results, out, floors)
     assert rc == 0, md
-    assert "Gate PASSED: 1 of 1 gated group passed; A/B calibrations (not gated): 2 of 3" in md
+    assert "SAFE: 1 of 1 gated group SAFE; A/B calibrations (not gated): 2 of 3" in md
     assert line_of(md, "| caught/ab.json |").endswith("| calibration: as it must |")
     assert line_of(md, "| aa/ab.json |").endswith("| calibration: as it must |")
     assert line_of(md, "| missed/ab.json |").endswith("| calibration: missed |")

@@ -194,7 +194,8 @@ def test_render_fits_100_columns_and_ends_with_the_decision() -> None:
     ):  # fmt: skip
         lines = render(v)
         assert all(len(line) <= 100 for line in lines), max(lines, key=len)
-        last = [i for i, line in enumerate(lines) if line.startswith(("PASS: ", "UNDECIDED: "))]
+        words = ("SAFE: ", "UNSAFE: ", "UNDECIDED: ")
+        last = [i for i, line in enumerate(lines) if line.startswith(words)]
         assert len(last) == 1 and all(line.startswith(" ") for line in lines[last[0] + 1 :])
     text = "\n".join(render(v))
     assert "MASKED       warmup_locked (production)" in text
@@ -239,7 +240,9 @@ def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) ->
     assert re.search(r"SAFE +warmup_locked \(production\): 0 of 5 runs failed; per_device failed "
                      r"3 of 3 cold runs here", block), block  # fmt: skip
     assert "the 5-run cap binds in cold 1×2" in block
-    assert "PASS: keep warmup_locked; per_device is unsafe here." in block
+    assert "SAFE: keep warmup_locked; per_device is unsafe here (exit 0; words: " in block
+    assert "docs/vocabulary.md#verdict-words)" in block
+    assert proc.returncode == 0, out[-3000:]  # pytest's exit is the decision's: SAFE
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
@@ -255,6 +258,9 @@ def test_end_to_end_a_deselected_control_leaves_the_default_repeats(tmp_path: Pa
     block = " ".join(out[out.index(" racegate verdict ") :].split())
     assert "INCONCLUSIVE warmup_locked (production)" in block, block
     assert "per_device, the positive control, did not run in cold 1×2" in block, block
+    # Every case passed, but nothing is decided: pytest exits UNDECIDED's own code, not 0.
+    assert "UNDECIDED: run warmup_locked again before upgrading" in block, block
+    assert proc.returncode == 7, out[-3000:]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
@@ -267,7 +273,9 @@ def test_end_to_end_a_control_that_never_fires_masks(tmp_path: Path) -> None:
     masked = r"MASKED +warmup_locked \(production\).*probe compiled_call_during_make_fx"
     fixed = r"SAFE +warmup_locked \(production\).*fixed upstream"
     assert re.search(f"({masked}|{fixed})", block), block
-    assert "UNDECIDED: " in block or "PASS: " in block
+    assert ("UNDECIDED: " in block and proc.returncode == 7) or (
+        "SAFE: " in block and proc.returncode == 0
+    ), (block, proc.returncode)
 
 
 def _rc(**kw: object) -> RacegateConfig:

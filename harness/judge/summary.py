@@ -94,11 +94,12 @@ def format_table(summaries: list[ScenarioSummary], records: list[RunRecord]) -> 
         for r in last.values():
             lines += [f"    {ln}" for ln in failure_lines(r)]
     bad = Counter(r.outcome for r in records if r.outcome != Outcome.OK)
+    # Counts only: the decision (SAFE / UNSAFE / UNDECIDED) is the verdict block's last line.
     if not records:
-        lines.append("FAIL: no run finished")
+        lines.append("runs: none finished")
     elif bad:
         what = ", ".join(f"{o} {n}" for o, n in bad.most_common())
-        lines.append(f"FAIL: {sum(bad.values())} of {len(records)} runs failed ({what})")
+        lines.append(f"runs: {sum(bad.values())} of {len(records)} failed ({what})")
     else:
-        lines.append(f"PASS: {len(records)} of {len(records)} runs ok")
+        lines.append(f"runs: {len(records)} of {len(records)} ok")
     return lines

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from harness.judge import compare
 from harness.judge.metrics import wilson_interval
@@ -22,6 +23,9 @@ from harness.judge.race_evidence import other_reason, shows_race, timed_out
 from harness.record import RunRecord
 from harness.versions import ABSENT
 from harness.vocab import STRATEGIES, Outcome, Strategy
+
+if TYPE_CHECKING:
+    from harness.judge.gate import Decision
 
 # The probes that show the nested-FX hazard itself (a compiled call in one thread broken by a
 # trace in another): when one says "hazard" on this torch and the control never failed here,
@@ -169,6 +173,7 @@ class StrategyVerdict:
     why: str = ""
     more_runs: int = 0  # INCONCLUSIVE: how many more clean runs power asks for
     power: float | None = None  # lowest over its cells: P(catching a control-like strategy)
+    failed_runs: tuple[str, ...] = ()  # UNSAFE: each failed run, which one and why
 
 
 @dataclass(frozen=True)
@@ -403,6 +408,16 @@ def _clean(
     return _powered(strategy, racing, covered, per_cell, rates, cal)
 
 
+def describe_failed_run(record: RunRecord) -> str:
+    """Which run failed and why, one line: its cell, repeat, start time, outcome and reason (so
+    two invocations that differ say which runs differ)."""
+    errors = [t.error for t in record.threads if t.error]
+    why = (record.detail or "").split("; stderr: ")[0] or (errors[0] if errors else "no reason")
+    when = f", started {record.started_at}" if record.started_at else ""
+    run = f"{cell_of(record)} run {record.repeat_index + 1}{when}"
+    return f"{run}: {record.outcome}: {' '.join(why.split())[:72]}"
+
+
 def judge_strategy(
     strategy: str,
     records: list[RunRecord],
@@ -433,6 +448,7 @@ def judge_strategy(
         return StrategyVerdict(
             strategy, Status.UNSAFE, n, len(failed), failures, covered,
             f"failed {len(failed)} of {n} runs ({what})",
+            failed_runs=tuple(map(describe_failed_run, failed)),
         )  # fmt: skip
     if slow:  # fail closed: no failure shown, but these runs did not finish either
         cells = Counter(cell_of(r) for r in slow)
@@ -534,11 +550,16 @@ def wrap(text: str, indent: int) -> list[str]:
     return textwrap.wrap(text, WIDTH, subsequent_indent=" " * indent, break_long_words=False)
 
 
-_DECISION = {Status.SAFE: "PASS", Status.UNSAFE: "FAIL"}
+FAILED_RUNS_SHOWN = 5  # per UNSAFE strategy; the rest are counted
 
 
-def render(verdict: Verdict) -> list[str]:
-    """The verdict block: at most WIDTH columns a line, no emoji (plain terminals, CI logs)."""
+def render(verdict: Verdict, decision: Decision | None = None) -> list[str]:
+    """The verdict block: at most WIDTH columns a line, no emoji (plain terminals, CI logs).
+    Its last line is the gate's decision (harness.judge.gate; from the verdict alone unless
+    the caller judged more, such as failed pytest cases)."""
+    from harness.judge.gate import decide_gate  # gate imports this module
+
+    decision = decision or decide_gate(verdict)
     v = verdict.versions
     cuda = v.get("cuda")  # "None": records from before harness/versions.py said ABSENT
     lines = [" racegate verdict ".center(WIDTH, "=")]
@@ -558,8 +579,14 @@ def render(verdict: Verdict) -> list[str]:
         lines += wrap(f"  {s.status:<12} {s.strategy}{role.get(s.strategy, '')}: {s.why}", 15)
         if s.covered and s.strategy == verdict.production:
             lines += wrap(f"{'':15}ran: {'; '.join(s.covered)}", 20)
+        shown = () if s.strategy == verdict.control else s.failed_runs  # the control must fail
+        for run in shown[:FAILED_RUNS_SHOWN]:
+            lines += wrap(f"{'':15}failed: {run}", 23)
+        if (more := len(shown) - FAILED_RUNS_SHOWN) > 0:
+            lines += wrap(f"{'':15}failed: {more} more run{'s' * (more != 1)}", 23)
     for f in verdict.faster:
         lines += wrap(f"  faster:      {f.describe(verdict.production)}", 15)
-    decision = _DECISION.get(verdict.production_verdict.status, "UNDECIDED")
-    lines += wrap(f"{decision}: {verdict.advice}", len(decision) + 2)
+    indent = " " * (len(decision.word) + 2)  # the page's anchor never splits at its hyphen
+    lines += textwrap.wrap(decision.line(), WIDTH, subsequent_indent=indent,
+                           break_long_words=False, break_on_hyphens=False)  # fmt: skip
     return lines

@@ -28,6 +28,7 @@ from harness.ab import (
 from harness.judge.baselines import Verdict, memory_flat
 from harness.judge.compare import Comparison
 from harness.judge.inputs import read_record_file, read_records, record_files
+from harness.judge.gate import Decision, Word, combine, decide_gate
 from harness.judge.metrics import wilson_interval
 from harness.judge.verdict import Status, StrategyVerdict
 from harness.record import RunRecord
@@ -61,11 +62,13 @@ LEGEND = [
     " run ended ok, the control never failed here, and a probe in expectations/probes.toml shows"
     " the hazard on this torch, so nothing could be seen (docs/torch-releases.md). NO DATA: not"
     " run here.",
-    "Gate: per hardware × torch × transformers, the production strategy is SAFE (no nested-FX"
-    " error, silent fallback, hang or other failure in any cache state and topology), tokens/s"
-    " within floor × (1 ± tolerance) where a floor exists, memory flat (docs/gate.md). `not"
-    " gated`: no run of the production strategy in that group (older records): neither a pass"
-    " nor a failure. The report passes only when some group was gated and all gated passed.",
+    "Gate: per hardware × torch × transformers, SAFE when the production strategy is SAFE (no"
+    " nested-FX error, silent fallback, hang or other failure in any cache state and topology),"
+    " tokens/s within floor × (1 ± tolerance) where a floor exists and memory flat; UNSAFE when"
+    " a production run failed or tokens/s or memory missed its bar; UNDECIDED otherwise"
+    " (docs/gate.md, docs/vocabulary.md#verdict-words). `not gated`: no run of the production"
+    " strategy in that group (older records): neither. The report is SAFE only when some group"
+    " was gated and every gated group is SAFE; `report` exits 0 SAFE, 1 UNSAFE, 7 UNDECIDED.",
     "tok/s: median of the cell's passing runs (of all runs if none passed) as a ratio to its"
     " floor in baselines/<hardware>.json; `no floor`: not gated; `not gated (runs overlapped)`:"
     " the runs ran beside others (`--jobs`, pytest-xdist), so their timings count for nothing."
@@ -163,8 +166,52 @@ def cell_flags(cells: list[Cell]) -> list[str]:
     return flags
 
 
+def bar_problems(g: Group) -> list[str]:
+    """What the production strategy's cells missed besides the race: tokens/s below (or no
+    tokens/s against) its floor, memory that grew, runs under the test slowdown."""
+    out = []
+    for c in g.strategy_cells(g.verdict.production):
+        if c.throughput and c.throughput.failed:
+            out.append(f"{c.column.key}: {c.throughput.detail}")
+        if not c.memory_ok:
+            out.append(f"{c.column.key}: {c.memory_note}")
+        if c.slowed:
+            out.append(f"{c.column.key}: {c.slowed}/{c.n} runs under the test slowdown")
+    return out
+
+
+def group_decision(g: Group) -> Decision | None:
+    """A gated group's decision (harness.judge.gate, as the terminal's and `harness run`'s);
+    None where the group is not gated (no run of the production strategy)."""
+    if not g.gate.gated:
+        return None
+    bars = bar_problems(g)
+    d = decide_gate(g.verdict, throughput=False if bars else None, bar="; ".join(bars))
+    if d.passed and not g.gate.passed:  # fail closed: a problem the gate saw stops a SAFE
+        return Decision(Word.UNSAFE, "; ".join(g.gate.reasons), "see matrix.md")
+    return d
+
+
+def decision(m: Matrix) -> Decision:
+    """The report's one decision: every gated group's, and each gating A/B comparison that
+    failed as UNSAFE; no gated group is UNDECIDED."""
+    found = [d for g in m.groups.values() if (d := group_decision(g)) is not None]
+    found += [
+        Decision(Word.UNSAFE, f"A/B {a.path}: {a.result.why_failed or 'failed'}", "see matrix.md")
+        for a in m.ab_failed
+    ]
+    if not m.gated:  # an A/B alone never stands in for race evidence
+        found = [d for d in found if d.word is Word.UNSAFE]
+        if not found:
+            return combine((), empty=f"no group ran the production strategy "
+                                     f"{m.production_strategy}: nothing was gated")  # fmt: skip
+    return combine(found, empty="nothing was gated")
+
+
 def gate_word(g: Group) -> str:
-    return {GateStatus.PASS: "PASS", GateStatus.FAIL: "FAIL"}.get(g.gate.status, "not gated")
+    """A group's gate cell: its decision word (SAFE / UNSAFE / UNDECIDED), or `not gated`."""
+    d = group_decision(g)
+    return "not gated" if d is None else str(d.word)
 
 
 def headline(m: Matrix) -> str:
@@ -182,15 +229,14 @@ def headline(m: Matrix) -> str:
     if cal := m.calibrations:
         ok = sum(not a.result.failed for a in cal)
         ab += f"; A/B calibrations (not gated): {ok} of {len(cal)} as they must"
-    word = "PASSED" if m.passed else "FAILED"
+    word = decision(m).word
     if not gated:
         return (
-            f"Gate FAILED: no group ran the production strategy {m.production_strategy}, "
+            f"{word}: no group ran the production strategy {m.production_strategy}, "
             f"so nothing was gated ({plural(len(m.groups), 'group')}){ab}."
         )
     return (
-        f"Gate {word}: {len(gated) - len(failed)} of {plural(len(gated), 'gated group')} passed"
-        f"{skip}{ab}."
+        f"{word}: {len(gated) - len(failed)} of {plural(len(gated), 'gated group')} SAFE{skip}{ab}."
     )
 
 
@@ -415,7 +461,7 @@ def render_markdown(m: Matrix, title: str, inputs: str, with_details: bool = Tru
                 limit = None if with_details else MAX_REASONS_SHOWN
                 failures.append((row, g, _reasons(g.gate.reasons, limit)))
         for row, g, reasons in failures:
-            lines += ["", f"**FAIL torch {row[0]} / transformers {row[1]}**: "
+            lines += ["", f"**{gate_word(g)} torch {row[0]} / transformers {row[1]}**: "
                       f"{_md(g.verdict.advice)}", ""]  # fmt: skip
             lines += [f"- {_md(r)}" for r in reasons]
         if notes := throughput_notes(m, hw):
@@ -443,7 +489,7 @@ def summary_json(m: Matrix, title: str, inputs: list[str]) -> dict[str, Any]:
                 "hardware": g.hardware,
                 "torch": g.row[0],
                 "transformers": g.row[1],
-                "gate": str(g.gate.status),
+                "gate": gate_word(g),
                 "advice": g.verdict.advice,
                 "faster": [f.describe(m.production_strategy) for f in g.verdict.faster],
                 "strategies": {
@@ -471,10 +517,13 @@ def summary_json(m: Matrix, title: str, inputs: list[str]) -> dict[str, Any]:
 
 def gate_json(m: Matrix) -> dict[str, Any]:
     return {
-        "passed": m.passed,
+        **decision(m).to_json(),  # passed, decision, exit_code, reason, next
         "headline": headline(m),
         "production_strategy": m.production_strategy,
-        "rows": [g.to_json() for g in m.gates.values()],
+        "rows": [
+            {**g.gate.to_json(), "decision": gate_word(g) if g.gate.gated else None}
+            for g in m.groups.values()
+        ],
         "ab": [ab_json(a) for a in m.ab],
         "race_only": m.race_only,
     }

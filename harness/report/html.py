@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
+from harness.judge.gate import WORDS_DOC
 from harness.judge.verdict import Status
 from harness.record import RunRecord
 from harness.report.build import (
@@ -18,6 +19,7 @@ from harness.report.build import (
     ab_note,
     ab_text,
     cell_flags,
+    decision,
     gate_word,
     headline,
     outcome_text,
@@ -55,7 +57,8 @@ td.masked { background: #fff8e1; } td.nodata { color: #8c959f; }
 .b.muted { background: none; color: #57606a; border: 1px solid #afb8c1; font-weight: 400; }
 .n { color: #57606a; font-size: 12px; } .flag { color: #cf222e; font-size: 12px; }
 .headline { font-size: 1.15em; font-weight: 700; margin: .3em 0; }
-.headline.pass { color: #1a7f37; } .headline.fail { color: #cf222e; }
+.headline.safe { color: #1a7f37; } .headline.unsafe { color: #cf222e; }
+.headline.undecided { color: #9a6700; }
 a { color: #0969da; text-decoration: none; } a:hover { text-decoration: underline; }
 td a { color: inherit; }
 ul.why { margin: .2em 0; padding-left: 1.3em; } .why { color: #57606a; }
@@ -203,7 +206,7 @@ def _hardware_section(m: Matrix, hw: str) -> list[str]:
         f"{plural(len(groups), 'torch × transformers row')}, "
         f"{sum(len(g.records) for g in groups)} runs; gate: "
         + (
-            f"{len(gated) - len(failed)} of {len(gated)} gated rows passed"
+            f"{len(gated) - len(failed)} of {len(gated)} gated rows SAFE"
             if gated
             else f"not gated (no {m.production_strategy} runs)"
         )
@@ -232,7 +235,7 @@ def _hardware_section(m: Matrix, hw: str) -> list[str]:
         reasons = g.gate.reasons[:MAX_REASONS]
         more = len(g.gate.reasons) - len(reasons)
         out.append(
-            f"<p>{badge('FAIL', 'fail')} torch {escape(g.row[0])} / transformers "
+            f"<p>{badge(gate_word(g), 'fail')} torch {escape(g.row[0])} / transformers "
             f"{escape(g.row[1])}: {escape(g.verdict.advice)}</p><ul class='why'>"
             + "".join(f"<li>{escape(r)}</li>" for r in reasons)
             + (f"<li>+{more} more in gate.json</li>" if more > 0 else "")
@@ -308,7 +311,7 @@ def _ab_section(m: Matrix) -> list[str]:
 def render_html(
     m: Matrix, title: str, inputs: str, legend: list[str], charts: list[Path] = ()
 ) -> str:
-    ok = m.passed
+    word = decision(m).word  # the headline's colour: the decision's own word
     n_runs = sum(c.n for c in m.cells.values())
     chart_links = " · ".join(f'<a href="{escape(p.name)}">{escape(p.name)}</a>' for p in charts)
     out = [
@@ -316,7 +319,8 @@ def render_html(
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        f'<p class="headline {"pass" if ok else "fail"}">{escape(headline(m))}</p>',
+        f'<p class="headline {word.lower()}">{escape(headline(m))}</p>',
+        f"<p class='n'>Words: {escape(WORDS_DOC)}</p>",
         f"<p class='n'>Production strategy <code>{escape(m.production_strategy)}</code> · "
         f"{n_runs} runs from {escape(inputs)} · generated "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC · <a href='runs.html'>every run</a>"

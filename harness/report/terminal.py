@@ -2,18 +2,22 @@
 
 The last lines of a race session are the decision, rendered from the records this session
 appended to its results file (under pytest-xdist only the controller prints, reading the file
-all workers share) and this torch's probe verdicts: the table's, or the probe cases' own
-results when they ran in this session.
+all workers share), those of each --records-from PATH (said), and this torch's probe verdicts:
+the table's, or the probe cases' own results when they ran in this session. Unless
+--no-racegate-gate, pytest exits with that decision's code (harness.judge.gate).
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
+from pathlib import Path
 
 import pytest
 
 from harness.judge import probe_expectations, verdict
-from harness.judge.suite import racegate_key
+from harness.judge.baselines import record_files
+from harness.judge.gate import Decision, decide_gate
+from harness.judge.suite import RaceOutcomeError, racegate_key
 from harness.probes.runner import ProbeRun  # the probe registry and runner: no torch import
 from harness.record import RunRecord, read_jsonl
 from harness.vocab import Strategy, parse_choice
@@ -21,6 +25,10 @@ from harness.vocab import Strategy, parse_choice
 calibration_key = pytest.StashKey[verdict.Calibration]()
 PLUGIN_NAME = "racegate-verdict"
 PROBES_PROPERTY = "racegate_probes"  # user property carrying a probe run's verdicts
+# User property on a race case's failed report whose failure is a run outcome the records hold
+# (a RaceOutcomeError, or a strict xfail that passed): the verdict judges it, so it is evidence,
+# not a broken case.
+EVIDENCE_PROPERTY = "racegate_evidence"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,11 +52,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--records-from",
         dest="racegate_records_from",
-        type=int,
-        default=None,
-        help="judge the results file's records from this one on (0: all), not only those this "
-        "session appends: for a cell run as several pytest sessions into one file "
-        "(default: this session's own)",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also judge the records in this JSON Lines file or folder (repeatable); the "
+        "verdict block says how many it merged from each (default: only this session's own)",
+    )
+    group.addoption(
+        "--racegate-gate",
+        dest="racegate_gate",
+        action="store_true",
+        default=True,
+        help="when race cases ran, pytest's exit status is the gate's decision: 0 SAFE, "
+        "1 UNSAFE, 7 UNDECIDED (docs/vocabulary.md#verdict-words; the default)",
+    )
+    group.addoption(
+        "--no-racegate-gate",
+        dest="racegate_gate",
+        action="store_false",
+        help="pytest's exit status is its own (tests passed or failed), whatever the verdict: "
+        "for testing racegate itself (`racegate.py test`), not for gating an upgrade",
     )
     group.addoption(
         "--power-cap",
@@ -65,6 +89,9 @@ def pytest_configure(config: pytest.Config) -> None:
         control = parse_choice(Strategy, opt("racegate_control"), "--control-strategy")
     except ValueError as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
+    for path in opt("racegate_records_from"):
+        if not path.exists():
+            raise pytest.UsageError(f"racegate: --records-from {path}: no such file or folder")
     counts = {"--control-repeat": "racegate_control_repeat", "--power-cap": "racegate_power_cap"}
     for flag, name in counts.items():
         if opt(name) < 1:
@@ -85,15 +112,13 @@ class SessionVerdict:
         self.before = 0  # records the results file held when this session began; -1 unreadable
         self.probes: dict[str, str] = {}
         self.race = False  # a race case reported in this session
+        self.failed_cases = 0  # failed tests whose failure is no run outcome (a broken case)
+        self.concluded: tuple[list[str], Decision] | None = None  # the block and its decision
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # Every process (xdist controller and each worker) starts its session before any case
         # runs anywhere, so what the file holds now is what earlier sessions wrote.
         rc = self.config.stash[racegate_key]
-        start = self.config.getoption("racegate_records_from")
-        if start is not None:
-            self.before = max(0, start)
-            return
         try:
             exists = rc.results is not None and rc.results.is_file()
             self.before = len(read_jsonl(rc.results)) if exists else 0
@@ -101,7 +126,8 @@ class SessionVerdict:
             self.before = -1
 
     def records(self) -> list[RunRecord]:
-        """The records appended to the results file since this session began."""
+        """The records appended to the results file since this session began (never those an
+        earlier session left there: each invocation judges its own run)."""
         rc = self.config.stash[racegate_key]
         if rc.results is None or not rc.results.is_file():
             return []
@@ -115,6 +141,9 @@ class SessionVerdict:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """A probe case's whole probe run rides on its report to the controller (xdist too)."""
         report = yield
+        outcome = call.excinfo is None or call.excinfo.errisinstance(RaceOutcomeError)
+        if call.when == "call" and report.failed and "race" in item.keywords and outcome:
+            report.user_properties.append((EVIDENCE_PROPERTY, True))
         if call.when == "call":
             for value in getattr(item, "funcargs", {}).values():
                 if isinstance(value, ProbeRun):
@@ -125,6 +154,8 @@ class SessionVerdict:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if "race" in report.keywords:
             self.race = True
+        if report.failed and (EVIDENCE_PROPERTY, True) not in report.user_properties:
+            self.failed_cases += 1
         for name, value in report.user_properties:
             if name == PROBES_PROPERTY and isinstance(value, dict):
                 self.probes.update(value)
@@ -137,9 +168,19 @@ def _session(config: pytest.Config) -> SessionVerdict:
 
 
 def session_records(config: pytest.Config) -> list[RunRecord]:
-    """The records this session appended to its results file ([] without one), or those from
-    --records-from on."""
+    """The records this session appended to its results file ([] without one)."""
     return _session(config).records()
+
+
+def merged_records(config: pytest.Config) -> tuple[list[RunRecord], list[str]]:
+    """The records of every --records-from PATH, and one line per path saying how many."""
+    records: list[RunRecord] = []
+    notes = []
+    for path in config.getoption("racegate_records_from"):
+        found = [r for f in record_files([path]) for r in read_jsonl(f)]
+        records += found
+        notes.append(f"merged {len(found)} records from {path}")
+    return records, notes
 
 
 def probe_verdicts(config: pytest.Config) -> tuple[dict[str, str], str]:
@@ -163,17 +204,21 @@ def probe_verdicts(config: pytest.Config) -> tuple[dict[str, str], str]:
     return out, where
 
 
-def block(config: pytest.Config) -> list[str]:
-    """The verdict block for this session."""
+def block(config: pytest.Config, failed_cases: int = 0) -> tuple[list[str], Decision]:
+    """The verdict block for this session and the gate's decision its last line says
+    (failed_cases: tests that failed other than by a run outcome the verdict judges)."""
     rc = config.stash[racegate_key]
     cal = config.stash[calibration_key]
     title = " racegate verdict ".center(verdict.WIDTH, "=")
-    if rc.results is None:
-        return [title, "no records were written (no results file): nothing to decide"]
     try:
-        records = _session(config).records()
-    except ValueError as exc:
-        return [title, f"records unreadable, nothing decided: {exc}"[: verdict.WIDTH]]
+        merged, notes = merged_records(config)
+        if rc.results is None:
+            raise ValueError("no records were written (no results file)")
+        records = [*merged, *_session(config).records()]
+    except (OSError, ValueError) as exc:
+        decision = decide_gate(None)
+        lines = verdict.wrap(f"records unreadable, nothing decided: {exc}", 2)
+        return [title, *lines, decision.line()], decision
     probes, where = probe_verdicts(config)
     decided = verdict.decide(
         records,
@@ -184,17 +229,48 @@ def block(config: pytest.Config) -> list[str]:
         versions=rc.versions,
         hardware=", ".join(rc.devices),
     )
-    lines = verdict.render(decided)
-    note = f"records: {len(records)} from {rc.results}; probe verdicts from {where}"
-    return [lines[0], *verdict.wrap(note, 2), *lines[1:]]
+    decision = decide_gate(decided, failed_cases=failed_cases)
+    lines = verdict.render(decided, decision)
+    own = len(records) - len(merged)
+    note = f"records: {own} from {rc.results}; probe verdicts from {where}"
+    notes = [*notes, note]
+    return [lines[0], *(w for n in notes for w in verdict.wrap(n, 2)), *lines[1:]], decision
+
+
+def _conclude(config: pytest.Config, failed_cases: int) -> tuple[list[str], Decision] | None:
+    """The block and decision, once per session (the controller only; None where no race case
+    ran: unit tests only)."""
+    if hasattr(config, "workerinput") or racegate_key not in config.stash:
+        return None  # an xdist worker: the controller decides
+    plugin = _session(config)
+    if not plugin.race:
+        return None
+    if plugin.concluded is None:
+        plugin.concluded = block(config, failed_cases)
+    return plugin.concluded
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under the gate (the default), pytest exits with the decision's code: a session whose
+    cases passed exits 0 only when the decision is SAFE. Interrupts, internal and usage errors
+    keep pytest's own codes."""
+    concluded = _conclude(session.config, _session(session.config).failed_cases)
+    if concluded is None or not session.config.getoption("racegate_gate"):
+        return
+    if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        session.exitstatus = concluded[1].exit_code
 
 
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
-    if hasattr(config, "workerinput") or racegate_key not in config.stash:
-        return  # an xdist worker: the controller prints
-    if not _session(config).race:
-        return  # no race case ran: unit tests only
-    for line in block(config):
+    concluded = _conclude(config, _session(config).failed_cases)
+    if concluded is None:
+        return
+    for line in concluded[0]:
         terminalreporter.write_line(line)
+    if not config.getoption("racegate_gate"):
+        terminalreporter.write_line(
+            f"(--no-racegate-gate: pytest's exit status is its own, not {concluded[1].word}'s)"
+        )

@@ -1,0 +1,181 @@
+"""One decision at every exit: the same records give the same word and exit code in pytest's
+verdict block and exit status, `harness run`'s verdict and exit, and `report`'s gate.json,
+Markdown and HTML headlines (harness/judge/gate.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import cli, options
+from harness.judge.gate import EXIT_CODES, WORDS_DOC, Word, decide_gate
+from harness.judge.verdict import decide
+from harness.record import RunRecord
+from tests.test_baselines import make_record, write
+from tests.test_plugin import _plugin
+
+pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # racegate.py, the entry point, is no package
+import racegate  # noqa: E402
+
+PROD = "warmup_locked"  # the default production strategy (race.toml fails warmup on some torch)
+
+
+def _clean(strategy: str = PROD, n: int = 5, **kw: object) -> list[RunRecord]:
+    return [make_record(strategy=strategy, tpd=2, **kw) for _ in range(n)]
+
+
+def _control() -> list[RunRecord]:
+    """per_device racing 8 of 8 runs in the production strategy's cell: 5 clean runs of it
+    are then enough for SAFE (99% power)."""
+    return [make_record(strategy="per_device", tpd=2, nested=1, tps=None) for _ in range(8)]
+
+
+# The same record sets for every exit: (expected word, records).
+CASES = {
+    "SAFE": (Word.SAFE, [*_clean(), *_control()]),
+    "UNSAFE": (
+        Word.UNSAFE,
+        [*_clean(n=4), make_record(strategy=PROD, tpd=2, nested=1), *_control()],
+    ),
+    # Clean, but the positive control never ran here: nothing shows a race would be seen.
+    "UNDECIDED": (Word.UNDECIDED, _clean()),
+}
+
+
+def test_the_exit_codes_are_defined_once_and_apart_from_pytests() -> None:
+    assert EXIT_CODES == {"SAFE": 0, "UNSAFE": 1, "usage": 2, "UNDECIDED": 7}
+    assert EXIT_CODES[Word.UNDECIDED] not in {int(c) for c in pytest.ExitCode}
+    assert EXIT_CODES["usage"] == cli.EXIT_USAGE
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_harness_run_and_report_give_one_word_and_exit(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    word, records = CASES[name]
+    code = EXIT_CODES[word]
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
+    # `harness run`: its verdict block ends with the word, and cmd_run returns its code.
+    opts = options.resolve({"devices": "cpu"}, gpus=0, for_cli=True)
+    out = io.StringIO()
+    decision = cli.print_verdict(records, opts, out)
+    block = out.getvalue().splitlines()
+    assert (decision.word, decision.exit_code) == (word, code)
+    last = max(i for i, line in enumerate(block) if not line.startswith(" "))  # wrapped on
+    tail = " ".join(" ".join(block[last:]).split())
+    assert tail.startswith(f"{word}: ") and tail.endswith(f"(exit {code}; words: {WORDS_DOC})")
+    # `report` of the same records: its exit, gate.json and both headlines.
+    path = write(tmp_path / "records.jsonl", records)
+    report = tmp_path / "report"
+    rc = cli.main(["report", str(path), "--out-dir", str(report),
+                   "--baselines", str(tmp_path / "no-floors")])  # fmt: skip
+    gate = json.loads((report / "gate.json").read_text())
+    assert rc == code == gate["exit_code"]
+    assert gate["decision"] == word and gate["passed"] is (word is Word.SAFE)
+    assert gate["reason"] and [r["decision"] for r in gate["rows"]] == [word]
+    assert f"**{word}: " in (report / "matrix.md").read_text()
+    html = (report / "matrix.html").read_text()
+    assert f'<p class="headline {word.lower()}">{word}: ' in html and WORDS_DOC in html
+
+
+def _pytest_session(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, records: list[RunRecord],
+    *flags: str,
+) -> pytest.RunResult:  # fmt: skip
+    """A real pytest session with racegate's plugin: one race case that passes and writes no
+    record, judging `records` merged with --records-from (printed)."""
+    _plugin(pytester, monkeypatch)
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
+    pytester.makepyfile(
+        test_stub="import pytest\n\n@pytest.mark.race\ndef test_case():\n    pass\n"
+    )
+    evidence = write(pytester.path / "evidence.jsonl", records)
+    return pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--devices", "cpu", "--records-from", str(evidence),
+        "--results", str(pytester.path / "own.jsonl"), *flags,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_pytest_exit_status_is_the_verdict_blocks_word(
+    name: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    word, records = CASES[name]
+    result = _pytest_session(pytester, monkeypatch, records)
+    out = result.stdout.str()
+    assert f"merged {len(records)} records from" in out, out
+    block = " ".join(out[out.index(" racegate verdict ") :].split())
+    assert f" {word}: " in block and f"(exit {EXIT_CODES[word]}; words: {WORDS_DOC})" in block
+    assert result.ret == EXIT_CODES[word], out  # the case itself passed
+
+
+def test_under_xdist_the_controller_exits_with_the_decision(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _pytest_session(pytester, monkeypatch, CASES["UNDECIDED"][1], "-n", "2")
+    assert result.ret == EXIT_CODES[Word.UNDECIDED], result.stdout.str()
+    assert result.stdout.str().count(" racegate verdict ") == 1  # the controller's block only
+
+
+def test_no_gate_keeps_pytests_own_status(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`racegate.py test` tests racegate: its pytest passes --no-racegate-gate, so an
+    UNDECIDED verdict (a CPU torch that masks the race) leaves a green run green."""
+    assert "--no-racegate-gate" in racegate.COMMANDS["test"][-1]
+    assert "--no-racegate-gate" not in racegate.COMMANDS["race"][-1]
+    result = _pytest_session(pytester, monkeypatch, CASES["UNDECIDED"][1], "--no-racegate-gate")
+    assert result.ret == 0, result.stdout.str()
+    assert "--no-racegate-gate: pytest's exit status is its own, not UNDECIDED's" in (
+        result.stdout.str()
+    )
+
+
+def test_a_broken_case_is_never_safe() -> None:
+    """A test that failed other than by a run outcome leaves nothing decided, even beside a
+    SAFE verdict; an UNSAFE verdict stays UNSAFE."""
+    safe = decide(CASES["SAFE"][1], production=PROD)
+    assert decide_gate(safe).word is Word.SAFE
+    assert decide_gate(safe, failed_cases=1).word is Word.UNDECIDED
+    assert decide_gate(safe, throughput=False, bar="tokens/s below floor").word is Word.UNSAFE
+    unsafe = decide(CASES["UNSAFE"][1], production=PROD)
+    assert decide_gate(unsafe, failed_cases=2).word is Word.UNSAFE
+    assert decide_gate(None).word is Word.UNDECIDED
+
+
+def test_the_verdict_lists_each_failed_run_and_why() -> None:
+    """Two invocations that differ say which runs differ: every failed run, by cell, repeat
+    and start, with its outcome and reason."""
+    records = CASES["UNSAFE"][1]
+    v = decide(records, production=PROD)
+    prod = v.production_verdict
+    assert len(prod.failed_runs) == 1
+    (run,) = prod.failed_runs
+    assert run.startswith("cold 2×2 run 1") and ": nested_fx_error: " in run, run
+
+
+@pytest.mark.parametrize(("code", "sample"), [(0, True), (7, True), (1, False)])
+def test_an_ab_child_undecided_is_a_timing_sample(tmp_path: Path, code: int, sample: bool) -> None:
+    """harness.ab's children are one-thread `harness run`s: nothing can race, so a clean one
+    exits UNDECIDED (7), and its record is a sample all the same; UNSAFE (1) is none."""
+    from harness import ab
+
+    record = write(tmp_path / "one.jsonl", [make_record(tpd=1)]).read_text()
+    fake = tmp_path / "python"
+    fake.write_text(
+        '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done\n'
+        f"cat > \"$out\" <<'JSONL'\n{record}JSONL\nexit {code}\n"
+    )
+    fake.chmod(0o700)
+    side, out = ab.Side("candidate", str(fake)), tmp_path / "r.jsonl"
+    if sample:
+        assert ab.run_once(side, [], out, 30).tokens_per_s == 40_000.0
+    else:
+        with pytest.raises(ValueError, match=f"exited {code} with 1 record"):
+            ab.run_once(side, [], out, 30)
