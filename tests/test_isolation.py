@@ -247,3 +247,66 @@ def test_gitignore_ignores_the_state_and_report_folders_as_links_too(
     (tmp_path / name).symlink_to("/nonexistent")
     ignored = subprocess.run(["git", "-C", str(tmp_path), "check-ignore", "-q", name])
     assert ignored.returncode == 0, f"{name} as a link is not ignored"
+
+
+# racegate.py installs only into a venv it made.
+
+
+def _entry(env_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO / "racegate.py"), *args],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "RACEGATE_VENV": str(env_dir)},
+    )  # fmt: skip
+
+
+def test_the_entry_script_refuses_a_venv_it_did_not_make(tmp_path: Path) -> None:
+    """RACEGATE_VENV=<someone's env> reinstalled that env's packages (transformers 5.8.1 →
+    5.17.0); now one line, exit 2, and the env is as it was."""
+    env_dir = tmp_path / "theirs"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
+    before = left_in(env_dir)
+    proc = _entry(env_dir, "test", "--version")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"racegate: error: RACEGATE_VENV {env_dir} is not an environment")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "installing" not in proc.stderr
+    assert left_in(env_dir) == before
+
+
+def _entry_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("racegate_entry", REPO / "racegate.py")
+    assert spec is not None and spec.loader is not None
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    return entry
+
+
+def test_the_entry_script_marks_a_venv_before_making_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mark is there before venv.create runs (here it fails, as on Debian without
+    python3-venv, so nothing is installed), and goes with the half-made folder."""
+    entry = _entry_module()
+    seen: list[bool] = []
+
+    def create(env_dir: Path, **kw: object) -> None:
+        seen.append(entry.made_by_racegate(Path(env_dir)))
+        raise subprocess.CalledProcessError(1, ["ensurepip"])
+
+    monkeypatch.setattr(entry.venv, "create", create)
+    env_dir = tmp_path / "new"
+    with pytest.raises(SystemExit, match="cannot install pip here"):
+        entry.ensure_env(env_dir)
+    assert seen == [True] and not env_dir.exists()
+
+
+def test_an_env_racegate_made_is_known_by_its_mark_or_older_stamp(tmp_path: Path) -> None:
+    entry = _entry_module()
+    for name, mark in (("ours", entry.MADE_MARKER), ("older", entry.STAMP)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / mark).write_text("")
+        assert entry.made_by_racegate(tmp_path / name)
+    assert not entry.made_by_racegate(tmp_path)
