@@ -59,6 +59,15 @@ def test_loading_the_built_in_workload_leaves_nothing_in_tmpdir_or_home(tmp_path
     assert left_in(tmp, home) == []
 
 
+def test_the_probes_leave_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
+    """`python -m harness.probes.runner` compiles in its own process: another front door."""
+    env, tmp, home = fresh_env(tmp_path)
+    argv = [sys.executable, "-m", "harness.probes.runner", "--only", "compiled_call_during_make_fx"]
+    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert left_in(tmp, home) == []
+
+
 def test_a_run_leaves_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
     env, tmp, home = fresh_env(tmp_path)
     records = tmp_path / "runs.jsonl"
