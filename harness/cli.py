@@ -450,7 +450,11 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     # First: torch (imported later, by a workload or a check) makes its caches under TMPDIR and
     # ~ on import; they go into this process's own root instead (harness.private_root).
-    private_root.enter()
+    try:
+        private_root.enter()
+    except ValueError as exc:
+        print(f"racegate: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     signal.signal(signal.SIGTERM, _on_sigterm)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["ab"]:  # its own parser; `harness run` options pass through after --

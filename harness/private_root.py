@@ -136,7 +136,9 @@ def _inherited() -> Path | None:
 
 
 def enter() -> Path:
-    """This process's private root, made (and the environment pointed into it) on first call."""
+    """This process's private root, made (and the environment pointed into it) on first call.
+
+    ValueError (one line) when the user's TMPDIR cannot hold it."""
     global _root, _made_by
     if _root is not None:
         return _root
@@ -146,7 +148,13 @@ def enter() -> Path:
         return _root
     parent = Path(tempfile.gettempdir())  # the user's TMPDIR, or /tmp
     sweep(parent)
-    root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=parent))  # 0700, unpredictable
+    try:
+        root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir=parent))  # 0700, unpredictable
+    except OSError as exc:
+        raise ValueError(
+            f"cannot make racegate's private folder under {parent} (TMPDIR): "
+            f"{exc.strerror or exc}; point TMPDIR at a writable folder of yours"
+        ) from None
     _made_by = os.getpid()
     _write_owner(root)
     atexit.register(_remove)
