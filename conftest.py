@@ -15,9 +15,13 @@ from typing import Any
 
 import pytest
 
-from harness import options, state, versions
+from harness import options, private_root, state, versions
 from harness.judge import race_expectations
 from harness.judge.suite import RacegateConfig, racegate_key
+
+# Before anything imports torch (none of the imports above does): torch makes its caches under
+# TMPDIR and ~ on import; they go into this process's own root instead (harness.private_root).
+private_root.enter()
 
 MARKERS = {
     "race": "race(): a cross-thread tracing race case (what `-m race` and `-k race` select)",

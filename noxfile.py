@@ -19,7 +19,7 @@ import shutil
 import socket
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 from xml.etree import ElementTree
 
 import nox
@@ -521,20 +521,41 @@ GPU_PROBE = (
 )
 
 
-@nox.session(**SYSTEM_SITE, tags=[f"gpus_{CELL_GPUS}"])
+def gpu_absent() -> str | None:
+    """Why this host cannot run a gpu_matrix cell (no nvidia-smi), or None."""
+    return "nvidia-smi not found" if shutil.which("nvidia-smi") is None else None
+
+
+def stop_without_gpu(why: str) -> NoReturn:
+    """The whole nox run stops, exit 2 and one line: a matrix of skipped cells passed (exit 0)
+    and left a venv per cell. SystemExit, not session.error: nox would go on to the next cell."""
+    print(
+        f"racegate: error: nox -s gpu_matrix needs an NVIDIA GPU and this host has none ({why}); "
+        "run cpu_matrix or race instead",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)
+
+
+# Read when the noxfile loads: on a host without a GPU the cells make no venv (backend none), so
+# the first cell's first line stops nox before anything is made or installed.
+GPU_CELL_VENV = {"venv_backend": "none"} if gpu_absent() else SYSTEM_SITE
+
+
+@nox.session(**GPU_CELL_VENV, tags=[f"gpus_{CELL_GPUS}"])
 @nox.parametrize("transformers", cell_params("transformers", GPU_TRANSFORMERS))
 @nox.parametrize("torch", cell_params("torch", GPU_TORCH))
 def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     """One torch × transformers cell of the GPU suite (race, cache-state, throughput cases)."""
     knobs = CellKnobs.from_env()  # a bad value: exit 2 before a skip or an install
-    if shutil.which("nvidia-smi") is None:
-        session.skip("no NVIDIA GPU here (nvidia-smi not found); run cpu_matrix or race instead")
+    if (why := gpu_absent()) is not None:
+        stop_without_gpu(why)
     install_cell(session, torch, transformers)
     fresh_records(session)
     probe = session.run("python", "-c", GPU_PROBE, silent=True)
     gpus, gpu_bytes = map(int, probe.split()[-2:]) if probe else (0, 0)
-    if probe is not None and gpus == 0:
-        session.skip(f"torch {torch} in this session sees no GPU (driver or CUDA build mismatch)")
+    if probe is not None and gpus == 0:  # a failed cell, not a skipped one: it tested nothing
+        session.error(f"torch {torch} in this session sees no GPU (driver or CUDA build mismatch)")
     if (workers := race_workers(session, gpus, gpu_bytes, knobs)) == 1:
         # One case at a time, no pytest-xdist: every timing counts.
         run_suite(session, "cases", ok_codes=CELL_OK_CODES)

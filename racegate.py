@@ -2,8 +2,9 @@
 """racegate from a fresh clone: `python3 racegate.py race` (the main job) or `... test`.
 
 Needs only python3 (≥ 3.11): makes or reuses the venv `.venv` (or $RACEGATE_VENV), installs
-requirements/ci.txt into it when that file changed, then runs pytest there. Standard library
-only: it runs before anything is installed.
+requirements/ci.txt into it when that file changed, then runs pytest there. It installs only
+into a venv it made itself (marked `.racegate-made`); pointed at any other environment it
+refuses. Standard library only: it runs before anything is installed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 REQUIREMENTS = ROOT / "requirements" / "ci.txt"
+# Written into a venv racegate makes, before anything is installed in it: only such a venv is
+# ever installed into. STAMP (the requirements' hash) marks one made by an older racegate.
+MADE_MARKER = ".racegate-made"
+STAMP = ".racegate-requirements"
 # Each command is one or more steps, run in turn until one fails; the arguments after the
 # command go to its last step (lint's are paths: lint_steps). A step is the venv's python's
 # arguments, or "@tool" and the arguments of the venv's own bin/tool.
@@ -90,12 +95,31 @@ def _python(env_dir: Path) -> Path:
     return env_dir / "bin" / "python"
 
 
-def ensure_env(env_dir: Path) -> Path:
-    """The venv's python, made and brought up to date with requirements/ci.txt if needed."""
+class ForeignEnv(Exception):
+    """The environment named is not one racegate made: one line, exit 2, nothing installed."""
+
+
+def made_by_racegate(env_dir: Path) -> bool:
+    return any((env_dir / name).is_file() for name in (MADE_MARKER, STAMP))
+
+
+def ensure_env(env_dir: Path, where: str = "RACEGATE_VENV") -> Path:
+    """The venv's python, made and brought up to date with requirements/ci.txt if needed.
+
+    ForeignEnv for a folder that exists, is not empty and was not made by racegate: someone's
+    own environment, whose packages racegate must not change."""
     python = _python(env_dir)
-    if not python.exists():
+    fresh = not env_dir.exists() or (env_dir.is_dir() and not any(env_dir.iterdir()))
+    if not fresh and not made_by_racegate(env_dir):
+        raise ForeignEnv(
+            f"{where} {env_dir} is not an environment racegate made (no {MADE_MARKER} in it); "
+            "racegate installs only into its own: name a folder that does not exist yet"
+        )
+    if not python.exists():  # new, or one of racegate's that lost its python
         print(f"racegate: making the environment {env_dir}", file=sys.stderr, flush=True)
         try:
+            env_dir.mkdir(parents=True, exist_ok=True)
+            (env_dir / MADE_MARKER).write_text("made by racegate.py; it installs only here\n")
             venv.create(env_dir, with_pip=True)
         except subprocess.CalledProcessError:  # Debian's python3 without python3-venv
             shutil.rmtree(env_dir)  # half made: the next call must not take it for a venv
@@ -103,7 +127,7 @@ def ensure_env(env_dir: Path) -> Path:
                 f"racegate: error: `python3 -m venv {env_dir}` cannot install pip here; "
                 "install your distribution's python3-venv package and run again"
             )
-    stamp = env_dir / ".racegate-requirements"
+    stamp = env_dir / STAMP
     wanted = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
     if not stamp.exists() or stamp.read_text().strip() != wanted:
         print(f"racegate: installing {REQUIREMENTS.relative_to(ROOT)}", file=sys.stderr, flush=True)
@@ -134,8 +158,12 @@ def main(argv: list[str]) -> int:
         *first, last = COMMANDS[argv[0]]
         steps = [*first, [*last, *argv[1:]]]
     env_dir = Path(os.environ.get("RACEGATE_VENV") or ROOT / ".venv")
+    where = "RACEGATE_VENV" if os.environ.get("RACEGATE_VENV") else "the default venv"
     try:
-        python = ensure_env(env_dir if env_dir.is_absolute() else ROOT / env_dir)
+        python = ensure_env(env_dir if env_dir.is_absolute() else ROOT / env_dir, where)
+    except ForeignEnv as exc:
+        print(f"racegate: error: {exc}", file=sys.stderr)
+        return 2
     except subprocess.CalledProcessError as exc:
         print(f"racegate: error: installing the requirements failed ({exc})", file=sys.stderr)
         return 1

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import private_root
 from harness.judge import inputs
 from harness.judge.baselines import MEMORY_GROWTH_LIMIT
 from harness.judge.compare import (
@@ -955,6 +956,7 @@ def _sigterm_interrupts(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.ab") -> int:
     """`python -m harness.ab ...` (and `python -m harness ab ...`, which passes its argv on)."""
+    private_root.enter()  # first: torch's caches go into this process's root (harness.cli)
     # nox, CI runners and `timeout` stop a job with SIGTERM, at once or after a SIGINT.
     signal.signal(signal.SIGTERM, _sigterm_interrupts)
     try:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness import options, state
+from harness import options, private_root, state
 from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, append_jsonl, read_jsonl
@@ -325,6 +325,8 @@ def _run_all(
     # A warm/deleted scenario's runs copy the cache of one priming run (made by the first),
     # unless --prime-each-run: then each run primes its own (run_scenario's primes=None).
     primes = SharedPrimes(keep=args.keep)
+    if args.keep:  # the kept work dirs are inside this process's root: it stays too
+        private_root.keep()
     shared = None if args.prime_each_run else primes
     with primes, progress, ThreadPoolExecutor(args.jobs) as pool:
         task = progress.add_task(f"{len(jobs)} run(s)", total=len(jobs))
@@ -500,6 +502,13 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # First: torch (imported later, by a workload or a check) makes its caches under TMPDIR and
+    # ~ on import; they go into this process's own root instead (harness.private_root).
+    try:
+        private_root.enter()
+    except ValueError as exc:
+        print(f"racegate: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     signal.signal(signal.SIGTERM, _on_sigterm)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["ab"]:  # its own parser; `harness run` options pass through after --

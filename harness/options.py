@@ -26,6 +26,9 @@ CPU_PRESET, GPU_PRESET = "tiny", "small"
 CPU_STRATEGIES = strategies_where(in_suite=True, trains_on_cpu=True)
 GPU_STRATEGIES = strategies_where(in_suite=True)
 SWITCH_INTERVAL_S = 1e-5  # short GIL slices: steady threads call compiled code while one traces
+# The longest: a slice of a second already lets a thread run whole steps alone. Without a bound,
+# inf (or 1e20) was taken, and Python's sys.setswitchinterval turns it into 0.
+SWITCH_INTERVAL_MAX_S = 1.0
 CLI_RUN_TIMEOUT_S = 300.0  # `harness run` has no pytest case budget to split
 
 
@@ -286,7 +289,11 @@ def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str 
     if more:
         raise ValueError(f"--schedule takes one value, got {v['schedule']!r}")
     switch_interval = SWITCH_INTERVAL_S if v["switch_interval"] is None else v["switch_interval"]
-    _positive(switch_interval, "--switch-interval")
+    if not 0 < switch_interval <= SWITCH_INTERVAL_MAX_S:  # False for nan too
+        raise ValueError(
+            f"--switch-interval must be > 0 and ≤ {SWITCH_INTERVAL_MAX_S:g} (seconds), "
+            f"got {switch_interval:g}"
+        )
     stall = STALL_S if v["stall"] is None else v["stall"]
     if not math.isfinite(stall) or stall < 0:
         raise ValueError(f"--stall must be ≥ 0 seconds (0: off), got {stall!r}")

@@ -372,16 +372,38 @@ def test_cpu_matrix_shared_torch_is_checked_and_never_half_installed(
         _cpu_cell(noxfile, tmp_path / "venv", "2.10.0", tf)
 
 
-def test_gpu_matrix_skips_without_a_gpu(
-    noxfile: ModuleType, monkeypatch: pytest.MonkeyPatch
+def test_gpu_matrix_stops_without_a_gpu(
+    noxfile: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
+    """A host without a GPU: the cell stops the whole nox run (exit 2, one line) instead of
+    skipping (28 skipped cells and exit 0); a torch that sees no GPU fails its cell."""
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: None)
-    with pytest.raises(Skip, match="nvidia-smi"):
+    with pytest.raises(SystemExit) as stopped:
         noxfile.gpu_matrix(FakeSession("gpu"), torch="2.11.0", transformers="5.8.1")
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "needs an NVIDIA GPU" in err and "nvidia-smi not found" in err
+    assert len(err.strip().splitlines()) == 1, err
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
-    with pytest.raises(Skip, match="sees no GPU"):
+    with pytest.raises(AssertionError, match="sees no GPU"):  # FakeSession.error
         noxfile.gpu_matrix(FakeSession("gpu", gpus=0), torch="2.11.0", transformers="5.8.1")
+
+
+def test_nox_gpu_matrix_without_a_gpu_exits_2_and_makes_no_venv(tmp_path: Path) -> None:
+    """The real nox, with no nvidia-smi on PATH: it stops at the first cell, before any venv."""
+    envdir = tmp_path / "nox-envs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nox", "-f", str(NOXFILE), "--envdir", str(envdir),
+         "-s", "gpu_matrix"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PATH": str(Path(sys.executable).parent)},
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("racegate:")]
+    assert len(ours) == 1 and "needs an NVIDIA GPU" in ours[0], proc.stderr
+    assert proc.stderr.count("Running session") == 1, proc.stderr  # no second cell
+    assert not envdir.exists()
 
 
 @pytest.mark.parametrize(

@@ -70,6 +70,19 @@ def test_parse_devices() -> None:
         (["run", "--repeat", "0"], "--repeat must be ≥ 1"),
         (["run", "--timeout", "0"], "--run-timeout must be > 0"),
         (["run", "--switch-interval", "-1"], "--switch-interval must be > 0"),
+        # Python's sys.setswitchinterval turns inf into 0: refused, with the range.
+        (
+            ["run", "--switch-interval", "inf"],
+            "--switch-interval must be > 0 and ≤ 1 (seconds), got inf",
+        ),
+        (
+            ["run", "--switch-interval", "nan"],
+            "--switch-interval must be > 0 and ≤ 1 (seconds), got nan",
+        ),
+        (
+            ["run", "--switch-interval", "5"],
+            "--switch-interval must be > 0 and ≤ 1 (seconds), got 5",
+        ),
         (["run", "--schedule", "barrier,recompile"], "--schedule takes one value"),
         (["run", "--workload", "nowhere.at_all:make"], "cannot import 'nowhere.at_all'"),
         (["run", "--workload", "tests.fault_workloads:make_incomplete"], "missing method"),

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from harness import versions
+from harness import private_root, versions
 from harness.run import cache_state
 
 SCHEMA_VERSION = 1
@@ -346,6 +346,7 @@ def format_table(results: Sequence[ProbeResult]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    private_root.enter()  # first: torch's caches go into this process's root (harness.cli)
     parser = argparse.ArgumentParser(
         prog="python -m harness.probes.runner", description=__doc__.splitlines()[0]
     )

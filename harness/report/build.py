@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import settings
+from harness import settings, state
 from harness.ab import (
     AB_POOLS,
     AB_RECORDS,
@@ -618,6 +618,11 @@ def write_reports(
     from harness.report.png import plot_throughput
     from harness.report.runs import render_runs
 
+    out_dir = Path(out_dir)
+    # Never written through a link, the folder's or a file's: refused before anything is read.
+    state.refuse_link(out_dir, "the report folder")
+    for name in FILES:
+        state.refuse_link(out_dir / name, "the report file")
     record_paths = [Path(p) for p in record_paths]
     inputs_ = [p for p in record_paths if not (p.is_file() and is_ab_file(p))]
     entries, pools, ab_runs = read_ab_entries(record_paths)
@@ -627,7 +632,6 @@ def write_reports(
     production = str(settings.production_strategy(production_strategy))
     m = build_matrix(records, baselines_dir, production, race_only)
     m.ab, m.pools = entries, pools
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     inputs = [str(p) for p in record_paths]
     shown = ", ".join(inputs) if len(inputs) <= 3 else f"{len(inputs)} paths"

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import versions
+from harness import private_root, versions
 from harness.run import activity, cache_state, lifeline, stacks, stall
 from harness.run.protocol import (
     CacheEvidence,
@@ -57,7 +57,7 @@ def child_env(scenario: Scenario, root: Path, run_id: str) -> tuple[dict[str, st
     if not scenario.uses_cuda:
         # One compile worker: a subprocess pool costs more than it saves on a 2-core CI box.
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    return env, cache_state.overridden(private, dict(os.environ))
+    return env, cache_state.overridden(private, private_root.user_environ())
 
 
 def tail(path: Path, limit: int = TAIL_BYTES) -> str:

@@ -1,0 +1,321 @@
+"""Nothing outside racegate's own root, nothing through a link, nothing left by a killed runner.
+
+Real subprocesses and real torch: each front door (`python -m harness`, pytest with the plugin)
+runs with a fresh, empty TMPDIR and HOME, and the test looks at what is left there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import private_root, state
+from harness.cli import main
+from harness.run import lifeline
+
+REPO = Path(__file__).resolve().parents[1]
+FAULT = "tests.fault_workloads:make_workload"
+
+
+def fresh_env(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
+    """This environment less every variable racegate points into its root (this pytest process
+    set them), with an empty TMPDIR and HOME of its own."""
+    tmp, home = tmp_path / "tmp", tmp_path / "home"
+    tmp.mkdir()
+    home.mkdir()
+    env = private_root.user_environ()
+    for var in (*private_root.REDIRECTED, private_root.ENV_ROOT, private_root.ENV_USER):
+        env.pop(var, None)
+    env |= {"TMPDIR": str(tmp), "HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1"}
+    return env, tmp, home
+
+
+def run_args(records: Path, preset: str = "ok", *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "harness", "run", "--workload", FAULT, "--preset", preset,
+        "--strategies", "eager", "--steps", "2", "--warmup-steps", "1",
+        "--results", str(records), *extra,
+    ]  # fmt: skip
+
+
+def left_in(*folders: Path) -> list[str]:
+    return sorted(str(p) for folder in folders for p in folder.rglob("*"))
+
+
+def test_loading_the_built_in_workload_leaves_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
+    """The runner's checks load the built-in workload, whose import of torch._dynamo made
+    <TMPDIR>/torchinductor_<user> (0755) in every run, even one refused as here."""
+    env, tmp, home = fresh_env(tmp_path)
+    argv = [sys.executable, "-m", "harness", "run", "--preset", "tiny", "--strategies", "eager"]
+    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and "not implemented by workload" in proc.stderr, proc.stderr
+    assert left_in(tmp, home) == []
+
+
+def test_the_probes_leave_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
+    """`python -m harness.probes.runner` compiles in its own process: another front door."""
+    env, tmp, home = fresh_env(tmp_path)
+    argv = [sys.executable, "-m", "harness.probes.runner", "--only", "compiled_call_during_make_fx"]
+    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert left_in(tmp, home) == []
+
+
+def test_a_run_leaves_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
+    env, tmp, home = fresh_env(tmp_path)
+    records = tmp_path / "runs.jsonl"
+    proc = subprocess.run(run_args(records), env=env, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode in (0, 1), proc.stderr  # 1: undecided without the control's runs
+    [record] = [json.loads(line) for line in records.read_text().splitlines()]
+    assert record["outcome"] == "ok", record["detail"]
+    assert left_in(tmp, home) == []
+    # The values racegate set itself are not the user's: only the user's TMPDIR was replaced.
+    assert record["overridden_env"] == {"TMPDIR": str(tmp)}
+
+
+def test_the_user_cache_dir_is_kept_and_reported(tmp_path: Path) -> None:
+    env, tmp, home = fresh_env(tmp_path)
+    mine = tmp_path / "my-inductor"
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(mine)
+    records = tmp_path / "runs.jsonl"
+    proc = subprocess.run(run_args(records), env=env, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode in (0, 1), proc.stderr
+    [record] = [json.loads(line) for line in records.read_text().splitlines()]
+    assert record["overridden_env"] == {"TORCHINDUCTOR_CACHE_DIR": str(mine), "TMPDIR": str(tmp)}
+    assert left_in(tmp, home) == []
+
+
+def test_torch_caches_lie_in_this_process_root() -> None:
+    """In this pytest process (the plugin entered the root at conftest import)."""
+    import tempfile
+
+    import torch._dynamo  # noqa: F401  (what made <TMPDIR>/torchinductor_<user>)
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    root = private_root.enter()
+    assert Path(cache_dir()).is_relative_to(root)
+    assert Path(tempfile.gettempdir()).is_relative_to(root)
+    assert os.stat(root).st_mode & 0o777 == 0o700
+
+
+def test_pytest_with_the_plugin_leaves_nothing(tmp_path: Path) -> None:
+    env, tmp, home = fresh_env(tmp_path)
+    node = f"{Path(__file__).relative_to(REPO)}::test_torch_caches_lie_in_this_process_root"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node],
+        env=env, cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert left_in(tmp, home) == []
+
+
+def _wait_for(check, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_a_root_left_by_a_killed_runner_goes_with_the_next_run(tmp_path: Path) -> None:
+    env, tmp, _ = fresh_env(tmp_path)
+    runner = subprocess.Popen(
+        run_args(tmp_path / "hung.jsonl", "hang", "--run-timeout", "120"),
+        env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        # The run's own root (inside the runner's): the run has started.
+        _wait_for(lambda: any(tmp.rglob("racegate-run-*")))
+        [left] = list(tmp.iterdir())
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    finally:
+        runner.kill()
+        runner.wait()
+        for pid in lifeline.processes_with("RACEGATE_RUNNER_PID", str(runner.pid)):
+            os.kill(pid, signal.SIGKILL)
+    assert left.is_dir()  # SIGKILL: no exit handler ran
+    proc = subprocess.run(
+        run_args(tmp_path / "next.jsonl"), env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    assert left_in(tmp) == []
+
+
+def _fake_root(parent: Path, name: str, **owner: object) -> Path:
+    root = parent / f"{private_root.ROOT_PREFIX}{name}"
+    root.mkdir(mode=0o700)
+    facts = {
+        "pid": os.getpid(),
+        "start": private_root._proc_start(os.getpid()),
+        "boot": private_root._boot_id(),
+        "pidns": private_root._pid_namespace(),
+        "kept": False,
+    }
+    (root / private_root.OWNER).write_text(json.dumps(facts | owner))
+    return root
+
+
+def test_sweep_removes_only_roots_whose_owner_is_gone(tmp_path: Path) -> None:
+    live = _fake_root(tmp_path, "live")
+    reused = _fake_root(tmp_path, "reused", start=-1)  # this pid, another start: another process
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    gone = _fake_root(tmp_path, "gone", pid=int(dead.stdout))
+    kept = _fake_root(tmp_path, "kept", pid=int(dead.stdout), kept=True)
+    elsewhere = _fake_root(tmp_path, "elsewhere", pid=int(dead.stdout), pidns="pid:[1]")
+    shared = _fake_root(tmp_path, "shared", pid=int(dead.stdout))
+    shared.chmod(0o755)  # not a private root of ours
+    unmarked = tmp_path / f"{private_root.ROOT_PREFIX}unmarked"
+    unmarked.mkdir(mode=0o700)
+    target = _fake_root(tmp_path / "..", f"target-{tmp_path.name}", pid=int(dead.stdout))
+    (tmp_path / f"{private_root.ROOT_PREFIX}link").symlink_to(target)
+    removed = private_root.sweep(tmp_path)
+    assert sorted(p.name for p in removed) == sorted([reused.name, gone.name])
+    for root in (live, kept, elsewhere, shared, unmarked, target):
+        assert root.is_dir(), root
+    target.joinpath(private_root.OWNER).unlink()
+    target.rmdir()
+
+
+# Links: .racegate, its run folders and the report folder.
+
+
+def test_a_state_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / state.STATE_DIR).symlink_to(elsewhere)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        state.new_run(checkout)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        state.latest_records(checkout)
+    assert list(elsewhere.iterdir()) == []
+    assert elsewhere.stat().st_mode & 0o777 == 0o755  # never chmodded through the link
+
+
+def test_a_runs_or_run_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    (elsewhere / state.RECORDS).write_text("{}\n")
+    (tmp_path / state.STATE_DIR).mkdir()
+    state.runs_dir(tmp_path).symlink_to(elsewhere)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        state.new_run(tmp_path)
+    state.runs_dir(tmp_path).unlink()
+    state.runs_dir(tmp_path).mkdir()
+    (state.runs_dir(tmp_path) / "20990101T000000.000000Z-abcdef").symlink_to(elsewhere)
+    with pytest.raises(ValueError, match=r"the run folder .* is a symbolic link"):
+        state.latest_records(tmp_path)
+    assert elsewhere.stat().st_mode & 0o777 == 0o755
+
+
+def test_the_cli_refuses_a_linked_state_folder_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / state.STATE_DIR).symlink_to(elsewhere)
+    monkeypatch.chdir(tmp_path)
+    assert main(["report"]) == 2
+    err = capsys.readouterr().err
+    assert "is a symbolic link" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_report_folder_that_is_a_link_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "report").symlink_to(elsewhere)
+    records = REPO / "results/2026-11-30-cpu-matrix/cpu_matrix-torch-2.11.0-transformers-5.6.0"
+    argv = ["report", str(records / "records.jsonl"), "--out-dir", str(tmp_path / "report")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the report folder" in err and "is a symbolic link" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "name", [state.STATE_DIR, "report"], ids=["state", "report"]
+)  # not -k race
+def test_gitignore_ignores_the_state_and_report_folders_as_links_too(
+    tmp_path: Path, name: str
+) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text((REPO / ".gitignore").read_text())
+    (tmp_path / name).symlink_to("/nonexistent")
+    ignored = subprocess.run(["git", "-C", str(tmp_path), "check-ignore", "-q", name])
+    assert ignored.returncode == 0, f"{name} as a link is not ignored"
+
+
+# racegate.py installs only into a venv it made.
+
+
+def _entry(env_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO / "racegate.py"), *args],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "RACEGATE_VENV": str(env_dir)},
+    )  # fmt: skip
+
+
+def test_the_entry_script_refuses_a_venv_it_did_not_make(tmp_path: Path) -> None:
+    """RACEGATE_VENV=<someone's env> reinstalled that env's packages (transformers 5.8.1 →
+    5.17.0); now one line, exit 2, and the env is as it was."""
+    env_dir = tmp_path / "theirs"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
+    before = left_in(env_dir)
+    proc = _entry(env_dir, "test", "--version")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"racegate: error: RACEGATE_VENV {env_dir} is not an environment")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "installing" not in proc.stderr
+    assert left_in(env_dir) == before
+
+
+def _entry_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("racegate_entry", REPO / "racegate.py")
+    assert spec is not None and spec.loader is not None
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    return entry
+
+
+def test_the_entry_script_marks_a_venv_before_making_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mark is there before venv.create runs (here it fails, as on Debian without
+    python3-venv, so nothing is installed), and goes with the half-made folder."""
+    entry = _entry_module()
+    seen: list[bool] = []
+
+    def create(env_dir: Path, **kw: object) -> None:
+        seen.append(entry.made_by_racegate(Path(env_dir)))
+        raise subprocess.CalledProcessError(1, ["ensurepip"])
+
+    monkeypatch.setattr(entry.venv, "create", create)
+    env_dir = tmp_path / "new"
+    with pytest.raises(SystemExit, match="cannot install pip here"):
+        entry.ensure_env(env_dir)
+    assert seen == [True] and not env_dir.exists()
+
+
+def test_an_env_racegate_made_is_known_by_its_mark_or_older_stamp(tmp_path: Path) -> None:
+    entry = _entry_module()
+    for name, mark in (("ours", entry.MADE_MARKER), ("older", entry.STAMP)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / mark).write_text("")
+        assert entry.made_by_racegate(tmp_path / name)
+    assert not entry.made_by_racegate(tmp_path)
