@@ -124,7 +124,8 @@ def test_a_contained_worker_is_no_namespace_init() -> None:
 
 
 def test_a_scenario_of_the_orphan_workload_runs() -> None:
-    """The test tool itself: a short run whose sleeper the kernel kills with the namespace."""
+    """The test tool itself: a short run whose sleeper dies with it (the kernel kills it with
+    the namespace, or the runner finds it by its environment) and is counted in the record."""
     marker = f"racegate-orphan-{uuid.uuid4().hex}"
     os.environ[MARKER] = marker
     try:
@@ -134,6 +135,7 @@ def test_a_scenario_of_the_orphan_workload_runs() -> None:
         record = run_scenario(sc)
         assert record.outcome == "ok", record.detail
         assert with_marker(marker) == []
+        assert "killed 1 process(es) the run left behind" in (record.detail or ""), record.detail
     finally:
         del os.environ[MARKER]
         for pid in with_marker(marker):

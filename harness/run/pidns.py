@@ -41,6 +41,7 @@ CLONE_NEWPID = 0x20000000
 CONTAINED = "pid_namespace"  # the record's `containment` when the namespace was made
 SWITCH = "RACEGATE_PID_NAMESPACE"  # "0": make none (the record says so)
 ANNOUNCE = "worker.json"  # in the run dir: the worker's pid (as the runner sees it), containment
+LEFT = "namespace_left.json"  # in the run dir: pids the kernel killed with the namespace
 
 
 def _unshare(flags: int) -> int:
@@ -72,15 +73,16 @@ def _user_namespace_works() -> str:
             os._exit(2)
     status = os.waitpid(pid, 0)[1]
     code = os.waitstatus_to_exitcode(status)
-    return "" if code == 0 else ("unshare failed" if code == 1 else "its uid/gid map failed")
+    return "" if code == 0 else ("could not be made" if code == 1 else "could not be mapped")
 
 
-def enter() -> str:
+def enter(run_dir: Path | None = None) -> str:
     """Make a PID namespace for this process's children; returns its containment.
 
     Only in the process the runner started, before any thread or child exists. Returns in the
     worker: `CONTAINED` (in the namespace's pid 2; P and init never return), or "none: why"
-    (in P, now the worker itself)."""
+    (in P, now the worker itself). P writes what the namespace still held when the worker
+    ended into `run_dir`/LEFT (the kernel killed them)."""
     if not sys.platform.startswith("linux"):
         return f"none: {sys.platform} has no PID namespaces"
     if os.environ.get(SWITCH) == "0":
@@ -105,10 +107,10 @@ def enter() -> str:
         return CONTAINED
     os.close(alive_r)
     os.close(status_w)
-    _outside(init, status_r)  # never returns
+    _outside(init, status_r, run_dir)  # never returns
 
 
-def _outside(init: int, status_r: int) -> None:
+def _outside(init: int, status_r: int, run_dir: Path | None) -> None:
     """P: wait for init, then end as the worker ended (its exit code, or killed by its signal),
     so the runner reads the worker's status from its own child."""
     os.waitpid(init, 0)
@@ -116,7 +118,10 @@ def _outside(init: int, status_r: int) -> None:
     with contextlib.suppress(OSError):
         while chunk := os.read(status_r, 64):
             raw += chunk
-    code, sig = json.loads(raw) if raw else (None, signal.SIGKILL)  # init was killed
+    code, sig, left = json.loads(raw) if raw else (None, signal.SIGKILL, [])  # init was killed
+    if left and run_dir is not None:
+        with contextlib.suppress(OSError):
+            (run_dir / LEFT).write_text(json.dumps(left))
     if sig is not None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the worker dumped its own core
         with contextlib.suppress(OSError, ValueError):  # SIGKILL, SIGSTOP: no handler to reset
@@ -153,8 +158,22 @@ def _init(alive_r: int, status_w: int) -> None:
             continue
         exited = info.si_code == os.CLD_EXITED
         status = [info.si_status, None] if exited else [None, info.si_status]
-        os.write(status_w, json.dumps(status).encode())
+        os.write(status_w, json.dumps([*status, _members()]).encode())
         os._exit(0)  # the kernel kills what the worker left in the namespace
+
+
+def _members() -> list[int]:
+    """The live processes of this (init's) namespace but init, by their pids outside it."""
+    mine, me, found = os.readlink("/proc/self/ns/pid"), outer_pid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            with contextlib.suppress(OSError, IndexError):  # gone meanwhile
+                if os.readlink(f"/proc/{entry}/ns/pid") != mine:
+                    continue
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":  # a zombie (the worker itself, kept by WNOWAIT) is dead
+                    found.append(int(entry))
+    return found
 
 
 def outer_pid() -> int:
@@ -182,6 +201,13 @@ def announce(run_dir: Path, containment: str) -> None:
     tmp = run_dir / f"{ANNOUNCE}.tmp"
     tmp.write_text(json.dumps({"pid": outer_pid(), "containment": containment}))
     tmp.replace(run_dir / ANNOUNCE)
+
+
+def left_in_namespace(run_dir: Path) -> list[int]:
+    """Pids the worker's namespace still held when it ended (killed with it): P's note."""
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        return [int(pid) for pid in json.loads((run_dir / LEFT).read_text())]
+    return []
 
 
 def await_worker(proc: subprocess.Popen[bytes], run_dir: Path, until: float) -> tuple[int, str]:

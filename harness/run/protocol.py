@@ -144,6 +144,8 @@ class ChildEvidence:
     activity_error: str = ""  # why the runner's sampler gave no looks (harness.run.activity)
     # Its processes' PID namespace (harness.run.pidns): CONTAINED, "none: why", "" not known.
     containment: str = ""
+    # Its namespace's processes still alive when its worker ended, which the kernel killed.
+    left_in_namespace: tuple[int, ...] = ()
 
     def events(self, kind: str) -> list[ProgressEvent]:
         return [e for e in self.progress if e.kind == kind]

@@ -235,6 +235,7 @@ def finish_child(
         activity=activity,
         activity_error=activity_error,
         containment=containment,
+        left_in_namespace=tuple(pidns.left_in_namespace(run_dir)),
     )
 
 
@@ -480,6 +481,8 @@ def collect(
         # Read only when needed: importing torch here costs seconds.
         parent_versions = {} if any(c.report for c in children) else installed_versions()
         left = lifeline.kill_run(run_id)  # grandchildren in sessions of their own too
+        # And what each worker's PID namespace held when it ended (the kernel killed those).
+        left = sorted({*left, *(pid for c in children for pid in c.left_in_namespace)})
         return RunEvidence(
             scenario=scenario.to_json(),
             children=tuple(children),

@@ -29,7 +29,7 @@ from pathlib import Path  # noqa: E402
 from harness.run import pidns  # noqa: E402
 
 if __name__ == "__main__":  # not when a test imports this module
-    pidns.announce(Path(sys.argv[1]), pidns.enter())
+    pidns.announce(Path(sys.argv[1]), pidns.enter(Path(sys.argv[1])))
 
 import faulthandler  # noqa: E402
 import json  # noqa: E402
