@@ -103,11 +103,14 @@ def enter(run_dir: Path | None = None) -> str:
     if init == 0:
         os.close(alive_w)
         os.close(status_r)
-        _init(alive_r, status_w)  # never returns in init; returns in the worker
+        _init(alive_r, status_w)  # returns in the worker only
         return CONTAINED
     os.close(alive_r)
     os.close(status_w)
-    _outside(init, status_r, run_dir)  # never returns
+    try:
+        _outside(init, status_r, run_dir)
+    finally:  # P must never go on as a worker, whatever failed
+        os._exit(70)
 
 
 def _outside(init: int, status_r: int, run_dir: Path | None) -> None:
@@ -146,6 +149,15 @@ def _init(alive_r: int, status_w: int) -> None:
         # Its parent is init; if init dies, the kernel has already killed this process.
         lifeline.die_with_parent(None)
         return
+    try:
+        _reap(worker, status_w)
+    finally:  # init must never go on as a worker, whatever failed
+        os._exit(1)
+
+
+def _reap(worker: int, status_w: int) -> None:
+    """Init's life: reap orphans until the worker ends, then give P its status and exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # P's death, not a signal, ends this
     while True:
         # WNOWAIT: the worker's pid stays its own (a zombie) until init exits, so a signal
         # the runner sends it meanwhile reaches no other process.
