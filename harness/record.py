@@ -35,6 +35,7 @@ ADDED_TO_SCHEMA_2 = frozenset(
         "stalled_s",
         "busy_at_deadline",
         "test_slowdown",
+        "containment",
         "step_demand_s",
         "demand_share",
         "coactive_share",
@@ -120,6 +121,10 @@ class RunRecord:
     # built-in drafter adds that share of a step as extra work, for A/B calibrations), or None:
     # none, or a record from before the field. Its tokens/s judge nothing but a calibration.
     test_slowdown: str | None = None
+    # Whether every process the run started died with it by the kernel: "pid_namespace" (each
+    # worker's children in a PID namespace killed whole, harness.run.pidns), or "none: why"
+    # (a child left behind then outlives a SIGKILLed runner). None: predates it.
+    containment: str | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property

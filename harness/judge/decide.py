@@ -573,6 +573,7 @@ def decide(ev: RunEvidence) -> RunRecord:
         timing_valid=ev.timing_valid,
         overridden_env=ev.overridden_env,
         test_slowdown=ev.test_slowdown,
+        containment=ev.containment,
     )
 
 

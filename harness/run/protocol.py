@@ -142,6 +142,10 @@ class ChildEvidence:
     # Its stepping threads' looks, in its threads' order; () where none was sampled.
     activity: tuple[ThreadActivity, ...] = ()
     activity_error: str = ""  # why the runner's sampler gave no looks (harness.run.activity)
+    # Its processes' PID namespace (harness.run.pidns): CONTAINED, "none: why", "" not known.
+    containment: str = ""
+    # Its namespace's processes still alive when its worker ended, which the kernel killed.
+    left_in_namespace: tuple[int, ...] = ()
 
     def events(self, kind: str) -> list[ProgressEvent]:
         return [e for e in self.progress if e.kind == kind]
@@ -200,6 +204,13 @@ class RunEvidence:
     processes_left: list[int]  # pids of the run still alive after its children ended (killed)
     watch: WatchEvidence = WatchEvidence()  # the stall watch over the run's children
     test_slowdown: str | None = None  # the children's env set the test slowdown (vocab)
+
+    @property
+    def containment(self) -> str | None:
+        """The run's containment: the first child's that was not contained, else theirs;
+        None where no child said."""
+        said = [c.containment for c in self.children if c.containment]
+        return next((c for c in said if c != said[0]), said[0]) if said else None
 
 
 def _fields(cls: type, raw: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import private_root, versions
-from harness.run import activity, cache_state, lifeline, stacks, stall
+from harness.run import activity, cache_state, lifeline, pidns, stacks, stall
 from harness.run.protocol import (
     CacheEvidence,
     ChildEvidence,
@@ -157,21 +157,26 @@ STOP_GRACE_S = 10.0  # a stalled child's time to give up its threads and write i
 
 
 def wait_all(
-    procs: list[subprocess.Popen[bytes]], t0: float, timeout_s: float, watch: stall.StallWatch
+    procs: list[subprocess.Popen[bytes]],
+    t0: float,
+    timeout_s: float,
+    watch: stall.StallWatch,
+    workers: dict[int, int],
 ) -> float | None:
     """Wait until every child exits, the run stalls, or its timeout passes (children still
-    alive then are the caller's to kill). Returns how long the run had stalled, if it did."""
+    alive then are the caller's to kill). Returns how long the run had stalled, if it did.
+    `workers`: each child's (Popen) pid → its worker's pid (harness.run.pidns)."""
     deadline = t0 + timeout_s
     try:
         while live := [p for p in procs if p.poll() is None]:
             now = time.monotonic()
             if now >= deadline:
                 return None
-            stalled = watch.sample([p.pid for p in live], now)
+            stalled = watch.sample([workers[p.pid] for p in live], now)
             if stalled is not None:
                 for p in live:  # give up your threads, write your report (worker.py)
                     with contextlib.suppress(ProcessLookupError):
-                        p.send_signal(lifeline.GIVE_UP_SIGNAL)
+                        os.kill(workers[p.pid], lifeline.GIVE_UP_SIGNAL)
                 end = min(deadline, now + STOP_GRACE_S)
                 for p in live:
                     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -195,12 +200,16 @@ def finish_child(
     stalled: bool,
     activity: tuple[ThreadActivity, ...] = (),
     activity_error: str = "",
+    worker: tuple[int, str] | None = None,
 ) -> ChildEvidence:
     """Kill the child if it is still alive (its stacks dumped first), reap its session, read
-    what it left. `stalled`: the stall watch stopped the run (a kill then is no timeout)."""
+    what it left. `stalled`: the stall watch stopped the run (a kill then is no timeout).
+    `worker`: its worker's pid and containment (harness.run.pidns); None: the child's own."""
+    worker_pid, containment = worker or (proc.pid, "")
     killed = proc.poll() is None
     if killed:
-        proc.send_signal(lifeline.DUMP_SIGNAL)  # faulthandler in the child dumps every stack
+        with contextlib.suppress(ProcessLookupError):  # faulthandler there dumps every stack
+            os.kill(worker_pid, lifeline.DUMP_SIGNAL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=2.0)
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -225,6 +234,8 @@ def finish_child(
         wall_s=time.monotonic() - t0,
         activity=activity,
         activity_error=activity_error,
+        containment=containment,
+        left_in_namespace=tuple(pidns.left_in_namespace(run_dir)),
     )
 
 
@@ -242,10 +253,17 @@ def run_children(
     procs = [
         start_child(spec | {"runner_t0": t0}, d, env) for spec, d in zip(specs, dirs, strict=True)
     ]
+    # Each worker runs in a PID namespace of its own, a grandchild of the runner: signals and
+    # /proc looks go to it (its pid as it announced it), the kills to its process group.
+    told = {
+        p.pid: pidns.await_worker(p, d, t0 + scenario.timeout_s)
+        for p, d in zip(procs, dirs, strict=True)
+    }
+    workers = {pid: worker for pid, (worker, _) in told.items()}
     run_id = env[lifeline.RUN_MARKER]
     watch = stall.StallWatch(
         stall_s=scenario.stall_s,
-        children={p.pid: d for p, d in zip(procs, dirs, strict=True)},
+        children={workers[p.pid]: d for p, d in zip(procs, dirs, strict=True)},
         pids_of_run=stall.RunProcesses(lambda: lifeline.processes_of_run(run_id)),
         # Past the children's own deadline their final dumps and the timeout's take over.
         until=t0 + scenario.timeout_s * 0.85,
@@ -254,19 +272,21 @@ def run_children(
     # unsampled, so a throughput or A/B run (one thread) shares its host with nothing new.
     sampled = scenario.threads_per_device * len(scenario.devices) > 1
     seen = activity.ActivitySampler(
-        {p.pid: d for p, d in zip(procs, dirs, strict=True)} if sampled else {}, env
+        {workers[p.pid]: d for p, d in zip(procs, dirs, strict=True)} if sampled else {}, env
     )
     with seen if sampled else contextlib.nullcontext():
-        stalled_s = wait_all(procs, t0, scenario.timeout_s, watch)
+        stalled_s = wait_all(procs, t0, scenario.timeout_s, watch, workers)
     stalled = stalled_s is not None
     children = [
-        finish_child(p, d, t0, ooms, stalled, seen.traces(p.pid), seen.error or "")
+        finish_child(
+            p, d, t0, ooms, stalled, seen.traces(workers[p.pid]), seen.error or "", told[p.pid]
+        )
         for p, d in zip(procs, dirs, strict=True)
     ]
     late = None
     hung = any(_hung(c) for c in children)
     if not stalled and hung:
-        final = {p.pid: c.stacks for p, c in zip(procs, children, strict=True)}
+        final = {workers[p.pid]: c.stacks for p, c in zip(procs, children, strict=True)}
         late = watch.stalled_through(final, time.monotonic())
     watched = WatchEvidence(
         stalled_s if stalled else late,
@@ -461,6 +481,8 @@ def collect(
         # Read only when needed: importing torch here costs seconds.
         parent_versions = {} if any(c.report for c in children) else installed_versions()
         left = lifeline.kill_run(run_id)  # grandchildren in sessions of their own too
+        # And what each worker's PID namespace held when it ended (the kernel killed those).
+        left = sorted({*left, *(pid for c in children for pid in c.left_in_namespace)})
         return RunEvidence(
             scenario=scenario.to_json(),
             children=tuple(children),

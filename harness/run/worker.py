@@ -21,14 +21,21 @@ lifeline.die_with_parent(int(_runner) if _runner and _runner.isdigit() else None
 signal.signal(lifeline.DUMP_SIGNAL, signal.SIG_IGN)
 signal.signal(lifeline.GIVE_UP_SIGNAL, signal.SIG_IGN)
 lifeline.unblock_run_signals()  # the runner started us with them blocked
+# Every process this run starts lives in a PID namespace of its own, killed with us (pidns):
+# from here on this is the worker inside it, or (where none could be made) the same process.
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from harness.run import pidns  # noqa: E402
+
+if __name__ == "__main__":  # not when a test imports this module
+    pidns.announce(Path(sys.argv[1]), pidns.enter(Path(sys.argv[1])))
 
 import faulthandler  # noqa: E402
 import json  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
 from typing import IO, Any  # noqa: E402
 
 import torch  # noqa: E402
@@ -201,7 +208,8 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
         switch_shape_after_hook=is_deleted,
         on_quota=(lambda: _mark(gate, "done", spec["thread_offset"])) if gate else None,
         siblings_done=(lambda: _count(gate, "done") >= int(gate["parties"])) if gate else None,
-        on_started=lambda tids: child.emit(STEPPING, tids=tids),
+        # The runner reads /proc/<pid>/task/<tid>: ids as it sees them, not the namespace's.
+        on_started=lambda tids: child.emit(STEPPING, tids=pidns.outer_tids(tids)),
     )
     if gate:
         # Half the time left at most: a sibling that died before the gate must not turn this
