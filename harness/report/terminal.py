@@ -16,7 +16,6 @@ from harness.judge import probe_expectations, verdict
 from harness.judge.suite import racegate_key
 from harness.probes.runner import ProbeRun  # the probe registry and runner: no torch import
 from harness.record import RunRecord, read_jsonl
-from harness.vocab import Strategy, parse_choice
 
 calibration_key = pytest.StashKey[verdict.Calibration]()
 PLUGIN_NAME = "racegate-verdict"
@@ -26,13 +25,6 @@ PROBES_PROPERTY = "racegate_probes"  # user property carrying a probe run's verd
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("racegate", "racegate: cross-thread compile race gate")
     default = verdict.Calibration()
-    group.addoption(
-        "--control-strategy",
-        dest="racegate_control",
-        default=default.control,
-        help="the known-bad strategy run as the positive control in every cache state and "
-        "topology of the production strategy (default: %(default)s)",
-    )
     group.addoption(
         "--control-repeat",
         dest="racegate_control_repeat",
@@ -59,18 +51,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(trylast=True)  # after conftest.py's: the control is the workload's (its roles)
 def pytest_configure(config: pytest.Config) -> None:
     opt = config.getoption
-    try:
-        control = parse_choice(Strategy, opt("racegate_control"), "--control-strategy")
-    except ValueError as exc:
-        raise pytest.UsageError(f"racegate: {exc}") from None
+    rc = config.stash.get(racegate_key, None)
+    control = rc.control if rc is not None else verdict.Calibration().control
     counts = {"--control-repeat": "racegate_control_repeat", "--power-cap": "racegate_power_cap"}
     for flag, name in counts.items():
         if opt(name) < 1:
             raise pytest.UsageError(f"racegate: {flag} must be ≥ 1, got {opt(name)}")
     config.stash[calibration_key] = verdict.Calibration(
-        control=str(control),
+        control=control,
         control_repeat=opt("racegate_control_repeat"),
         cap=opt("racegate_power_cap"),
     )
@@ -179,7 +170,7 @@ def block(config: pytest.Config) -> list[str]:
         records,
         production=str(rc.production),
         probes=probes,
-        strategies=[cal.control, *map(str, rc.strategies)],
+        strategies=[cal.control, *rc.strategies],
         calibration=cal,
         versions=rc.versions,
         hardware=", ".join(rc.devices),
