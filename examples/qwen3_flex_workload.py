@@ -16,7 +16,8 @@ config): a team's trainer racegate has never seen, gated through racegate's work
 
 flex_attention has no CPU backward: on CPU a step is the forward and its loss, under no_grad
 (still compiled, still threaded: the tracing race is in the forward). Run it (docs/your-trainer.md):
-`python -m harness run --workload examples.qwen3_flex_workload:make_workload --preset cpu`.
+`python -m harness run --workload examples.qwen3_flex_workload:make_workload` (preset tiny on
+CPU, small on a GPU).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from transformers.integrations.flex_attention import flex_attention_forward
 from harness.vocab import StrategySpec
 from harness.workload_api import StepResult, WorkloadRoles
 
+# Named as racegate's defaults (tiny on CPU, small on GPU), so a plain command picks them.
 SIZES = {
-    "cpu": dict(
+    "tiny": dict(
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
@@ -42,7 +44,7 @@ SIZES = {
         head_dim=8,
         vocab_size=128,
     ),
-    "gpu": dict(
+    "small": dict(
         hidden_size=512,
         intermediate_size=1536,
         num_hidden_layers=4,
@@ -52,8 +54,8 @@ SIZES = {
         vocab_size=8192,
     ),
 }
-SEQ_LENS = {"cpu": (32, 48), "gpu": (256, 384)}  # bucket 0 is steady state; 1 makes a recompile
-BATCH = {"cpu": 2, "gpu": 4}
+SEQ_LENS = {"tiny": (32, 48), "small": (256, 384)}  # bucket 0 is steady state; 1 makes a recompile
+BATCH = {"tiny": 2, "small": 4}
 
 STRATEGIES = ("singleton", "compiled_upfront", "processes")
 # compiled_upfront is this workload's own name: its spec says what it is (harness.vocab).
@@ -157,7 +159,7 @@ class Qwen3FlexWorkload:
         return None  # unknown: no MFU
 
 
-def make_workload(preset: str = "cpu") -> Qwen3FlexWorkload:
+def make_workload(preset: str = "tiny") -> Qwen3FlexWorkload:
     if preset not in SIZES:
         raise ValueError(f"unknown preset {preset!r}; choose from: {', '.join(SIZES)}")
     return Qwen3FlexWorkload(preset)
