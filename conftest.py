@@ -106,7 +106,12 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         if not _is_worker(config) and not config.option.help:
             # Imports the workload (and torch) once, in the controller: a workload that does
             # not import, fit the interface or know the preset fails here, not in every case.
-            options.check_workload(opts.workload, opts.preset, opts.workload_source)
+            workload = options.check_workload(opts.workload, opts.preset, opts.workload_source)
+            # Its production strategy, positive control and strategies: a role it lacks is a
+            # usage error here, naming the strategies it has.
+            opts = options.bind_roles(opts, workload, for_cli=False)
+        elif _is_worker(config):  # the controller bound them, having loaded the workload
+            opts = options.roles_from_json(opts, config.workerinput["racegate_roles"])
         expectations = race_expectations.load(production=opts.production)  # bad table: usage
         results = _records_path(config, opts.results)
         if config.option.racegate_case_jobs < 1:
@@ -133,6 +138,8 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         results=results,
         workload=opts.workload,
         production=opts.production,
+        control=opts.control,
+        strategy_specs=dict(opts.strategy_specs),
         expectations=expectations,
         versions=versions.software(),  # imports nothing: metadata for what is not loaded
         overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
@@ -149,7 +156,9 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: every worker appends to the controller's records file."""
-    node.workerinput["racegate_records"] = str(node.config.stash[racegate_key].results)
+    rc = node.config.stash[racegate_key]
+    node.workerinput["racegate_records"] = str(rc.results)
+    node.workerinput["racegate_roles"] = options.roles_to_json(rc)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -163,8 +172,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"racegate: torch {rc.versions['torch']}, transformers {rc.versions['transformers']}, "
         f"{rc.gpus} GPU(s), devices {','.join(rc.devices)}, preset {rc.preset}, "
-        f"production strategy {rc.production}, schedule {rc.schedule}, "
-        f"switch interval {rc.switch_interval:g} s, workload {rc.workload}"
+        f"production strategy {rc.production}, positive control {rc.control}, "
+        f"schedule {rc.schedule}, switch interval {rc.switch_interval:g} s, workload {rc.workload}"
     ]
 
 

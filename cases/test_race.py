@@ -1,10 +1,11 @@
 """The race suite: every strategy × cache state × topology on the devices present.
 
 Known-bad combinations come from expectations/race.toml and are `xfail(strict=True)`;
-the production strategy ([tool.racegate]) must always pass. The positive control (the known-bad
-`--control-strategy`) is collected first and runs all its repeats, so its detection rate per
-cache state × topology, read back from this session's records, sets how many runs the
-production strategy's case makes there (harness.judge.verdict.repeats_for).
+the production strategy must always pass. The production strategy and the positive control (the
+known-bad one) are the workload's (its roles(); [tool.racegate], --production-strategy and
+--control-strategy override them). The control is collected first and runs all its repeats,
+so its detection rate per cache state × topology, read back from this session's records, sets
+how many runs the production strategy's case makes there (harness.judge.verdict.repeats_for).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from harness.record import RunRecord
 from harness.report.terminal import calibration_key, session_records
 from harness.run.runner import SharedPrimes
 from harness.scenario import Scenario, make_scenario
-from harness.vocab import Outcome, Strategy
+from harness.vocab import Outcome
 
 # Per-case time limit (pytest-timeout, thread method: all stacks dumped on a hang).
 CASE_TIMEOUT_S = 900
@@ -41,17 +42,17 @@ def topologies(rc: RacegateConfig) -> list[tuple[tuple[str, ...], int]]:
     return [(devices, t) for devices, t in out if len(devices) * t > 1]
 
 
-def case_strategies(rc: RacegateConfig, cal: Calibration) -> list[Strategy]:
+def case_strategies(rc: RacegateConfig, cal: Calibration) -> list[str]:
     """The strategies in collection order: the control first (added when the production
     strategy is selected without it), so its rate is known when the production case runs."""
-    control = Strategy(cal.control)
+    control = cal.control
     chosen = list(rc.strategies)
     if rc.production in chosen and control not in chosen:
         chosen.append(control)
     return sorted(chosen, key=lambda s: s != control)  # stable: the rest keep their order
 
 
-def case_repeats(strategy: Strategy, rc: RacegateConfig, cal: Calibration) -> tuple[int, bool, str]:
+def case_repeats(strategy: str, rc: RacegateConfig, cal: Calibration) -> tuple[int, bool, str]:
     """(runs, stop at the first failure, why) for a case that is not the production strategy's."""
     if strategy == cal.control:
         n = max(rc.repeat, cal.control_repeat)
@@ -175,6 +176,7 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
         stall_s=rc.stall,
         devices=devices,
         threads_per_device=tpd,
+        strategy_spec=rc.strategy_specs.get(strategy),  # a workload's own strategy: its spec
         steps=4 if devices == ("cpu",) else 8,
         warmup_steps=1,
         # Warm and deleted runs copy the cache of one priming run made first: it takes a
@@ -195,7 +197,7 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
 
 def _run_race_case(
     scenario: Scenario,
-    strategy: Strategy,
+    strategy: str,
     cell: str,
     rc: RacegateConfig,
     cal: Calibration,
@@ -253,6 +255,7 @@ def test_race_incident_topology_production_strategy(racegate_config) -> None:
     scenario = make_scenario(
         preset=rc.preset,
         strategy=rc.production,
+        strategy_spec=rc.strategy_specs.get(rc.production),
         schedule=rc.schedule,
         switch_interval_s=rc.switch_interval,
         stall_s=rc.stall,

@@ -46,8 +46,8 @@ from harness.judge.compare import (
     log_spread,
     runs_needed,
 )
-from harness.judge.metrics import memory_growth
 from harness.judge.gate import EXIT_CODES, Word
+from harness.judge.metrics import memory_growth
 from harness.record import RunRecord, append_jsonl, read_jsonl
 from harness.vocab import TEST_SLOWDOWN_ENV, Outcome, injected_slowdown
 

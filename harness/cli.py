@@ -26,8 +26,8 @@ from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, append_jsonl, read_jsonl
 from harness.scenario import Scenario, check_devices_present, make_scenario
 from harness.versions import ABSENT
-from harness.vocab import CacheState, Strategy
-from harness.workload_api import WorkloadError
+from harness.vocab import CacheState
+from harness.workload_api import WorkloadError, has_strategies
 
 EXIT_OK, EXIT_FAILED = 0, 1  # the commands that gate nothing (probe, baseline, expectations)
 
@@ -195,6 +195,7 @@ def scenarios_from_args(args: argparse.Namespace, opts: options.RunOptions) -> l
         make_scenario(
             preset=opts.preset,
             strategy=strategy,
+            strategy_spec=opts.strategy_specs.get(strategy),  # a workload's own: its spec
             cache_state=cache_state,
             schedule=opts.schedule,
             devices=opts.devices,
@@ -220,11 +221,11 @@ def validate_against_workload(scenarios: list[Scenario], where: str = "--workloa
     for sc in scenarios:
         check_devices_present(sc, cuda_count)
         workload = options.check_workload(sc.workload, sc.preset, where, sc.extra)
-        allowed = set(workload.strategies()) | {str(Strategy.PROCESSES)}
+        allowed = has_strategies(workload)
         if str(sc.strategy) not in allowed:
             raise ValueError(
                 f"strategy {str(sc.strategy)!r} is not implemented by workload {workload.name!r}; "
-                f"choose from: {', '.join(sorted(allowed))}"
+                f"it has: {', '.join(allowed)}"
             )
         if sc.cache_state is CacheState.DELETED and len(workload.shapes()) < 2:
             raise ValueError(
@@ -268,7 +269,11 @@ def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: Te
     device = "cuda" if opts.on_gpu else "cpu"
     probes = {} if torch_version == ABSENT else _probe_expectations(torch_version, device)
     verdict = decide(
-        records, production=str(opts.production), probes=probes, strategies=opts.strategies
+        records,
+        production=opts.production,
+        control=opts.control,
+        probes=probes,
+        strategies=opts.strategies,
     )
     decision = decide_gate(verdict)  # harness run judges no throughput floor
     print("\n".join(render(verdict, decision)), file=stream, flush=True)
@@ -364,6 +369,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     for path in args.records_from:  # bad input before any run
         if not path.exists():
             raise ValueError(f"--records-from {path}: no such file or folder")
+    # The workload's roles (production strategy, positive control) and strategies, before any
+    # run is spent: one it lacks is a usage error naming those it has.
+    workload = options.check_workload(opts.workload, opts.preset, opts.workload_source)
+    opts = options.bind_roles(opts, workload, for_cli=True)
     scenarios = scenarios_from_args(args, opts)
     validate_against_workload(scenarios, opts.workload_source)
     out = opts.results or state.new_run(state.checkout_root())

@@ -12,14 +12,29 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness import settings
 from harness.scenario import STALL_S, parse_devices
-from harness.vocab import CacheState, Schedule, Strategy, parse_choice, strategies_where
-from harness.workload_api import Workload, WorkloadError, WorkloadSpec, load_workload
+from harness.vocab import (
+    CacheState,
+    Schedule,
+    Strategy,
+    StrategySpec,
+    parse_choice,
+    spec_of,
+    strategies_where,
+)
+from harness.workload_api import (
+    Workload,
+    WorkloadError,
+    WorkloadSpec,
+    has_strategies,
+    load_workload,
+    roles_of,
+)
 
 CPU_PRESET, GPU_PRESET = "tiny", "small"
 # The suite's strategies per device kind, from the registry (flex has no CPU backward).
@@ -60,9 +75,26 @@ SHARED: tuple[Option, ...] = (
     Option(
         "--strategies",
         "strategies",
-        f"comma list of {', '.join(Strategy)} (default: pytest: every suite strategy the "
-        "device trains; harness run: the production strategy)",
+        "comma list of the workload's strategies (the built-in's: "
+        f"{', '.join(Strategy)}) (default: pytest: every suite strategy the device trains; "
+        "harness run: the production strategy)",
         aliases=("--strategy",),
+    ),
+    Option(
+        "--production-strategy",
+        "production_strategy",
+        "the strategy your trainer ships with: never expected to fail (default: env "
+        "RACEGATE_PRODUCTION_STRATEGY, [tool.racegate] production_strategy, else the workload's "
+        "roles(); the built-in drafter's: warmup_locked)",
+        metavar="NAME",
+    ),
+    Option(
+        "--control-strategy",
+        "control_strategy",
+        "the known-bad strategy run as the positive control in every cache state and topology "
+        "of the production strategy (default: env RACEGATE_CONTROL_STRATEGY, [tool.racegate] "
+        "control_strategy, else the workload's roles(); the built-in drafter's: per_device)",
+        metavar="NAME",
     ),
     Option(
         "--cache-states",
@@ -158,7 +190,7 @@ class RunOptions:
 
     devices: tuple[str, ...]
     threads_per_device: tuple[int, ...]
-    strategies: tuple[Strategy, ...]
+    strategies: tuple[str, ...]  # the built-in defaults until bound to the workload (bind_roles)
     cache_states: tuple[CacheState, ...]
     schedule: Schedule
     switch_interval: float
@@ -168,8 +200,15 @@ class RunOptions:
     run_timeout: float | None
     results: Path | None
     workload: str
-    production: Strategy
+    production: str
+    control: str = str(Strategy.PER_DEVICE)
     workload_source: str = "default"  # where `workload` came from, for error messages
+    # Where production/control came from: "--production-strategy", "env ...", "pyproject
+    # [tool.racegate]", or "default" (then the workload's roles() decide, in bind_roles).
+    production_source: str = "default"
+    control_source: str = "default"
+    strategies_given: bool = False  # --strategies was given (else defaults from the workload)
+    strategy_specs: Mapping[str, StrategySpec] = field(default_factory=dict)  # its own names
 
     @property
     def on_gpu(self) -> bool:
@@ -205,12 +244,27 @@ def check_results_path(path: Path, flag: str = "--results") -> None:
         raise ValueError(f"{flag} {str(path)!r} cannot be written: {exc.strerror}") from None
 
 
-def project_settings(workload_flag: str | None) -> tuple[str, str, Strategy]:
-    """(workload, where it came from, production strategy): flag > env > [tool.racegate] >
-    default, each checked for type and value; an error names where the bad value came from."""
+@dataclass(frozen=True)
+class RoleSetting:
+    """A production or control strategy name and where it came from ("default": the
+    workload's roles() decide)."""
+
+    name: str
+    where: str
+
+
+def project_settings(
+    workload_flag: str | None, production_flag: str | None = None, control_flag: str | None = None
+) -> tuple[str, str, RoleSetting, RoleSetting]:
+    """(workload, where it came from, production, control): flag > env > [tool.racegate] >
+    default, each checked for type; an error names where the bad value came from. Role names
+    are checked against the workload's strategies once it is loaded (bind_roles)."""
     try:
         workload, where = settings.setting("workload", workload_flag)
-        production, p_where = settings.setting("production_strategy")
+        roles = [
+            settings.setting("production_strategy", production_flag),
+            settings.setting("control_strategy", control_flag),
+        ]
     except ValueError as exc:  # unknown [tool.racegate] key, or pyproject.toml is not TOML
         raise ValueError(str(exc)) from None
     where = "--workload" if where == "option" else where
@@ -219,16 +273,102 @@ def project_settings(workload_flag: str | None) -> tuple[str, str, Strategy]:
             f"workload {workload!r} (from {where}) is not an import path; expected a string "
             "'package.module:factory'"
         )
-    if not isinstance(production, str):
+    out = []
+    for key, (value, v_where) in zip(("production", "control"), roles, strict=True):
+        v_where = f"--{key}-strategy" if v_where == "option" else v_where
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(
+                f"{key}_strategy {value!r} (from {v_where}) is not a strategy name; "
+                f"choose from the workload's strategies (the built-in's: {', '.join(Strategy)})"
+            )
+        out.append(RoleSetting(value.strip(), v_where))
+    return workload, where, out[0], out[1]
+
+
+def bind_roles(opts: RunOptions, workload: Workload, *, for_cli: bool) -> RunOptions:
+    """The options bound to the loaded workload: its production strategy and positive control
+    (the settings' where given, else its roles()), its own strategies' specs, and the strategies
+    to run (given, or by default: harness run the production strategy, pytest every suite
+    strategy the device trains). A role or a given strategy the workload lacks is a ValueError
+    of one line naming the strategies it has."""
+    roles = roles_of(workload, opts.workload)
+    has = has_strategies(workload)
+    own = dict(roles.strategies)
+    name = workload.name
+
+    declared = getattr(workload, "roles", None) is not None
+
+    def pick(setting: str, source: str, role: str, what: str) -> str:
+        if source != "default":
+            chosen, where = setting, source
+        elif declared:
+            chosen, where = role, f"workload {name!r} roles()"
+        else:  # no roles(): the built-in's, checked only where a strategy to run is named
+            return role
+        if chosen not in has:
+            raise ValueError(
+                f"{what} {chosen!r} (from {where}) is not a strategy of workload {name!r}; "
+                f"it has: {', '.join(has)}"
+            )
+        return chosen
+
+    production = pick(
+        opts.production, opts.production_source, roles.production, "production strategy"
+    )
+    control = pick(opts.control, opts.control_source, roles.control, "control strategy")
+    if production == control:
         raise ValueError(
-            f"production_strategy {production!r} (from {p_where}) is not a string; "
-            f"choose from: {', '.join(Strategy)}"
+            f"the production strategy and the positive control are both {production!r}; the "
+            f"control is the known-bad one (workload {name!r} has: {', '.join(has)})"
         )
-    try:
-        strategy = parse_choice(Strategy, production, "production strategy")
-    except ValueError as exc:
-        raise ValueError(f"{exc} (from {p_where})") from None
-    return workload, where, strategy
+    if opts.strategies_given:
+        missing = [s for s in opts.strategies if s not in has]
+        if missing:
+            raise ValueError(
+                f"--strategies: strategy {missing[0]!r} is not a strategy of workload {name!r}; "
+                f"it has: {', '.join(has)}"
+            )
+        strategies = opts.strategies
+    elif for_cli:
+        if production not in has:
+            raise ValueError(
+                f"no --strategies, and the production strategy {production!r} (the built-in "
+                f"default: workload {name!r} has no roles()) is not a strategy of it; give "
+                f"--strategies or --production-strategy; it has: {', '.join(has)}"
+            )
+        strategies = (production,)
+    else:
+        wanted = {"in_suite": True} if opts.on_gpu else {"in_suite": True, "trains_on_cpu": True}
+        strategies = tuple(
+            s for s in has
+            if all(getattr(spec_of(s, own), k) == v for k, v in wanted.items())
+        )  # fmt: skip
+    return replace(
+        opts, production=production, control=control, strategies=strategies,
+        strategy_specs=own,
+    )  # fmt: skip
+
+
+def roles_to_json(bound: Any) -> dict[str, Any]:
+    """The bound roles and strategies of a RunOptions (or the plugin's config, which has the
+    same fields), for a process that loads no workload (an xdist worker)."""
+    return {
+        "production": bound.production,
+        "control": bound.control,
+        "strategies": list(bound.strategies),
+        "specs": {name: asdict(spec) for name, spec in bound.strategy_specs.items()},
+    }
+
+
+def roles_from_json(opts: RunOptions, data: Mapping[str, Any]) -> RunOptions:
+    """`opts` bound as another process bound them (roles_to_json)."""
+    return replace(
+        opts,
+        production=data["production"],
+        control=data["control"],
+        strategies=tuple(data["strategies"]),
+        strategy_specs={n: StrategySpec(**spec) for n, spec in data["specs"].items()},
+    )
 
 
 def check_workload(
@@ -265,9 +405,10 @@ def _devices(given: str | None, gpus: int) -> tuple[str, ...]:
 def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str = "") -> RunOptions:
     """Check and default the `SHARED` option values (namespace keys `prefix + dest`)."""
     v = {o.dest: values.get(prefix + o.dest) for o in SHARED}
-    workload, workload_source, production = project_settings(
-        v["workload"]
-    )  # [tool.racegate] first: all runs
+    # [tool.racegate] first: all runs
+    workload, workload_source, production, control = project_settings(
+        v["workload"], v["production_strategy"], v["control_strategy"]
+    )
     devices = _devices(v["devices"], gpus)
     on_gpu = devices != ("cpu",)
     tpd_text = v["threads_per_device"] or ("1,2" if on_gpu else "2")
@@ -275,10 +416,14 @@ def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str 
         raise ValueError(
             f"--threads-per-device {tpd_text!r}: expected positive integers like '1,2'"
         )
-    default_strategies = [production] if for_cli else (GPU_STRATEGIES if on_gpu else CPU_STRATEGIES)
-    strategies = _choices(
-        Strategy, v["strategies"] or ",".join(default_strategies), "--strategies", "strategy"
+    # Checked against the workload's strategies once it is loaded (bind_roles); until then the
+    # built-in defaults stand in (pytest --help, which loads no workload).
+    if v["strategies"] is not None and not csv(v["strategies"]):
+        raise ValueError("--strategies is empty; give the workload's strategy names")
+    default_strategies = (
+        [production.name] if for_cli else (GPU_STRATEGIES if on_gpu else CPU_STRATEGIES)
     )
+    strategies = csv(v["strategies"] or ",".join(default_strategies))
     cache_default = ",".join(CacheState) if on_gpu else str(CacheState.COLD)
     cache_states = _choices(
         CacheState, v["cache_states"] or cache_default, "--cache-states", "cache state"
@@ -320,6 +465,10 @@ def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str 
         run_timeout=run_timeout,
         results=results,
         workload=workload,
-        production=production,
+        production=production.name,
+        control=control.name,
         workload_source=workload_source,
+        production_source=production.where,
+        control_source=control.where,
+        strategies_given=v["strategies"] is not None,
     )

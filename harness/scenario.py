@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.vocab import CacheState, Schedule, Strategy, parse_choice
+from harness.vocab import CacheState, Schedule, Strategy, StrategySpec, parse_choice, spec_of
 from harness.workload_api import DEFAULT_WORKLOAD
 
 _CUDA_DEVICE = re.compile(r"^cuda:(\d+)$")
@@ -26,7 +26,7 @@ class Scenario:
     """One run: workload preset × devices × threads per device × strategy × cache × schedule."""
 
     preset: str = "tiny"
-    strategy: Strategy = Strategy.PER_DEVICE
+    strategy: str = Strategy.PER_DEVICE  # a Strategy, or a workload's own name with its spec
     cache_state: CacheState = CacheState.COLD
     schedule: Schedule = Schedule.BARRIER
     devices: tuple[str, ...] = ("cpu",)
@@ -40,6 +40,14 @@ class Scenario:
     workload: str = DEFAULT_WORKLOAD
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # workload factory options
+    # The spec of a strategy the workload names itself (its roles()); None for racegate's own.
+    strategy_spec: StrategySpec | None = None
+
+    @property
+    def spec(self) -> StrategySpec:
+        """What the strategy is (warmed up? one process per worker? compiled?)."""
+        own = {str(self.strategy): self.strategy_spec} if self.strategy_spec else None
+        return spec_of(str(self.strategy), own)
 
     @property
     def threads(self) -> int:
@@ -60,6 +68,8 @@ class Scenario:
             data[key] = str(data[key])
         data["devices"] = list(self.devices)
         data["target_devices"] = list(self.target_devices)
+        if self.strategy_spec is None:  # racegate's own strategy: its spec is the registry's
+            del data["strategy_spec"]
         return data
 
     @classmethod
@@ -115,7 +125,15 @@ def parse_devices(
 def make_scenario(**fields: Any) -> Scenario:
     """Build and validate a Scenario from loose values (strings from a CLI, TOML or JSON)."""
     f = dict(fields)
-    f["strategy"] = parse_choice(Strategy, str(f.get("strategy", Strategy.PER_DEVICE)), "strategy")
+    own = f.get("strategy_spec")
+    if isinstance(own, Mapping):
+        own = f["strategy_spec"] = StrategySpec(**own)
+    name = str(f.get("strategy", Strategy.PER_DEVICE))
+    if own is None or name in set(Strategy):
+        f["strategy"] = parse_choice(Strategy, name, "strategy")
+        f["strategy_spec"] = None  # a racegate name keeps the registry's spec
+    else:
+        f["strategy"] = name
     f["cache_state"] = parse_choice(
         CacheState, str(f.get("cache_state", CacheState.COLD)), "cache state"
     )

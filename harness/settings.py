@@ -14,8 +14,11 @@ from typing import Any
 from harness.vocab import Strategy, parse_choice
 from harness.workload_api import DEFAULT_WORKLOAD
 
+# production_strategy / control_strategy: set here they override the workload's own roles()
+# (harness.workload_api.WorkloadRoles); their defaults are the built-in drafter's.
 DEFAULTS: dict[str, Any] = {
     "production_strategy": str(Strategy.WARMUP_LOCKED),
+    "control_strategy": str(Strategy.PER_DEVICE),
     "workload": DEFAULT_WORKLOAD,
 }
 

@@ -74,6 +74,17 @@ def strategies_where(**fields: bool) -> tuple[Strategy, ...]:
     )
 
 
+def spec_of(name: str, own: Mapping[str, StrategySpec] | None = None) -> StrategySpec:
+    """The spec of strategy `name`: the registry's for a built-in name, else the workload's own
+    (`own`, from its roles()); ValueError naming the known ones otherwise."""
+    if name in set(Strategy):
+        return STRATEGIES[Strategy(name)]
+    if own and name in own:
+        return own[name]
+    known = [*map(str, Strategy), *(own or {})]
+    raise ValueError(f"unknown strategy {name!r}; choose from: {', '.join(known)}")
+
+
 # Strategies the harness warms up (every device × shape, one thread) and then runs under
 # set_stance("fail_on_recompile").
 WARMED_UP = frozenset(strategies_where(warmed_up=True))

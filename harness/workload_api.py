@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from harness.vocab import Strategy, StrategySpec
 
 if TYPE_CHECKING:  # torch is imported only where a workload runs: reports need no torch
     import torch
@@ -25,6 +27,22 @@ class StepResult:
 
     tokens: int  # tokens this step processed (the unit of tokens/s; the workload says which)
     loss: float | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadRoles:
+    """Which of a workload's strategies is its production strategy, which its positive control
+    (the known-bad one, docs/gate.md), and the specs of strategies it names beyond racegate's
+    registry (harness.vocab.STRATEGIES). A workload returns one from an optional `roles()`;
+    without it, the built-in drafter's roles apply. `[tool.racegate]` and the command line
+    (--production-strategy, --control-strategy) override both names (harness.options)."""
+
+    production: str = str(Strategy.WARMUP_LOCKED)
+    control: str = str(Strategy.PER_DEVICE)
+    strategies: Mapping[str, StrategySpec] = field(default_factory=dict)  # its own names only
+
+
+BUILTIN_ROLES = WorkloadRoles()  # the built-in drafter's, and any workload's without roles()
 
 
 @runtime_checkable
@@ -50,8 +68,13 @@ class Workload(Protocol):
     name: str
 
     def strategies(self) -> Sequence[str]:
-        """Compile strategies this workload implements (a subset of harness.vocab.Strategy)."""
+        """Compile strategies this workload implements: racegate's names (harness.vocab.Strategy)
+        or its own, each with a spec in `roles().strategies`. `processes` (one process per
+        worker) is always available; a workload that does not list it gets `per_device`."""
         ...
+
+    # Optional: `def roles(self) -> WorkloadRoles` names its production strategy, its positive
+    # control and its own strategies' specs (default: BUILTIN_ROLES).
 
     def shapes(self) -> Sequence[int]:
         """Bucket ids this workload will step on; the `warmup` strategy compiles each up front.
@@ -178,6 +201,13 @@ def check_workload(workload: object, where: str) -> None:
             f"workload {where!r}: strategies() returned {strategies!r}; expected a non-empty "
             "list of strategy names"
         )
+    roles = roles_of(workload, where)
+    unknown = [s for s in strategies if s not in set(Strategy) and s not in roles.strategies]
+    if unknown:
+        raise WorkloadError(
+            f"workload {where!r}: strategy {unknown[0]!r} is not racegate's and has no spec; give "
+            "it one in roles().strategies (a harness.vocab.StrategySpec)"
+        )
     shapes = _call(workload, "shapes", where)
     if (
         not isinstance(shapes, Sequence)
@@ -196,6 +226,41 @@ def check_workload(workload: object, where: str) -> None:
         params = {}
     if "seed" not in params:
         raise WorkloadError(f"workload {where!r}: make_replica() must accept a 'seed' keyword")
+
+
+def roles_of(workload: object, where: str) -> WorkloadRoles:
+    """The workload's roles(), checked (BUILTIN_ROLES where it has none): its own strategies'
+    specs are StrategySpec objects under names racegate's registry does not use."""
+    if getattr(workload, "roles", None) is None:
+        return BUILTIN_ROLES
+    roles = _call(workload, "roles", where)
+    if not isinstance(roles, WorkloadRoles):
+        raise WorkloadError(
+            f"workload {where!r}: roles() returned {type(roles).__name__}; expected a "
+            "harness.workload_api.WorkloadRoles"
+        )
+    for name in (roles.production, roles.control):
+        if not isinstance(name, str) or not name:
+            raise WorkloadError(
+                f"workload {where!r}: roles() names strategy {name!r}; expected a name"
+            )
+    for name, spec in roles.strategies.items():
+        if name in set(Strategy):
+            raise WorkloadError(
+                f"workload {where!r}: roles() gives a spec for {name!r}, a racegate strategy "
+                "whose spec is the registry's (harness.vocab.STRATEGIES); give yours a new name"
+            )
+        if not isinstance(spec, StrategySpec):
+            raise WorkloadError(
+                f"workload {where!r}: roles() spec of {name!r} is {type(spec).__name__}; "
+                "expected a harness.vocab.StrategySpec"
+            )
+    return roles
+
+
+def has_strategies(workload: Workload) -> tuple[str, ...]:
+    """The strategies a workload can run: its own list, and `processes` (harness-level)."""
+    return tuple(dict.fromkeys([*workload.strategies(), str(Strategy.PROCESSES)]))
 
 
 def check_replica(replica: object, where: str) -> None:

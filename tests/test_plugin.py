@@ -78,7 +78,7 @@ def test_gpu_cases_skip_with_a_reason(suite: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--strategies", "fast"], "unknown strategy 'fast'; choose from: per_device"),
+        (["--strategies", "fast"], "strategy 'fast' is not a strategy of workload 'light'; it has"),
         (["--cache-states", "hot"], "unknown cache state 'hot'"),
         (["--schedule", "random"], "unknown schedule 'random'"),
         (["--threads-per-device", "two"], "expected positive integers"),
@@ -117,7 +117,10 @@ def test_a_bad_workload_names_where_it_came_from(
     ("table", "message"),
     [
         ("workload = 3", "[tool.racegate] workload is 3; expected a string like 'model.workload:"),
-        ('production_strategy = "fast"', "unknown production strategy 'fast'; choose from:"),
+        (
+            'production_strategy = "fast"',
+            "production strategy 'fast' (from pyproject [tool.racegate]) is not a strategy of",
+        ),
         ("production_strategy = 5", "[tool.racegate] production_strategy is 5; expected a string"),
         ("colour = 'red'", "unknown [tool.racegate] key(s) ['colour']"),
     ],

@@ -62,7 +62,7 @@ def test_parse_devices() -> None:
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["run", "--strategy", "magic"], "--strategies: unknown strategy 'magic'; choose from:"),
+        (["run", "--strategy", "magic"], "--strategies: strategy 'magic' is not a strategy of"),
         (["run", "--cache-state", "hot"], "unknown cache state 'hot'"),
         (["run", "--preset", "huge"], "--preset 'huge': unknown preset 'huge'; choose from: tiny"),
         (["run", "--devices", "7"], "names GPUs but this machine has none"),
@@ -112,27 +112,28 @@ def test_cli_entry_point_exit_code() -> None:
         text=True,
     )
     assert proc.returncode == 2
-    assert proc.stderr.startswith("racegate: error: --strategies: unknown strategy 'nope'")
+    assert proc.stderr.startswith("racegate: error: --strategies: strategy 'nope' is not a")
 
 
 @pytest.mark.parametrize(
     ("env", "needle"),
     [
-        ("fast", "unknown production strategy 'fast'; choose from: per_device"),
+        ("fast", "production strategy 'fast' (from env RACEGATE_PRODUCTION_STRATEGY) is not a "
+         "strategy of workload 'dflash-tiny'; it has: per_device"),
         ("", None),
     ],
-)
+)  # fmt: skip
 def test_cli_checks_the_production_strategy(
     env: str, needle: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", env)
-    # A bad --devices stops an otherwise good invocation after the settings are read.
-    assert main(["run", "--devices", "9"]) == 2
+    # A bad --strategies stops an otherwise good invocation after the roles are checked.
+    assert main(["run", "--strategies", "nope"]) == 2
     err = capsys.readouterr().err
     if needle:
-        assert needle in err and "(from env RACEGATE_PRODUCTION_STRATEGY)" in err
+        assert needle in err
     else:
-        assert "names GPUs" in err
+        assert "--strategies: strategy 'nope'" in err
 
 
 def test_cli_and_pytest_share_names_and_defaults() -> None:

@@ -27,7 +27,7 @@ from harness.run.protocol import (
     WatchEvidence,
 )
 from harness.scenario import Scenario
-from harness.vocab import UNCOMPILED, WARMED_UP, CacheState, Outcome
+from harness.vocab import CacheState, Outcome
 
 N_WINDOWS = 3  # tokens/s is the median of this many steady-state windows
 # Each thread's steady steps must have overlapped other threads' steps (compiling or steady)
@@ -364,7 +364,7 @@ def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[dict, list
             out["prime_error"] = cache.prime.stderr_tail[-1000:]
     if state is CacheState.WARM:
         out["proven_warm"] = proves_warm(cache.counters)
-    if scenario.strategy in UNCOMPILED:
+    if not scenario.spec.compiled:
         return out, []  # nothing compiles: there is no cache state to prove
     if state.primed and not out.get("prime_ok"):
         found.append(
@@ -434,7 +434,7 @@ def _children(
 ) -> tuple[list[Finding], list[ThreadReport], list[ThreadRecord], list[ThreadRecord]]:
     """(each child's exit finding, the thread reports, one record per report in order, a
     placeholder record for each thread a child built but never reported)."""
-    compiled = scenario.strategy not in UNCOMPILED  # a fallback only exists if compiled
+    compiled = scenario.spec.compiled  # a fallback only exists if compiled
     findings: list[Finding] = []
     reported: list[ThreadRecord] = []
     placeholders: list[ThreadRecord] = []
@@ -554,7 +554,7 @@ def decide(ev: RunEvidence) -> RunRecord:
         tokens_per_s_spread=spread,
         tokens_per_s_windows=window_rates,
         compile_s=(first.warmup_s if first else None)
-        if scenario.strategy in WARMED_UP
+        if scenario.spec.warmed_up
         else max((t.compile_s for t in threads if t.compile_s is not None), default=None),
         peak_mem_bytes={d: max(s) for d, s in mem_by_device.items() if s},
         mem_growth=max(growths) if growths else None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from harness.judge.race_expectations import ExpectedFailure
 from harness.record import RunRecord, append_jsonl
 from harness.run.runner import SharedPrimes
 from harness.scenario import Scenario
-from harness.vocab import CacheState, Outcome, Schedule, Strategy
+from harness.vocab import CacheState, Outcome, Schedule, Strategy, StrategySpec
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class RacegateConfig:
     devices: tuple[str, ...]
     threads_per_device: tuple[int, ...]
     cache_states: tuple[CacheState, ...]
-    strategies: tuple[Strategy, ...]
+    strategies: tuple[str, ...]  # the workload's (harness.options.bind_roles)
     schedule: Schedule
     switch_interval: float
     stall: float  # --stall: seconds unchanged and idle before a run is a hang
@@ -40,11 +40,13 @@ class RacegateConfig:
     run_timeout: float | None  # --run-timeout; None: each case splits its own budget
     results: Path | None
     workload: str
-    production: Strategy
+    production: str
     expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
     versions: dict[str, str]
     overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
     case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only)
+    control: str = str(Strategy.PER_DEVICE)  # the positive control (the known-bad strategy)
+    strategy_specs: dict[str, StrategySpec] = field(default_factory=dict)  # the workload's own
 
     def run_timeout_within(self, budget_s: float) -> float:
         """Seconds per isolated run: --run-timeout when given, never more than the case's share

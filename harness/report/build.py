@@ -27,8 +27,8 @@ from harness.ab import (
 )
 from harness.judge.baselines import Verdict, memory_flat
 from harness.judge.compare import Comparison
-from harness.judge.inputs import read_record_file, read_records, record_files
 from harness.judge.gate import Decision, Word, combine, decide_gate
+from harness.judge.inputs import read_record_file, read_records, record_files
 from harness.judge.metrics import wilson_interval
 from harness.judge.verdict import Status, StrategyVerdict
 from harness.record import RunRecord

@@ -20,7 +20,6 @@ from harness.judge.gate import Decision, decide_gate
 from harness.judge.suite import RaceOutcomeError, racegate_key
 from harness.probes.runner import ProbeRun  # the probe registry and runner: no torch import
 from harness.record import RunRecord, read_jsonl
-from harness.vocab import Strategy, parse_choice
 
 calibration_key = pytest.StashKey[verdict.Calibration]()
 PLUGIN_NAME = "racegate-verdict"
@@ -34,13 +33,6 @@ EVIDENCE_PROPERTY = "racegate_evidence"
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("racegate", "racegate: cross-thread compile race gate")
     default = verdict.Calibration()
-    group.addoption(
-        "--control-strategy",
-        dest="racegate_control",
-        default=default.control,
-        help="the known-bad strategy run as the positive control in every cache state and "
-        "topology of the production strategy (default: %(default)s)",
-    )
     group.addoption(
         "--control-repeat",
         dest="racegate_control_repeat",
@@ -83,12 +75,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(trylast=True)  # after conftest.py's: the control is the workload's (its roles)
 def pytest_configure(config: pytest.Config) -> None:
     opt = config.getoption
-    try:
-        control = parse_choice(Strategy, opt("racegate_control"), "--control-strategy")
-    except ValueError as exc:
-        raise pytest.UsageError(f"racegate: {exc}") from None
+    rc = config.stash.get(racegate_key, None)
+    control = rc.control if rc is not None else verdict.Calibration().control
     for path in opt("racegate_records_from"):
         if not path.exists():
             raise pytest.UsageError(f"racegate: --records-from {path}: no such file or folder")
@@ -97,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if opt(name) < 1:
             raise pytest.UsageError(f"racegate: {flag} must be ≥ 1, got {opt(name)}")
     config.stash[calibration_key] = verdict.Calibration(
-        control=str(control),
+        control=control,
         control_repeat=opt("racegate_control_repeat"),
         cap=opt("racegate_power_cap"),
     )
@@ -224,7 +215,7 @@ def block(config: pytest.Config, failed_cases: int = 0) -> tuple[list[str], Deci
         records,
         production=str(rc.production),
         probes=probes,
-        strategies=[cal.control, *map(str, rc.strategies)],
+        strategies=[cal.control, *rc.strategies],
         calibration=cal,
         versions=rc.versions,
         hardware=", ".join(rc.devices),

@@ -39,7 +39,7 @@ from harness.run.protocol import (
     WatchEvidence,
 )
 from harness.scenario import Scenario
-from harness.vocab import Strategy, injected_slowdown
+from harness.vocab import injected_slowdown
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TAIL_BYTES = 64 * 1024  # of a child's stderr kept as evidence; the rest stays on disk
@@ -312,7 +312,7 @@ def installed_versions() -> dict[str, str]:
 
 def child_specs(scenario: Scenario, base: Path) -> list[dict[str, Any]]:
     """One spec per child: one child for threads; one per thread of it under `processes`."""
-    if scenario.strategy is not Strategy.PROCESSES:
+    if not scenario.spec.processes:
         return [{"scenario": scenario.to_json(), "mode": "run"}]
     per_process = [d for d in scenario.devices for _ in range(scenario.threads_per_device)]
     return [

@@ -44,7 +44,7 @@ from harness.run import cache_state, threads  # noqa: E402
 from harness.run.protocol import STEPPING, ChildReport, ProgressEvent, ThreadReport  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
 from harness.versions import hardware, software  # noqa: E402
-from harness.vocab import WARMED_UP, CacheState, Strategy  # noqa: E402
+from harness.vocab import CacheState, Strategy  # noqa: E402
 from harness.workload_api import Workload, WorkloadSpec, check_replica, load_workload  # noqa: E402
 
 
@@ -143,7 +143,10 @@ def arm_stack_dumps(run_dir: Path, started: float, timeout_s: float) -> IO[str]:
 def build_runs(child: Child, workload: Workload) -> list[threads.ThreadRun]:
     sc, spec = child.scenario, child.spec
     mode = spec["mode"]
-    strategy = Strategy.PER_DEVICE if sc.strategy is Strategy.PROCESSES else sc.strategy
+    strategy = str(sc.strategy)
+    if sc.spec.processes and strategy not in workload.strategies():
+        # `processes` is harness-level: a workload that does not list it runs per_device in each.
+        strategy = str(Strategy.PER_DEVICE)
     devices = list(spec.get("process_devices", sc.devices))
     # A prime builds one replica per device: compiled artifacts are keyed by device.
     per_device = 1 if mode in ("prime", "process") else sc.threads_per_device
@@ -187,7 +190,7 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
     """A measured run: warm up if the strategy does, then the threads under the schedule."""
     sc, spec = child.scenario, child.spec
     warmup_s = None
-    if sc.strategy in WARMED_UP:
+    if sc.spec.warmed_up:
         warmup_s = warm_up(runs, shapes)  # reported in ChildReport.warmup_s
 
     def delete_cache() -> None:
@@ -203,7 +206,7 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
         steps=sc.steps,
         shapes=shapes,
         deadline=child.deadline,
-        fail_on_recompile=sc.strategy in WARMED_UP,
+        fail_on_recompile=sc.spec.warmed_up,
         on_first_steady_step=delete_cache if is_deleted else None,
         switch_shape_after_hook=is_deleted,
         on_quota=(lambda: _mark(gate, "done", spec["thread_offset"])) if gate else None,
