@@ -251,7 +251,7 @@ def _probe_expectations(torch_version: str, device: str) -> dict[str, str]:
 
 def merged_records(paths: list[Path], stream: TextIO) -> list[RunRecord]:
     """The records of every --records-from PATH, saying how many came from each."""
-    from harness.judge.baselines import record_files
+    from harness.judge.inputs import record_files
 
     out: list[RunRecord] = []
     for path in paths:

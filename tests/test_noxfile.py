@@ -245,7 +245,7 @@ def test_a_cell_judges_and_reports_only_its_own_invocation(
     """A rerun of a cell starts a fresh records file: the earlier run's file is kept beside
     it under a name neither the verdict nor the report reads (`*.jsonl` only), so a rerun's
     report never says per_device "UNSAFE 1/8" from the run before."""
-    from harness.judge.baselines import record_files
+    from harness.judge.inputs import record_files
 
     monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
     monkeypatch.setattr(noxfile, "TORCH_DIR", tmp_path / "_torch")

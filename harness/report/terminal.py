@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness.judge import probe_expectations, verdict
-from harness.judge.baselines import record_files
 from harness.judge.gate import Decision, decide_gate
+from harness.judge.inputs import record_files
 from harness.judge.suite import RaceOutcomeError, racegate_key
 from harness.probes.runner import ProbeRun  # the probe registry and runner: no torch import
 from harness.record import RunRecord, read_jsonl
