@@ -315,6 +315,7 @@ _RUN_FIELDS: dict[str, Callable[[object, str], Any]] = {
     "stacks": _optional(_text),
     "stalled_s": _optional(_SECONDS),
     "busy_at_deadline": _optional(_bool),
+    "containment": _optional(_name),
     "wall_s": _SECONDS,
     "started_at": _text,
     "repeat_index": _count,
@@ -333,7 +334,8 @@ def check_thread_json(data: object, where: str) -> dict[str, Any]:
 
 
 # Fields added to the scenario after records of schema 2 were committed: may be absent.
-ADDED_TO_SCENARIO = frozenset({"stall_s"})
+# strategy_spec: only a workload's own strategy writes it (racegate's come from the registry)
+ADDED_TO_SCENARIO = frozenset({"stall_s", "strategy_spec"})
 
 
 def check_scenario_json(data: object, where: str = "scenario") -> dict[str, Any]:
@@ -341,6 +343,9 @@ def check_scenario_json(data: object, where: str = "scenario") -> dict[str, Any]
     type and a value `make_scenario` accepts. Returned as written: readers key on it."""
     raw = _exactly(Scenario, data, where, optional=ADDED_TO_SCENARIO)
     choices = {"strategy": Strategy, "cache_state": CacheState, "schedule": Schedule}
+    if raw.get("strategy_spec") is not None:  # a workload's own strategy: any name, its spec
+        del choices["strategy"]
+        inputs.text(raw["strategy"], f"{where}.strategy")
     for name, enum in choices.items():
         inputs.choice(enum, raw[name], f"{where}.{name}")
     inputs.text(raw["preset"], f"{where}.preset")

@@ -71,6 +71,7 @@ def test_harness_run_and_report_give_one_word_and_exit(
     tail = " ".join(" ".join(block[last:]).split())
     assert tail.startswith(f"{word}: ") and tail.endswith(f"(exit {code}; words: {WORDS_DOC})")
     # `report` of the same records: its exit, gate.json and both headlines.
+    (tmp_path / "no-floors").mkdir()  # an empty floors folder: no floor judges these runs
     path = write(tmp_path / "records.jsonl", records)
     report = tmp_path / "report"
     rc = cli.main(["report", str(path), "--out-dir", str(report),
