@@ -22,8 +22,9 @@ from typing import Any, TextIO
 
 from harness import options, private_root, state
 from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
+from harness.judge.inputs import check_records_from, records_from
 from harness.judge.summary import failure_lines, format_table, summarise
-from harness.record import RunRecord, append_jsonl, read_jsonl
+from harness.record import RunRecord, append_jsonl
 from harness.scenario import Scenario, check_devices_present, make_scenario
 from harness.versions import ABSENT
 from harness.vocab import CacheState
@@ -249,21 +250,9 @@ def _probe_expectations(torch_version: str, device: str) -> dict[str, str]:
     return out
 
 
-def merged_records(paths: list[Path], stream: TextIO) -> list[RunRecord]:
-    """The records of every --records-from PATH, saying how many came from each."""
-    from harness.judge.inputs import record_files
-
-    out: list[RunRecord] = []
-    for path in paths:
-        found = [r for f in record_files([path]) for r in read_jsonl(f)]
-        print(f"merged {len(found)} records from {path}", file=stream, flush=True)
-        out += found
-    return out
-
-
 def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: TextIO) -> Decision:
     """Print the verdict block; return the gate's decision its last line says."""
-    from harness.judge.verdict import decide, render
+    from harness.judge.verdict import Calibration, decide, render
 
     torch_version = records[0].versions.get("torch", ABSENT) if records else ABSENT
     device = "cuda" if opts.on_gpu else "cpu"
@@ -271,7 +260,7 @@ def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: Te
     verdict = decide(
         records,
         production=opts.production,
-        control=opts.control,
+        calibration=Calibration(control=opts.control),
         probes=probes,
         strategies=opts.strategies,
     )
@@ -366,9 +355,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise ValueError(f"--jobs must be ≥ 1, got {args.jobs}")
     opts = options.resolve(vars(args), gpus=options.count_gpus(), for_cli=True)
-    for path in args.records_from:  # bad input before any run
-        if not path.exists():
-            raise ValueError(f"--records-from {path}: no such file or folder")
+    check_records_from(args.records_from)  # bad input before any run
     # The workload's roles (production strategy, positive control) and strategies, before any
     # run is spent: one it lacks is a usage error naming those it has.
     workload = options.check_workload(opts.workload, opts.preset, opts.workload_source)
@@ -383,7 +370,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     stream = sys.stderr if args.json else sys.stdout
     print("\n".join(format_table(summarise(records), records)), file=stream, flush=True)
     print(f"records: {out}", file=stream, flush=True)
-    merged = merged_records(args.records_from, stream)
+    merged, notes = records_from(args.records_from)
+    for note in notes:
+        print(note, file=stream, flush=True)
     return print_verdict([*merged, *records], opts, stream).exit_code
 
 

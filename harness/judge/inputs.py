@@ -152,3 +152,24 @@ def read_records(paths: Iterable[Path]) -> list[run_records.RunRecord]:
             "give JSON Lines files (pytest --results / harness run --out) or folders of them"
         )
     return records
+
+
+def check_records_from(paths: Iterable[Path]) -> None:
+    """--records-from: every path given exists (checked at start, before any run); a ValueError
+    names the first that does not."""
+    for path in paths:
+        if not Path(path).exists():
+            raise ValueError(f"--records-from {path}: no such file or folder")
+
+
+def records_from(paths: Iterable[Path]) -> tuple[list[run_records.RunRecord], list[str]]:
+    """--records-from: the records of each path (a JSON Lines file or a folder of them), each
+    checked, and one line per path saying how many it merged: an invocation judges its own runs
+    unless told, and says so when told."""
+    records: list[run_records.RunRecord] = []
+    notes = []
+    for path in paths:
+        found = [r for f in record_files([path]) for r in read_record_file(f)]
+        records += found
+        notes.append(f"merged {len(found)} records from {path}")
+    return records, notes

@@ -16,7 +16,7 @@ import pytest
 
 from harness.judge import probe_expectations, verdict
 from harness.judge.gate import Decision, decide_gate
-from harness.judge.inputs import record_files
+from harness.judge.inputs import check_records_from, records_from
 from harness.judge.suite import RaceOutcomeError, racegate_key
 from harness.probes.runner import ProbeRun  # the probe registry and runner: no torch import
 from harness.record import RunRecord, read_jsonl
@@ -80,9 +80,10 @@ def pytest_configure(config: pytest.Config) -> None:
     opt = config.getoption
     rc = config.stash.get(racegate_key, None)
     control = rc.control if rc is not None else verdict.Calibration().control
-    for path in opt("racegate_records_from"):
-        if not path.exists():
-            raise pytest.UsageError(f"racegate: --records-from {path}: no such file or folder")
+    try:
+        check_records_from(opt("racegate_records_from"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"racegate: {exc}") from None
     counts = {"--control-repeat": "racegate_control_repeat", "--power-cap": "racegate_power_cap"}
     for flag, name in counts.items():
         if opt(name) < 1:
@@ -163,17 +164,6 @@ def session_records(config: pytest.Config) -> list[RunRecord]:
     return _session(config).records()
 
 
-def merged_records(config: pytest.Config) -> tuple[list[RunRecord], list[str]]:
-    """The records of every --records-from PATH, and one line per path saying how many."""
-    records: list[RunRecord] = []
-    notes = []
-    for path in config.getoption("racegate_records_from"):
-        found = [r for f in record_files([path]) for r in read_jsonl(f)]
-        records += found
-        notes.append(f"merged {len(found)} records from {path}")
-    return records, notes
-
-
 def probe_verdicts(config: pytest.Config) -> tuple[dict[str, str], str]:
     """(probe -> verdict on this torch, where from): this session's probe runs beat the table."""
     rc = config.stash[racegate_key]
@@ -202,7 +192,7 @@ def block(config: pytest.Config, failed_cases: int = 0) -> tuple[list[str], Deci
     cal = config.stash[calibration_key]
     title = " racegate verdict ".center(verdict.WIDTH, "=")
     try:
-        merged, notes = merged_records(config)
+        merged, notes = records_from(config.getoption("racegate_records_from"))
         if rc.results is None:
             raise ValueError("no records were written (no results file)")
         records = [*merged, *_session(config).records()]
