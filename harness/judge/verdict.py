@@ -13,7 +13,7 @@ import math
 import textwrap
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -507,7 +507,6 @@ def decide(
     records: Iterable[RunRecord],
     *,
     production: str,
-    control: str | None = None,
     probes: Mapping[str, str] | None = None,
     strategies: Iterable[str] = (),
     calibration: Calibration = Calibration(),
@@ -516,16 +515,15 @@ def decide(
 ) -> Verdict:
     """The verdict for one hardware × torch × transformers set of records.
 
-    production, control: the workload's roles (harness.options.bind_roles); control replaces
-    the calibration's. probes: probe name -> verdict ("hazard"/"safe"/...) on this torch;
+    production: the workload's production strategy (harness.options.bind_roles; its positive
+    control is the calibration's). probes: probe name -> verdict ("hazard"/"safe"/...) on this
+    torch;
     strategies: those asked for, so an asked strategy with no run shows as NOT RUN;
     calibration: the positive control and the power asked of clean runs; versions/hardware:
     when the records say none.
     """
     records = list(records)
     probes = probes or {}
-    if control is not None:
-        calibration = replace(calibration, control=control)
     control = calibration.control
     names = [production, *strategies, *(r.scenario["strategy"] for r in records)]
     names = list(dict.fromkeys(str(n) for n in names))
