@@ -443,11 +443,29 @@ def gpu_mismatch(samples: Sequence[RunSample]) -> str | None:
     )
 
 
+def by_side(samples: list[RunSample]) -> dict[str, list[RunSample]]:
+    """The samples of each side, in run order."""
+    return {s: [x for x in samples if x.side == s] for s in SIDES}
+
+
+def _compare_peaks(
+    peaks: dict[str, list[float]], tolerance: float, confidence: float
+) -> Comparison:
+    """Peak memory, candidate against reference: compared as tokens/s are (a rise is worse)."""
+    return compare(
+        peaks["reference"],
+        peaks["candidate"],
+        metric="peak_mem_bytes",
+        tolerance=tolerance,
+        confidence=confidence,
+    )
+
+
 def compare_samples(
     samples: list[RunSample], tolerance: float, confidence: float
 ) -> tuple[Comparison, Comparison | None, str | None]:
     """Throughput and (where every run measured it) peak memory, reference vs candidate."""
-    by = {s: [x for x in samples if x.side == s] for s in SIDES}
+    by = by_side(samples)
     tput = compare(
         [x.tokens_per_s for x in by["reference"]],
         [x.tokens_per_s for x in by["candidate"]],
@@ -457,13 +475,7 @@ def compare_samples(
     mems = {s: [x.peak_mem_bytes for x in by[s]] for s in SIDES}
     if any(m is None for s in SIDES for m in mems[s]):
         return tput, None, "no peak memory recorded (CPU runs measure none)"
-    memory = compare(
-        mems["reference"],  # type: ignore[arg-type]
-        mems["candidate"],  # type: ignore[arg-type]
-        metric="peak_mem_bytes",
-        tolerance=tolerance,
-        confidence=confidence,
-    )
+    memory = _compare_peaks(mems, tolerance, confidence)  # type: ignore[arg-type]
     return tput, memory, None
 
 
@@ -473,20 +485,14 @@ def compare_devices(
     """Each device every run measured: its peak compared (ratio, interval, call) and its
     growth, where every run measured that too. A device only some runs measured is none of
     these (the summed peak, compare_samples, still counts it)."""
-    by = {s: [x for x in samples if x.side == s] for s in SIDES}
+    by = by_side(samples)
     if not by["reference"] or not by["candidate"]:
         return []
     devices = [d for d in samples[0].peak_by_device if all(d in x.peak_by_device for x in samples)]
     out = []
     for device in sorted(devices):
         peaks = {s: [x.peak_by_device[device] for x in by[s]] for s in SIDES}
-        peak = compare(
-            peaks["reference"],  # type: ignore[arg-type]
-            peaks["candidate"],  # type: ignore[arg-type]
-            metric="peak_mem_bytes",
-            tolerance=tolerance,
-            confidence=confidence,
-        )
+        peak = _compare_peaks(peaks, tolerance, confidence)
         measured = all(device in x.growth_by_device for x in samples)
         growth = {s: [x.growth_by_device[device] for x in by[s]] if measured else [] for s in SIDES}
         out.append(DeviceMemory(device, peak, growth["reference"], growth["candidate"]))
