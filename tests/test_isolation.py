@@ -236,8 +236,8 @@ def test_a_report_folder_that_is_a_link_is_refused(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (tmp_path / "report").symlink_to(elsewhere)
-    records = REPO / "results/2026-11-30-cpu-matrix/cpu_matrix-torch-2.11.0-transformers-5.6.0"
-    argv = ["report", str(records / "records.jsonl"), "--out-dir", str(tmp_path / "report")]
+    records = REPO / "tests/data/two_h200_small_runs.jsonl"  # real records: only the link is bad
+    argv = ["report", str(records), "--out-dir", str(tmp_path / "report")]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "the report folder" in err and "is a symbolic link" in err, err
