@@ -141,6 +141,7 @@ def test_roles_naming_a_strategy_the_workload_lacks_is_an_error(no_settings: Pat
         options.bind_roles(resolved(), wrong, for_cli=False)
 
 
+# ids of their own: the messages say "racegate", which `-k race` would select.
 @pytest.mark.parametrize(
     ("workload", "needle"),
     [
@@ -148,6 +149,7 @@ def test_roles_naming_a_strategy_the_workload_lacks_is_an_error(no_settings: Pat
         (light(WorkloadRoles(strategies={"warmup": MINE})), "a racegate strategy whose spec is"),
         (light(WorkloadRoles(strategies={"x": "fast"})), "spec of 'x' is str; expected a"),  # type: ignore[dict-item]
     ],
+    ids=["unknown name without a spec", "built-in name respecified", "spec not a spec"],
 )  # fmt: skip
 def test_bad_roles_are_workload_errors(workload: Light, needle: str) -> None:
     with pytest.raises(WorkloadError, match=needle):

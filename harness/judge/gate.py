@@ -32,6 +32,8 @@ EXIT_CODES: dict[str, int] = {
     "usage": EXIT_USAGE,
     Word.UNDECIDED: EXIT_UNDECIDED,
 }
+# A gating command that ran and decided (whichever way): not a usage error or a crash.
+DECIDED_EXITS = frozenset({EXIT_SAFE, EXIT_UNSAFE, EXIT_UNDECIDED})
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,9 @@ RACE = {
     "stall in the compiler": lambda: record("per_device", "hang", stalled_s=20.0),
     "fault in the compiler": lambda: record("per_device", "crash", stacks=FAULT_IN_COMPILE),
     # A thread that raced beside one still compiling at the deadline: the run reads `hang`.
-    "race beside a hang": lambda: _with_thread(record("per_device", "hang"), 1, "nested_fx_error"),
+    "nested-FX beside a hang": lambda: _with_thread(
+        record("per_device", "hang"), 1, "nested_fx_error"
+    ),
 }
 
 
@@ -87,7 +89,7 @@ def _with_thread(r: RunRecord, index: int, outcome: str) -> RunRecord:
 
 
 @pytest.mark.parametrize("case", list(RACE))
-def test_what_shows_the_race(case: str) -> None:
+def test_what_shows_the_hazard(case: str) -> None:
     r = RACE[case]()
     assert shows_race(r) and other_reason(r) is None
     again = RunRecord.from_json(r.to_json())  # as a results file holds it
@@ -95,7 +97,7 @@ def test_what_shows_the_race(case: str) -> None:
 
 
 @pytest.mark.parametrize("case", list(NOT_THE_RACE))
-def test_what_does_not_show_the_race_says_why(case: str) -> None:
+def test_what_does_not_show_the_hazard_says_why(case: str) -> None:
     r = NOT_THE_RACE[case]()
     assert not shows_race(r)
     assert other_reason(r), case
@@ -139,7 +141,7 @@ def test_the_cpu_cell_whose_only_control_failure_was_not_concurrent() -> None:
     assert v.production_verdict.status is Status.INCONCLUSIVE and not v.passed
 
 
-def test_race_evidence_beside_other_failures_gives_power_from_the_race_alone() -> None:
+def test_hazard_evidence_beside_other_failures_gives_power_from_it_alone() -> None:
     """8 runs: 4 nested-FX errors and 4 serialised. Power comes from 4 of 8 (20 runs asked),
     not 8 of 8 (5), and the control is UNSAFE: it did show the race."""
     control = runs("per_device", 4, 4) + [NOT_THE_RACE["serialised"]() for _ in range(4)]
