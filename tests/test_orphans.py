@@ -8,6 +8,7 @@ thread 0 starts `sleep 300` under a marker argv[0]; the test finds it in /proc/*
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -140,3 +141,21 @@ def test_a_scenario_of_the_orphan_workload_runs() -> None:
         del os.environ[MARKER]
         for pid in with_marker(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_run_on_a_gpu_makes_no_namespace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """CUDA fails to start inside the namespace (error 304 on one H200), so the runner asks a
+    GPU run's worker for none, and the record says why; a CPU run is not asked."""
+    from harness.run import cache_state, runner
+
+    monkeypatch.delenv(pidns.SWITCH, raising=False)
+    root = cache_state.private_dir(tmp_path / "root")
+    cpu = fault_scenario("ok")
+    gpu = dataclasses.replace(cpu, devices=("cuda:0",))
+    assert gpu.uses_cuda and not cpu.uses_cuda
+    assert runner.child_env(gpu, root, "r")[0][pidns.SWITCH] == pidns.GPU
+    assert pidns.SWITCH not in runner.child_env(cpu, root, "r")[0]
+    monkeypatch.setenv(pidns.SWITCH, pidns.GPU)  # what a GPU run's worker reads, on this CPU
+    record = run_scenario(cpu)
+    assert record.outcome == "ok", record.detail
+    assert record.containment == pidns.ON_GPU

@@ -16,7 +16,8 @@ compile workers check that their parent is still the worker (getppid() in the sa
 
 /proc stays the runner's (no new mount), so the worker tells the runner its pid and its
 threads' ids as the runner sees them. Where no namespace can be made (no CAP_SYS_ADMIN and no
-user namespace to get one, not Linux, or RACEGATE_PID_NAMESPACE=0), P is the worker, as before,
+user namespace to get one, not Linux, a run on a GPU, or RACEGATE_PID_NAMESPACE=0), P is the worker,
+as before,
 and the record's `containment` says why. Imports nothing heavy: it runs before torch's import.
 """
 
@@ -39,7 +40,13 @@ from harness.run import lifeline
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CONTAINED = "pid_namespace"  # the record's `containment` when the namespace was made
-SWITCH = "RACEGATE_PID_NAMESPACE"  # "0": make none (the record says so)
+SWITCH = "RACEGATE_PID_NAMESPACE"  # "0": make none (the record says so); GPU: set by the runner
+# The runner's value of SWITCH for a run on a GPU: no namespace. On one H200 (torch 2.11, CUDA
+# 13.0) every worker started in one failed CUDA's first call (cudaGetDeviceCount: error 304,
+# "OS call failed or operation not supported on this OS"), so such a run keeps the death
+# signals and the process group only, and its record's `containment` says so.
+GPU = "gpu"
+ON_GPU = f"none: a run on a GPU (CUDA failed to start inside a PID namespace; {SWITCH}={GPU})"
 ANNOUNCE = "worker.json"  # in the run dir: the worker's pid (as the runner sees it), containment
 LEFT = "namespace_left.json"  # in the run dir: pids the kernel killed with the namespace
 
@@ -87,6 +94,8 @@ def enter(run_dir: Path | None = None) -> str:
         return f"none: {sys.platform} has no PID namespaces"
     if os.environ.get(SWITCH) == "0":
         return f"none: {SWITCH}=0"
+    if os.environ.get(SWITCH) == GPU:
+        return ON_GPU
     err = _unshare(CLONE_NEWPID)
     if err == 1:  # EPERM: no CAP_SYS_ADMIN; a user namespace of our own gives one
         why = _user_namespace_works()

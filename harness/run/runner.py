@@ -54,7 +54,9 @@ def child_env(scenario: Scenario, root: Path, run_id: str) -> tuple[dict[str, st
     env["PYTHONUNBUFFERED"] = "1"
     env[lifeline.RUN_MARKER] = run_id
     env["RACEGATE_RUNNER_PID"] = str(os.getpid())
-    if not scenario.uses_cuda:
+    if scenario.uses_cuda:
+        env.setdefault(pidns.SWITCH, pidns.GPU)  # no PID namespace: CUDA fails in one (pidns)
+    else:
         # One compile worker: a subprocess pool costs more than it saves on a 2-core CI box.
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     return env, cache_state.overridden(private, private_root.user_environ())
