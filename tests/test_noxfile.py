@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOXFILE = ROOT / "noxfile.py"
 SUPPORT = ROOT / "harness" / "nox_support.py"  # what the noxfile's sessions call
+PROCESS_FIXTURES = ("listed",)  # runs nox: its tests are in the process tier (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -391,6 +392,7 @@ def test_gpu_matrix_stops_without_a_gpu(
         noxfile.gpu_matrix(FakeSession("gpu", gpus=0), torch="2.11.0", transformers="5.8.1")
 
 
+@pytest.mark.process
 def test_nox_gpu_matrix_without_a_gpu_exits_2_and_makes_no_venv(tmp_path: Path) -> None:
     """The real nox, with no nvidia-smi on PATH: it stops at the first cell, before any venv."""
     envdir = tmp_path / "nox-envs"
@@ -588,6 +590,7 @@ def test_marker_may_select_is_false_only_when_no_throughput_case_can_match(
     assert noxfile.support.marker_may_select(marker, "throughput") is may
 
 
+@pytest.mark.process
 def test_cells_are_picked_by_their_tags() -> None:
     """`-k` keywords must be identifiers: the tags make a single cell selectable."""
     out = subprocess.run(
@@ -628,6 +631,7 @@ def test_xdist_workers_default_to_the_host_and_the_env_var_overrides(
     assert xdist_args(32, gpus=2) == [("-n", "3")]
 
 
+@pytest.mark.process
 def test_runs_write_under_the_state_folder_unless_told_otherwise(tmp_path: Path) -> None:
     def results_dir(**env: str) -> Path:
         code = f"import runpy; print(runpy.run_path({str(NOXFILE)!r})['support'].RESULTS_DIR)"
@@ -644,6 +648,7 @@ def test_runs_write_under_the_state_folder_unless_told_otherwise(tmp_path: Path)
     assert tmp_path / "mine" == results_dir(RACEGATE_RESULTS_DIR=str(tmp_path / "mine"))
 
 
+@pytest.mark.process
 def test_no_uv_noise_where_uv_is_absent(noxfile: ModuleType, tmp_path: Path) -> None:
     """nox probes for uv whenever it makes a venv; without uv that logged "uv binary not found"."""
     assert noxfile.nox.options.default_venv_backend == "virtualenv"
@@ -662,6 +667,7 @@ def test_no_uv_noise_where_uv_is_absent(noxfile: ModuleType, tmp_path: Path) -> 
     assert out.stdout.strip() == "''", out.stdout
 
 
+@pytest.mark.process
 def test_report_path_imports_no_torch(tmp_path: Path) -> None:
     """`nox -s report` installs no torch, so `python -m harness report` must not import it."""
     from harness.record import RunRecord, ThreadRecord, append_jsonl

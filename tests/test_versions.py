@@ -53,6 +53,7 @@ def test_hardware_names_each_gpu_by_its_uuid() -> None:
     assert uuid in smi.stdout
 
 
+@pytest.mark.process
 def test_module_prints_json_for_the_nox_cell_check() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "harness.versions", "--import-torch"],
