@@ -17,6 +17,8 @@ import nox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import nox_support as support
 
+MATRIX = support.MATRIX  # the versions, from expectations/versions.toml
+
 nox.needs_version = ">=2024.10.9"
 # virtualenv, named: "uv|virtualenv" would try uv first. nox (2026.10) still probes for uv
 # whenever it makes a venv, whatever the backend, and logs "uv binary not found." on every
@@ -56,8 +58,8 @@ GPU_CELL_VENV = {"venv_backend": "none"} if support.gpu_absent() else support.SY
 
 
 @nox.session(**GPU_CELL_VENV, tags=[f"gpus_{support.CELL_GPUS}"])
-@nox.parametrize("transformers", support.cell_params("transformers", support.GPU_TRANSFORMERS))
-@nox.parametrize("torch", support.cell_params("torch", support.GPU_TORCH))
+@nox.parametrize("transformers", support.cell_params("transformers", MATRIX.gpu_transformers))
+@nox.parametrize("torch", support.cell_params("torch", MATRIX.gpu_torch))
 def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     """One torch × transformers cell of the GPU suite (race, cache-state, throughput cases)."""
     knobs = support.CellKnobs.from_env()  # a bad value: exit 2 before a skip or an install
@@ -77,8 +79,8 @@ def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
 
 
 @nox.session
-@nox.parametrize("transformers", support.cell_params("transformers", support.CPU_TRANSFORMERS))
-@nox.parametrize("torch", support.cell_params("torch", support.CPU_TORCH))
+@nox.parametrize("transformers", support.cell_params("transformers", MATRIX.cpu_transformers))
+@nox.parametrize("torch", support.cell_params("torch", MATRIX.cpu_torch))
 def cpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     """One torch × transformers cell of the probes and CPU race cases (no GPU needed)."""
     support.install_cpu_cell(session, torch, transformers)
@@ -108,8 +110,8 @@ def report(session: nox.Session) -> None:
 
 
 @nox.session(**support.SYSTEM_SITE)
-@nox.parametrize("transformers", support.ab_params("transformers", support.GPU_TRANSFORMERS))
-@nox.parametrize("torch", support.ab_params("torch", support.GPU_TORCH))
+@nox.parametrize("transformers", support.ab_params("transformers", MATRIX.gpu_transformers))
+@nox.parametrize("torch", support.ab_params("torch", MATRIX.gpu_torch))
 def gpu_ab(session: nox.Session, torch: str, transformers: str) -> None:
     """A candidate cell against the reference versions, interleaved on one GPU (harness.ab)."""
     if shutil.which("nvidia-smi") is None:

@@ -18,24 +18,29 @@ import re
 import shutil
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple, NoReturn
 from xml.etree import ElementTree
 
 import nox
 
-# ---- The version matrix: the only place versions are named (docs/torch-releases.md). ----
-SYSTEM = "system"  # the runner image's own torch, reused through --system-site-packages
-TORCH_RELEASES = ["2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
-INCIDENT_TRANSFORMERS = ["5.6.0", "5.8.1"]  # the incident's downgrade 5.8.1 → 5.6.0
-IMAGE_TRANSFORMERS = "5.17.0"  # what the GPU runner image ships
-LATEST_TRANSFORMERS = "5.24.0"  # newest on PyPI when this list was last refreshed
-GPU_TORCH = [SYSTEM, *TORCH_RELEASES]
-GPU_TRANSFORMERS = [*INCIDENT_TRANSFORMERS, IMAGE_TRANSFORMERS, LATEST_TRANSFORMERS]
-CPU_TORCH = TORCH_RELEASES
-CPU_TRANSFORMERS = [*INCIDENT_TRANSFORMERS, LATEST_TRANSFORMERS]
-# transformers 5.6.0 and 5.8.1 pin tokenizers <= 0.23.0; a newer one fails their import check.
-OLD_TOKENIZERS = "tokenizers>=0.22,<=0.23.0"
+from harness import matrix_plan
+
+# ---- The version matrix: expectations/versions.toml, the only place versions are written. ----
+SYSTEM = matrix_plan.SYSTEM
+
+
+def load_matrix() -> matrix_plan.Matrix:
+    """expectations/versions.toml; a file nox cannot use stops nox: one line, exit 2."""
+    try:
+        return matrix_plan.load()
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        print(f"nox: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+MATRIX = load_matrix()
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
@@ -123,14 +128,6 @@ def link_runner_site_packages(session: nox.Session) -> None:
         (purelib / "racegate-runner-site.pth").write_text(f"{site_dir}\n")
 
 
-def cell_pins(transformers: str) -> list[str]:
-    """transformers==<v>, plus the old tokenizers that transformers 5.6 and 5.8 need."""
-    pins = [f"transformers=={transformers}"]
-    if transformers in INCIDENT_TRANSFORMERS:
-        pins.append(OLD_TOKENIZERS)
-    return pins
-
-
 def check_versions(session: nox.Session, torch: str, transformers: str) -> None:
     """Fail the cell unless its Python imports the asked torch (any local tag) and transformers."""
     # harness/versions.py, run by the cell's own Python (it imports torch there, not here)
@@ -158,7 +155,9 @@ def install_cell(session: nox.Session, torch: str, transformers: str) -> None:
     else:
         index = os.environ.get("RACEGATE_TORCH_INDEX_URL")  # e.g. a CPU-only wheel index
         install(session, f"torch=={torch}", index_args=("--index-url", index) if index else ())
-    install(session, *cell_pins(transformers), *requirements(without=("torch", "transformers")))
+    install(
+        session, *MATRIX.cell_pins(transformers), *requirements(without=("torch", "transformers"))
+    )
     check_versions(session, torch, transformers)
 
 
@@ -234,7 +233,7 @@ def install_cpu_cell(session: nox.Session, torch: str, transformers: str) -> Non
         check_versions(session, torch, transformers)
         return
     folder = shared_torch(session, torch).absolute()
-    packages = [*cell_pins(transformers), *requirements(without=("torch", "transformers"))]
+    packages = [*MATRIX.cell_pins(transformers), *requirements(without=("torch", "transformers"))]
     want = {
         "torch_dir": str(folder),
         "packages": packages,
@@ -471,15 +470,12 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
         session.error(f"{failed} throughput case(s) failed: see {out / tp_junit}")
 
 
-def cell_params(name: str, values: list[str], tag_prefix: str | None = None) -> list[nox.param]:
+def cell_params(name: str, values: Sequence[str], tag_prefix: str | None = None) -> list[nox.param]:
     """Cells named `name='<v>'`, tagged `<tag_prefix>_<v with _ for .>` (the prefix is `name`
     unless given): a version is no Python identifier, so `nox -k "torch_system and
     transformers_5_8_1"` picks a cell by its tags."""
     prefix = name if tag_prefix is None else tag_prefix
-    return [
-        nox.param(v, id=f"{name}={v!r}", tags=[f"{prefix}_{re.sub(r'[^0-9A-Za-z]', '_', v)}"])
-        for v in values
-    ]
+    return [nox.param(v, id=f"{name}={v!r}", tags=[matrix_plan.tag(prefix, v)]) for v in values]
 
 
 # The session's torch: how many GPUs it sees, and the smallest one's memory in bytes.
@@ -510,7 +506,7 @@ def stop_without_gpu(why: str) -> NoReturn:
 # the GPU image) and transformers 5.6.0, where the incident's team went back to ("is 5.8 slower
 # than what I run now, on my hardware?"). RACEGATE_AB_REFERENCE="<torch>,<transformers>" (torch
 # 'system' or a release) names another set.
-AB_REFERENCE = (SYSTEM, INCIDENT_TRANSFORMERS[0])
+AB_REFERENCE = (SYSTEM, MATRIX.incident_transformers[0])
 AB_RUNS = 5  # runs per side unless RACEGATE_AB_RUNS says otherwise (harness.ab's default)
 # `harness run` options unless posargs give others: one thread on GPU 0, the production strategy
 # (harness run's default), `small` at the step count benchmarks/ab_power_gpu.sh measures with.
@@ -570,7 +566,7 @@ def reference_venv(session: nox.Session, torch: str, transformers: str) -> str:
     return ref.python
 
 
-def ab_params(name: str, values: list[str]) -> list[nox.param]:
+def ab_params(name: str, values: Sequence[str]) -> list[nox.param]:
     """cell_params for gpu_ab, tagged `ab_<v with _ for .>` (`nox -k "ab_system and ab_5_8_1"`):
     nox's -k matches any substring of a tag, so a gpu_matrix keyword such as torch_system must
     not be part of these tags, or it would run the A/B cells too."""

@@ -8,6 +8,7 @@ import ast
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -17,9 +18,12 @@ from typing import Any
 
 import pytest
 
+from harness import matrix_plan
+
 ROOT = Path(__file__).resolve().parent.parent
 NOXFILE = ROOT / "noxfile.py"
 SUPPORT = ROOT / "harness" / "nox_support.py"  # what the noxfile's sessions call
+MATRIX = matrix_plan.load()  # expectations/versions.toml
 PROCESS_FIXTURES = ("listed",)  # runs nox: its tests are in the process tier (tests/conftest.py)
 
 
@@ -47,8 +51,8 @@ def test_matrix_cells_are_named_torch_then_transformers(
     noxfile: ModuleType, listed: list[dict[str, Any]]
 ) -> None:
     for name, torches, tfs in (
-        ("gpu_matrix", noxfile.support.GPU_TORCH, noxfile.support.GPU_TRANSFORMERS),
-        ("cpu_matrix", noxfile.support.CPU_TORCH, noxfile.support.CPU_TRANSFORMERS),
+        ("gpu_matrix", MATRIX.gpu_torch, MATRIX.gpu_transformers),
+        ("cpu_matrix", MATRIX.cpu_torch, MATRIX.cpu_transformers),
     ):
         cells = [s for s in listed if s["name"] == name]
         expected = {f"{name}(torch={t!r}, transformers={tf!r})" for t in torches for tf in tfs}
@@ -72,20 +76,30 @@ def test_every_session_has_a_one_line_docstring(listed: list[dict[str, Any]]) ->
         assert s["description"] and "\n" not in s["description"], s["session"]
 
 
-def test_versions_are_named_once(noxfile: ModuleType) -> None:
-    """Each version string is written in exactly one place; the lists are built from it."""
-    constants = [
-        n.value
-        for n in ast.walk(ast.parse(SUPPORT.read_text()))
-        if isinstance(n, ast.Constant) and isinstance(n.value, str)
-    ]
-    versions = set(noxfile.support.GPU_TORCH + noxfile.support.CPU_TORCH)
-    versions |= set(noxfile.support.GPU_TRANSFORMERS + noxfile.support.CPU_TRANSFORMERS)
-    assert {"2.10.0", "2.15.0", "5.6.0", "5.8.1", noxfile.support.LATEST_TRANSFORMERS} <= versions
-    for v in versions:
-        assert constants.count(v) == 1, f"{v!r} is written {constants.count(v)} times"
-    assert set(noxfile.support.CPU_TORCH) < set(noxfile.support.GPU_TORCH)
-    assert noxfile.support.GPU_TORCH[0] == noxfile.support.SYSTEM
+def test_versions_are_written_only_in_the_data_file(noxfile: ModuleType) -> None:
+    """Every version is written once, in expectations/versions.toml; the noxfile, its helpers,
+    the nightly's plan script and workflow only read the lists built from it."""
+    matrix = noxfile.support.MATRIX
+    assert matrix == MATRIX
+    versions = {*matrix.gpu_torch, *matrix.cpu_torch, *matrix.gpu_transformers}
+    versions |= set(matrix.cpu_transformers)
+    assert {"2.10.0", "2.15.0", "5.6.0", "5.8.1", matrix.latest_transformers} <= versions
+    releases = versions - {matrix_plan.SYSTEM}  # the runner image's torch has no version
+    data = matrix_plan.VERSIONS_FILE.read_text()
+    for v in releases:
+        assert data.count(f'"{v}"') == 1, f"{v!r} is written {data.count(v)} times"
+    readers = [NOXFILE, SUPPORT, ROOT / "harness/matrix_plan.py", ROOT / "scripts/nightly_plan.py"]
+    for path in readers:
+        constants = {
+            n.value
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
+        assert not constants & releases, path
+    workflow = (ROOT / ".github" / "workflows" / "nightly-gpu.yml").read_text()
+    assert not [v for v in releases if re.search(rf"\b{re.escape(v)}\b", workflow)]
+    assert set(matrix.cpu_torch) < set(matrix.gpu_torch)
+    assert matrix.gpu_torch[0] == matrix_plan.SYSTEM == noxfile.support.SYSTEM
 
 
 def test_sessions_are_typed_and_forward_posargs() -> None:
@@ -204,7 +218,7 @@ def test_gpu_cell_system_torch_old_transformers(
     noxfile.gpu_matrix(s, torch="system", transformers="5.6.0")
     installed = [a for args in s.installs for a in args]
     assert not any(a.startswith("torch") for a in installed)  # the image's torch is reused
-    assert "transformers==5.6.0" in installed and noxfile.support.OLD_TOKENIZERS in installed
+    assert "transformers==5.6.0" in installed and MATRIX.incident_tokenizers in installed
     args, kwargs = _pytest_run(s)
     cell = tmp_path / "gpu_matrix-torch-system-transformers-5.6.0"
     assert f"--results={cell / 'records.jsonl'}" in args
@@ -223,12 +237,12 @@ def test_cpu_cell_pins_torch_and_goes_offline_with_a_wheelhouse(
     monkeypatch.setattr(noxfile.support, "TORCH_DIR", tmp_path / "_torch")
     monkeypatch.setenv("RACEGATE_WHEELHOUSE", str(tmp_path))
     s = FakeSession("cpu_matrix(torch='2.12.1', transformers='5.24.0')", gpus=0)
-    noxfile.cpu_matrix(s, torch="2.12.1", transformers=noxfile.support.LATEST_TRANSFORMERS)
+    noxfile.cpu_matrix(s, torch="2.12.1", transformers=MATRIX.latest_transformers)
     assert s.installs and all(
         i[:3] == ("--no-index", "--find-links", str(tmp_path)) for i in s.installs
     )
     installed = [a for args in s.installs for a in args]
-    assert "torch==2.12.1" in installed and noxfile.support.OLD_TOKENIZERS not in installed
+    assert "torch==2.12.1" in installed and MATRIX.incident_tokenizers not in installed
     args, _ = _pytest_run(s)
     assert args[4:6] == ("-k", "race") and "--devices" in args
 
@@ -257,7 +271,7 @@ def test_a_cell_judges_and_reports_only_its_own_invocation(
     cell.mkdir(parents=True)
     (cell / "records.jsonl").write_text('{"an": "earlier run"}\n')
     s = FakeSession(name, gpus=0)
-    noxfile.cpu_matrix(s, torch="2.12.1", transformers=noxfile.support.LATEST_TRANSFORMERS)
+    noxfile.cpu_matrix(s, torch="2.12.1", transformers=MATRIX.latest_transformers)
     assert not (cell / "records.jsonl").exists()
     (kept,) = cell.glob("records-*.jsonl.prev")
     assert kept.read_text() == '{"an": "earlier run"}\n' and record_files([cell]) == []
@@ -290,7 +304,7 @@ def test_cpu_matrix_installs_each_torch_once_and_reruns_install_nothing(
     noxfile: ModuleType, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RACEGATE_TORCH_INDEX_URL", "https://download.pytorch.org/whl/cpu")
-    old, latest = noxfile.support.INCIDENT_TRANSFORMERS[0], noxfile.support.LATEST_TRANSFORMERS
+    old, latest = MATRIX.incident_transformers[0], MATRIX.latest_transformers
     folder = noxfile.support.shared_torch_folder("2.12.1", "https://download.pytorch.org/whl/cpu")
     # Another index's build of the same release (CPU wheels vs PyPI's CUDA) has its own folder.
     assert folder.parent == shared and folder != noxfile.support.shared_torch_folder("2.12.1", None)
@@ -304,7 +318,7 @@ def test_cpu_matrix_installs_each_torch_once_and_reruns_install_nothing(
     assert not folder.with_name(folder.name + ".partial").exists()
     cell_installs = [i for i in first.installs if i not in _torch_installs(first)]
     assert len(cell_installs) == 1 and "--index-url" not in cell_installs[0]
-    assert {f"transformers=={old}", noxfile.support.OLD_TOKENIZERS} <= set(cell_installs[0])
+    assert {f"transformers=={old}", MATRIX.incident_tokenizers} <= set(cell_installs[0])
     pth = tmp_path / "venv-old" / "racegate-torch.pth"
     assert pth.read_text() == f"{folder.absolute()}\n"
     _pytest_run(first)
@@ -328,7 +342,7 @@ def test_cpu_matrix_installs_each_torch_once_and_reruns_install_nothing(
 def test_cpu_matrix_shared_torch_is_checked_and_never_half_installed(
     noxfile: ModuleType, shared: Path, tmp_path: Path
 ) -> None:
-    tf = noxfile.support.LATEST_TRANSFORMERS
+    tf = MATRIX.latest_transformers
 
     # A folder named 2.14.1 that holds another torch is an error, not reused or overwritten.
     FakeSession("seed").install("--target", str(shared / "2.14.1"), "torch==2.13.0")
@@ -784,7 +798,7 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     made = next(r[0] for r in s.runs if "virtualenv" in r[0])
     assert made[-2:] == ("--system-site-packages", str(ref))
     ref_pins = [a for args in s.ref_installs for a in args]
-    assert "transformers==5.6.0" in ref_pins and noxfile.support.OLD_TOKENIZERS in ref_pins
+    assert "transformers==5.6.0" in ref_pins and MATRIX.incident_tokenizers in ref_pins
     assert not any(a.startswith("torch") for a in ref_pins)  # torch 'system': the image's
     # The reference's versions are checked through its own Python, as a cell's are.
     probes = [r[0] for r in s.runs if r[0][1:3] == ("-m", "harness.versions")]
