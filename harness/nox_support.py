@@ -6,12 +6,10 @@ only: nox's own interpreter imports it, which has neither torch nor pytest.
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime
 import hashlib
 import importlib.metadata
 import importlib.util
-import itertools
 import json
 import os
 import re
@@ -318,44 +316,6 @@ def split_marker(posargs: list[str]) -> tuple[str | None, list[str]]:
     return known.marker, rest
 
 
-def marker_may_select(marker: str | None, mark: str) -> bool:
-    """False only when the `-m` expression `marker` is false for every test carrying `mark`,
-    whatever other marks it has: `not throughput` never selects a throughput case, so the cell
-    need not start pytest (and import torch) for a selection it knows is empty.
-
-    pytest's own parser (`_pytest.mark.expression`) is private, and the noxfile runs in nox's
-    interpreter, which need not have pytest. The grammar (identifiers, and/or/not, parentheses)
-    is a subset of Python's, so `ast` reads it. Anything else (keyword arguments, an identifier
-    Python does not accept, more than 12 names) answers True: pytest then decides, as before.
-    """
-    if not marker or not marker.strip():
-        return True
-    try:
-        tree = ast.parse(marker.strip(), mode="eval").body
-    except SyntaxError:
-        return True
-    allowed = (ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.Name, ast.Load)
-    if not all(isinstance(node, allowed) for node in ast.walk(tree)):
-        return True
-    names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {mark})
-    if len(names) > 12:
-        return True
-
-    def value(node: ast.expr, marks: dict[str, bool]) -> bool:
-        if isinstance(node, ast.Name):
-            return marks[node.id]
-        if isinstance(node, ast.UnaryOp):
-            return not value(node.operand, marks)
-        assert isinstance(node, ast.BoolOp)
-        parts = (value(v, marks) for v in node.values)
-        return all(parts) if isinstance(node.op, ast.And) else any(parts)
-
-    return any(
-        value(tree, {mark: True, **dict(zip(names, bits, strict=True))})
-        for bits in itertools.product((False, True), repeat=len(names))
-    )
-
-
 # GPU memory one race case may hold on each GPU it uses: the worst `small` race run on 2xH200
 # peaked at 10.4 GiB on one device (results/2026-11-30-h200x2-session*, median 4.4 GiB), plus
 # its CUDA context.
@@ -432,16 +392,15 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     both = f"({marker}) and " if marker else ""
     out = results_dir(session)
     # Exit 1 (cases failed) or 5 (none selected) must not stop the race part from running.
+    # pytest itself decides whether the user's -m leaves any throughput case (exit 5 when not):
+    # its -m grammar is private API, and nox's interpreter need not have pytest. An -m that
+    # excludes them (not the nightly's) costs one pytest start, ~10 s of a cell on CPU.
     tp_junit = "junit-throughput.xml"
     (out / tp_junit).unlink(missing_ok=True)  # a rerun's verdict must not be an old file's
-    throughput = marker_may_select(marker, "throughput")
-    if throughput:
-        run_suite(
-            session, "cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
-            posargs=rest,
-        )  # fmt: skip
-    else:
-        session.log(f"throughput cases: -m {marker!r} selects none; not run")
+    run_suite(
+        session, "cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
+        posargs=rest,
+    )  # fmt: skip
     # The race cases in one pytest: the production strategy's case runs beside the rest, one
     # run at a time until the control's runs in its cell have landed, then as many as the
     # control's rate asks for (cases/test_race.py). A second wave after the rest left the host
@@ -461,8 +420,6 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
         session.error(f"the race run wrote no readable {race_junit}: it died (a hang?)")
     elif failed:
         session.error(f"{failed} race case(s) failed: see {race_junit}")
-    if not throughput:
-        return
     failed = junit_failures(out / tp_junit)
     if failed is None:
         session.error(f"the throughput run wrote no readable {out / tp_junit}: it died (a hang?)")
