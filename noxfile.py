@@ -105,7 +105,9 @@ def report(session: nox.Session) -> None:
     # The report path imports no torch (tests/test_noxfile.py checks): a torch install here
     # would cost minutes and gigabytes for nothing.
     reporting = ("matplotlib", "rich")
-    support.install(session, *(r for r in support.requirements() if support._name(r) in reporting))
+    support.install(
+        session, *(r for r in support.requirements() if support.requirement_name(r) in reporting)
+    )
     session.run("python", "-m", "harness", "report", *args)
 
 

@@ -17,8 +17,9 @@ import shutil
 import socket
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, NoReturn
+from typing import NoReturn
 from xml.etree import ElementTree
 
 import nox
@@ -65,7 +66,8 @@ SYSTEM_SITE = {"venv_backend": "virtualenv", "venv_params": ["--system-site-pack
 TORCH_DIR = Path(os.environ.get("RACEGATE_TORCH_DIR") or ROOT / ".nox" / "_torch")
 
 
-def _name(requirement: str) -> str:
+def requirement_name(requirement: str) -> str:
+    """A requirement's distribution name, normalised (`Foo_Bar>=1` → `foo-bar`)."""
     return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
 
 
@@ -85,7 +87,7 @@ def env_int(name: str, default: int | None, *, minimum: int, what: str) -> int |
 
 def requirements(*, without: tuple[str, ...] = ()) -> list[str]:
     """pyproject's [project].dependencies, less the named packages (the matrix pins those)."""
-    return [r for r in PYPROJECT["project"]["dependencies"] if _name(r) not in without]
+    return [r for r in PYPROJECT["project"]["dependencies"] if requirement_name(r) not in without]
 
 
 def install(session: nox.Session, *packages: str, index_args: tuple[str, ...] = ()) -> None:
@@ -164,7 +166,7 @@ def torch_release_in(folder: Path) -> str | None:
     if not folder.is_dir():
         return None
     for dist in importlib.metadata.distributions(path=[str(folder)]):
-        if _name(dist.metadata["Name"] or "") == "torch":
+        if requirement_name(dist.metadata["Name"] or "") == "torch":
             return dist.version.split("+")[0]
     return None
 
@@ -265,7 +267,8 @@ def results_dir(session: nox.Session) -> Path:
 
 
 # pytest's exit for a race selection whose decision is UNDECIDED (harness/judge/gate.py's
-# EXIT_UNDECIDED; tests/test_noxfile.py checks they agree: the noxfile imports no harness).
+# EXIT_UNDECIDED; tests/test_noxfile.py checks they agree: this module imports the standard
+# library and nox only, as nox's interpreter has nothing else, and the judge may import more).
 # A matrix cell collects evidence for the report, which decides: UNDECIDED (a CPU torch that
 # masks the race, say) passes a cell, UNSAFE (1) fails it; the `race` session gates, so 7
 # fails it.
@@ -357,10 +360,10 @@ def junit_failures(path: Path) -> int | None:
     return sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
 
 
-class CellKnobs(NamedTuple):
+@dataclass(frozen=True)
+class CellKnobs:
     """A GPU cell's RACEGATE_* integers, read before anything is installed or run: a bad value
-    must cost nothing (every cell reads the same environment). A NamedTuple, not a dataclass:
-    the noxfile is loaded by path, outside sys.modules, where dataclasses cannot resolve it."""
+    must cost nothing (every cell reads the same environment)."""
 
     race_workers: int | None  # None: sized to the host (host_race_workers)
     case_jobs: int

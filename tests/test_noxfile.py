@@ -248,7 +248,8 @@ def test_cpu_cell_pins_torch_and_goes_offline_with_a_wheelhouse(
 
 
 def test_undecided_exit_is_the_gates(noxfile: ModuleType) -> None:
-    """The noxfile imports no harness, so it spells UNDECIDED's exit itself: the gate's."""
+    """harness/nox_support.py imports no judge (nox's interpreter has only nox), so it spells
+    UNDECIDED's exit itself: the gate's."""
     from harness.judge.gate import EXIT_CODES, Word
 
     assert noxfile.support.UNDECIDED_EXIT == EXIT_CODES[Word.UNDECIDED] == 7
