@@ -660,6 +660,22 @@ def test_no_uv_noise_where_uv_is_absent(noxfile: ModuleType, tmp_path: Path) -> 
 
 
 @pytest.mark.process
+def test_the_noxfile_loads_on_an_interpreter_with_nox_alone(tmp_path: Path) -> None:
+    """The nightly's jobs run nox on the runner's own python3, which has nox and nothing of
+    racegate's dependencies: the noxfile and harness/nox_support.py import none of them."""
+    code = (
+        "import runpy, sys; runpy.run_path(sys.argv[1]); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[2:])))"
+    )
+    heavy = ["torch", "transformers", "pytest", "numpy", "rich", "matplotlib", "yaml"]
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(NOXFILE), *heavy],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.process
 def test_report_path_imports_no_torch(tmp_path: Path) -> None:
     """`nox -s report` installs no torch, so `python -m harness report` must not import it."""
     from harness.record import RunRecord, ThreadRecord, append_jsonl
