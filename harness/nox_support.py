@@ -60,7 +60,8 @@ CELL_GPUS = 2
 # would fetch them again, which an offline runner cannot do.
 SYSTEM_SITE = {"venv_backend": "virtualenv", "venv_params": ["--system-site-packages"]}
 # cpu_matrix installs each torch release once, here (`pip install --target`), and every
-# transformers cell of that release reads it through a .pth file: 6 torch installs, not 18.
+# transformers cell of that release reads it through a .pth file: one install per release, not
+# one per cell.
 # A pip constraint capping torch (this CPU image: /etc/xdg/pip/constraints.txt, torch<=2.14.1)
 # stops torch 2.15.0 here; lift it for the run with PIP_CONSTRAINT=/dev/null.
 TORCH_DIR = Path(os.environ.get("RACEGATE_TORCH_DIR") or ROOT / ".nox" / "_torch")
