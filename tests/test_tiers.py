@@ -1,18 +1,22 @@
 """The test tiers (tests/conftest.py): a unit test that starts a child process fails, naming the
-tier it belongs to, even where the code under test swallows the refusal; a marked test runs."""
+tier it belongs to, even where the code under test swallows the refusal; a marked test runs;
+`racegate.py test --fast` runs the unit tier."""
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 pytest_plugins = ["pytester"]
-pytestmark = pytest.mark.process  # its pytester session is a child process
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.process  # its pytester session is a child process
 def test_a_unit_test_that_starts_a_child_process_fails_and_names_its_tier(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -55,3 +59,23 @@ def test_a_unit_test_that_starts_a_child_process_fails_and_names_its_tier(
         ]
     )
     assert "pytest.mark.process" in result.stdout.str()
+
+
+def test_racegate_py_test_fast_runs_the_unit_tier(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = importlib.util.spec_from_file_location("racegate_entry", ROOT / "racegate.py")
+    assert spec and spec.loader
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    commands: list[list[str]] = []
+
+    def run(command: list[str], cwd: Path) -> SimpleNamespace:
+        commands.append(command)
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(entry, "ensure_env", lambda *_: Path("/venv/bin/python"))
+    monkeypatch.setattr(subprocess, "run", run)
+    assert entry.main(["test", "--fast", "-x"]) == 0
+    assert entry.main(["test", "-x"]) == 0
+    fast, every = commands
+    assert every == ["/venv/bin/python", *entry.COMMANDS["test"][0], "-x"]
+    assert fast == [*every[:-1], "tests", "-m", "not process and not fault", "-n", "0", "-x"]
