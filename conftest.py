@@ -29,6 +29,10 @@ MARKERS = {
     "multi_gpu": "multi_gpu(): needs at least two CUDA GPUs; skipped with a reason otherwise",
     "throughput": "throughput(): gates tokens/s against baselines/<hardware>.json",
     "slow": "slow(): takes minutes; deselect with -m 'not slow'",
+    "process": "process(): a harness test that starts child processes or compiles for real "
+    "(the process tier; not in `racegate.py test --fast`)",
+    "fault": "fault(): a harness test that injects real faults into real runs (the fault tier; "
+    "not in `racegate.py test --fast`)",
     "production": "production(): a race case of the production strategy (its runs follow the "
     "control's measured rate, as the control's runs land)",
 }

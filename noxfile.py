@@ -1,41 +1,23 @@
 """racegate's sessions: the harness's tests, the race suite, the torch × transformers matrices
-and the report. `nox -l` lists them; `nox -s gpu_matrix` is the nightly job.
+and the report. `nox -l` lists them; `nox -s gpu_matrix` is the nightly job. What the sessions
+do lives in harness/nox_support.py.
 """
 
 from __future__ import annotations
 
-import argparse
-import ast
-import datetime
-import hashlib
-import importlib.metadata
-import importlib.util
-import itertools
-import json
 import logging
 import os
-import re
 import shutil
-import socket
 import sys
 from pathlib import Path
-from typing import NamedTuple, NoReturn
-from xml.etree import ElementTree
 
 import nox
 
-# ---- The version matrix: the only place versions are named (docs/torch-releases.md). ----
-SYSTEM = "system"  # the runner image's own torch, reused through --system-site-packages
-TORCH_RELEASES = ["2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
-INCIDENT_TRANSFORMERS = ["5.6.0", "5.8.1"]  # the incident's downgrade 5.8.1 → 5.6.0
-IMAGE_TRANSFORMERS = "5.17.0"  # what the GPU runner image ships
-LATEST_TRANSFORMERS = "5.24.0"  # newest on PyPI when this list was last refreshed
-GPU_TORCH = [SYSTEM, *TORCH_RELEASES]
-GPU_TRANSFORMERS = [*INCIDENT_TRANSFORMERS, IMAGE_TRANSFORMERS, LATEST_TRANSFORMERS]
-CPU_TORCH = TORCH_RELEASES
-CPU_TRANSFORMERS = [*INCIDENT_TRANSFORMERS, LATEST_TRANSFORMERS]
-# transformers 5.6.0 and 5.8.1 pin tokenizers <= 0.23.0; a newer one fails their import check.
-OLD_TOKENIZERS = "tokenizers>=0.22,<=0.23.0"
+# nox loads this file by path: the checkout's harness package is importable from here on.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import nox_support as support
+
+MATRIX = support.MATRIX  # the versions, from expectations/versions.toml
 
 nox.needs_version = ">=2024.10.9"
 # virtualenv, named: "uv|virtualenv" would try uv first. nox (2026.10) still probes for uv
@@ -53,455 +35,11 @@ logging.getLogger("nox").addFilter(_NoUvProbeLine())
 nox.options.sessions = ["tests"]
 nox.options.reuse_venv = "yes"  # matrix cells re-run fast; every install below is pinned anyway
 
-ROOT = Path(__file__).parent
-PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
-# Runs write under the git-ignored state folder .racegate/; results/ only receives what someone
-# commits on purpose (point RACEGATE_RESULTS_DIR there to do so).
-STATE_DIR = ROOT / ".racegate"
-RESULTS_DIR = Path(
-    os.environ.get("RACEGATE_RESULTS_DIR")
-    or STATE_DIR
-    / "results"
-    / f"{datetime.date.today():%Y-%m-%d}-{socket.gethostname().split('.')[0]}"
-)
-# GPUs a gpu_matrix cell needs: the both-GPU topologies (multi_gpu cases) skip on fewer. Listed
-# as the tag gpus_<n>, which the nightly's plan turns into the runner label gpus-<n>.
-CELL_GPUS = 2
-# Sessions that reuse the image's packages through --system-site-packages run on pip
-# (virtualenv): uv does not count system site packages as installed (astral-sh/uv#2101) and
-# would fetch them again, which an offline runner cannot do.
-SYSTEM_SITE = {"venv_backend": "virtualenv", "venv_params": ["--system-site-packages"]}
-# cpu_matrix installs each torch release once, here (`pip install --target`), and every
-# transformers cell of that release reads it through a .pth file: 6 torch installs, not 18.
-# A pip constraint capping torch (this CPU image: /etc/xdg/pip/constraints.txt, torch<=2.14.1)
-# stops torch 2.15.0 here; lift it for the run with PIP_CONSTRAINT=/dev/null.
-TORCH_DIR = Path(os.environ.get("RACEGATE_TORCH_DIR") or ROOT / ".nox" / "_torch")
 
-
-def _name(requirement: str) -> str:
-    return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
-
-
-def env_int(name: str, default: int | None, *, minimum: int, what: str) -> int | None:
-    """$name as an integer ≥ `minimum` (unset or blank: `default`), the one reader of the
-    noxfile's integer settings. A bad value is a usage error of the whole run (every cell reads
-    the same value): one line naming the variable, its value and what is allowed; exit 2."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    if not re.fullmatch(r"[0-9]+", text) or int(text) < minimum:
-        print(f"nox: error: {name}={text!r}: expected {what}, an integer ≥ {minimum}",
-              file=sys.stderr)  # fmt: skip
-        raise SystemExit(2)
-    return int(text)
-
-
-def requirements(*, without: tuple[str, ...] = ()) -> list[str]:
-    """pyproject's [project].dependencies, less the named packages (the matrix pins those)."""
-    return [r for r in PYPROJECT["project"]["dependencies"] if _name(r) not in without]
-
-
-def install(session: nox.Session, *packages: str, index_args: tuple[str, ...] = ()) -> None:
-    """Install; RACEGATE_WHEELHOUSE=/path makes it offline (`--no-index --find-links /path`)."""
-    if session.venv_backend == "none":  # `--no-venv`: the current environment as it is
-        session.log(f"no virtualenv: not installing {' '.join(packages)}")
-        return
-    wheelhouse = os.environ.get("RACEGATE_WHEELHOUSE")
-    if wheelhouse:
-        if not Path(wheelhouse).is_dir():
-            session.error(f"RACEGATE_WHEELHOUSE={wheelhouse!r} is not a folder of wheels")
-        session.install("--no-index", "--find-links", wheelhouse, *packages)
-    else:
-        session.install(*index_args, *packages)
-
-
-def session_purelib(session: nox.Session) -> Path | None:
-    """The session venv's site-packages (None when nothing ran, e.g. `nox --install-only`)."""
-    out = session.run(
-        "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True
-    )
-    return Path(out.strip().splitlines()[-1]) if out else None
-
-
-def link_runner_site_packages(session: nox.Session) -> None:
-    """torch='system': put the site-packages holding the runner's torch on the session's path.
-
-    --system-site-packages only reaches the *base* interpreter's packages; on an image whose
-    torch lives in a venv (the GPU runner: /opt/torch/.venv) that misses it, so a .pth file
-    appends that folder after the session's own packages (which still win, e.g. transformers).
-    """
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None or session.venv_backend == "none":
-        return
-    site_dir = Path(spec.origin).parent.parent
-    purelib = session_purelib(session)
-    if purelib:
-        (purelib / "racegate-runner-site.pth").write_text(f"{site_dir}\n")
-
-
-def cell_pins(transformers: str) -> list[str]:
-    """transformers==<v>, plus the old tokenizers that transformers 5.6 and 5.8 need."""
-    pins = [f"transformers=={transformers}"]
-    if transformers in INCIDENT_TRANSFORMERS:
-        pins.append(OLD_TOKENIZERS)
-    return pins
-
-
-def check_versions(session: nox.Session, torch: str, transformers: str) -> None:
-    """Fail the cell unless its Python imports the asked torch (any local tag) and transformers."""
-    # harness/versions.py, run by the cell's own Python (it imports torch there, not here)
-    got = session.run("python", "-m", "harness.versions", "--import-torch", silent=True)
-    if got is None:
-        return
-    found = json.loads(got.strip().splitlines()[-1])
-    torch_got, tf_got = found["torch"], found["transformers"]
-    if tf_got != transformers or (torch != SYSTEM and torch_got.split("+")[0] != torch):
-        session.error(f"asked torch {torch}, transformers {transformers}; got {torch_got} {tf_got}")
-
-
-def install_cell(session: nox.Session, torch: str, transformers: str) -> None:
-    """One matrix cell's environment: torch (or the image's), transformers, the suite's deps."""
-    if torch == SYSTEM:
-        link_runner_site_packages(session)
-        found = session.run(
-            "python",
-            "-c",
-            "import importlib.util as u; print(bool(u.find_spec('torch')))",
-            silent=True,
-        )
-        if found is not None and "True" not in found:  # None: `nox --install-only` ran nothing
-            session.skip("torch='system' but this runner's Python has no torch installed")
-    else:
-        index = os.environ.get("RACEGATE_TORCH_INDEX_URL")  # e.g. a CPU-only wheel index
-        install(session, f"torch=={torch}", index_args=("--index-url", index) if index else ())
-    install(session, *cell_pins(transformers), *requirements(without=("torch", "transformers")))
-    check_versions(session, torch, transformers)
-
-
-def torch_release_in(folder: Path) -> str | None:
-    """The torch release installed in `folder` (local tag such as +cpu dropped), else None."""
-    if not folder.is_dir():
-        return None
-    for dist in importlib.metadata.distributions(path=[str(folder)]):
-        if _name(dist.metadata["Name"] or "") == "torch":
-            return dist.version.split("+")[0]
-    return None
-
-
-def shared_torch_folder(torch: str, index: str | None) -> Path:
-    """TORCH_DIR/<torch>, or TORCH_DIR/<torch>-<index hash> for another index: a CPU-index
-    build and the default index's CUDA build of one release never share a folder."""
-    if not index:
-        return TORCH_DIR / torch
-    return TORCH_DIR / f"{torch}-{hashlib.sha256(index.encode()).hexdigest()[:8]}"
-
-
-def shared_torch(session: nox.Session, torch: str) -> Path:
-    """TORCH_DIR/<torch>: torch installed there once (`pip install --target`), then reused.
-
-    Installs into <torch>.partial and renames it when the install is complete, so an
-    interrupted install is redone rather than taken for a finished one. RACEGATE_TORCH_INDEX_URL
-    picks the index (e.g. https://download.pytorch.org/whl/cpu: no CUDA libraries), and
-    RACEGATE_WHEELHOUSE makes it offline, as for every install.
-    """
-    index = os.environ.get("RACEGATE_TORCH_INDEX_URL")
-    folder = shared_torch_folder(torch, index)
-    found = torch_release_in(folder)
-    if found == torch:
-        session.log(f"torch {torch}: reusing {folder}")
-        return folder
-    if folder.exists() or folder.is_symlink():
-        session.error(f"{folder} holds torch {found or 'nothing'}, not {torch}: remove it")
-    partial = folder.with_name(f"{folder.name}.partial")
-    if partial.is_symlink() or partial.is_file():
-        partial.unlink()
-    elif partial.exists():
-        shutil.rmtree(partial)
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        install(
-            session,
-            "--target",
-            str(partial),
-            f"torch=={torch}",
-            index_args=("--index-url", index) if index else (),
-        )
-    except nox.command.CommandFailed:
-        session.error(
-            f"pip could not install torch=={torch} into {partial}. If it printed "
-            "ResolutionImpossible with a '(constraint)' line, a pip constraint caps torch "
-            "(pip config list; PIP_CONSTRAINT): rerun with PIP_CONSTRAINT=/dev/null"
-        )
-    found = torch_release_in(partial)
-    if found != torch:  # e.g. `nox --no-install` on a reused venv installed nothing
-        session.error(f"installing torch=={torch} into {partial} left torch {found or 'nothing'}")
-    partial.rename(folder)
-    return folder
-
-
-def install_cpu_cell(session: nox.Session, torch: str, transformers: str) -> None:
-    """A cpu_matrix cell: transformers + the suite's deps in the cell's venv, torch shared.
-
-    The venv gets a .pth file appending TORCH_DIR/<torch> after its own packages (which win,
-    e.g. transformers and tokenizers), and a stamp of what it was given: a rerun whose stamp
-    matches installs nothing.
-    """
-    if session.venv_backend == "none":  # `--no-venv`: the current environment as it is
-        check_versions(session, torch, transformers)
-        return
-    folder = shared_torch(session, torch).absolute()
-    packages = [*cell_pins(transformers), *requirements(without=("torch", "transformers"))]
-    want = {
-        "torch_dir": str(folder),
-        "packages": packages,
-        "wheelhouse": os.environ.get("RACEGATE_WHEELHOUSE") or None,
-    }
-    purelib = session_purelib(session)
-    stamp = purelib / "racegate-cell.json" if purelib else None
-    pth = purelib / "racegate-torch.pth" if purelib else None
-    if stamp and pth and stamp.is_file() and pth.is_file():
-        try:
-            done = json.loads(stamp.read_text())
-        except ValueError:
-            done = None
-        if done == want and pth.read_text().strip() == str(folder):
-            session.log(f"cell environment unchanged ({stamp}): nothing to install")
-            check_versions(session, torch, transformers)
-            return
-    install(session, *packages)
-    if stamp and pth:  # after the installs: pip resolves the cell's packages on their own
-        pth.write_text(f"{folder}\n")
-        stamp.write_text(json.dumps(want, indent=1) + "\n")
-    check_versions(session, torch, transformers)
-
-
-def results_dir(session: nox.Session) -> Path:
-    """.racegate/results/<date>-<host>/<cell id>/ (the root from RACEGATE_RESULTS_DIR when set)."""
-    cell = re.sub(r"[^A-Za-z0-9._-]+", "-", session.name).strip("-")
-    path = RESULTS_DIR / cell
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-# pytest's exit for a race selection whose decision is UNDECIDED (harness/judge/gate.py's
-# EXIT_UNDECIDED; tests/test_noxfile.py checks they agree: the noxfile imports no harness).
-# A matrix cell collects evidence for the report, which decides: UNDECIDED (a CPU torch that
-# masks the race, say) passes a cell, UNSAFE (1) fails it; the `race` session gates, so 7
-# fails it.
-UNDECIDED_EXIT = 7
-CELL_OK_CODES = (0, UNDECIDED_EXIT)
-
-
-def fresh_records(session: nox.Session) -> Path:
-    """The cell's records file, empty: a cell judges and reports its own invocation's runs.
-    An earlier invocation's file is kept beside it as records-<time>.jsonl.prev (read by
-    neither report nor verdict unless named: `--records-from`, `harness report PATH`)."""
-    records = results_dir(session) / "records.jsonl"
-    if records.is_file():
-        stamp = datetime.datetime.fromtimestamp(records.stat().st_mtime)
-        kept = records.with_name(f"records-{stamp:%Y%m%dT%H%M%S}.jsonl.prev")
-        records.rename(kept)
-        session.log(f"an earlier run's records kept as {kept}: not judged or reported here")
-    return records
-
-
-def run_suite(
-    session: nox.Session,
-    *args: str,
-    junit: str = "junit.xml",
-    ok_codes: tuple[int, ...] = (0,),
-    posargs: list[str] | None = None,
-) -> None:
-    """pytest with this cell's records (JSON Lines) and JUnit XML written to its results dir."""
-    out = results_dir(session)
-    env = {k: v for k in ("RACEGATE_WORKLOAD",) if (v := os.environ.get(k))}
-    # A runner image's pytest-benchmark warns once per xdist worker: not loaded.
-    env["PYTEST_ADDOPTS"] = " ".join(
-        filter(None, [os.environ.get("PYTEST_ADDOPTS"), "-p no:benchmark"])
-    )
-    session.run(
-        "python", "-m", "pytest", *args,
-        f"--results={out / 'records.jsonl'}", f"--junitxml={out / junit}",
-        *(session.posargs if posargs is None else posargs), env=env, success_codes=list(ok_codes),
-    )  # fmt: skip
-
-
-def split_marker(posargs: list[str]) -> tuple[str | None, list[str]]:
-    """The `-m` expression in posargs and the posargs without it, read by argparse as pytest
-    reads them (`-m EXPR`, `-mEXPR`, `-m=EXPR`; the last one wins)."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("-m", dest="marker")
-    known, rest = parser.parse_known_args(posargs)
-    return known.marker, rest
-
-
-def marker_may_select(marker: str | None, mark: str) -> bool:
-    """False only when the `-m` expression `marker` is false for every test carrying `mark`,
-    whatever other marks it has: `not throughput` never selects a throughput case, so the cell
-    need not start pytest (and import torch) for a selection it knows is empty.
-
-    pytest's own parser (`_pytest.mark.expression`) is private, and the noxfile runs in nox's
-    interpreter, which need not have pytest. The grammar (identifiers, and/or/not, parentheses)
-    is a subset of Python's, so `ast` reads it. Anything else (keyword arguments, an identifier
-    Python does not accept, more than 12 names) answers True: pytest then decides, as before.
-    """
-    if not marker or not marker.strip():
-        return True
-    try:
-        tree = ast.parse(marker.strip(), mode="eval").body
-    except SyntaxError:
-        return True
-    allowed = (ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.Name, ast.Load)
-    if not all(isinstance(node, allowed) for node in ast.walk(tree)):
-        return True
-    names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {mark})
-    if len(names) > 12:
-        return True
-
-    def value(node: ast.expr, marks: dict[str, bool]) -> bool:
-        if isinstance(node, ast.Name):
-            return marks[node.id]
-        if isinstance(node, ast.UnaryOp):
-            return not value(node.operand, marks)
-        assert isinstance(node, ast.BoolOp)
-        parts = (value(v, marks) for v in node.values)
-        return all(parts) if isinstance(node.op, ast.And) else any(parts)
-
-    return any(
-        value(tree, {mark: True, **dict(zip(names, bits, strict=True))})
-        for bits in itertools.product((False, True), repeat=len(names))
-    )
-
-
-# GPU memory one race case may hold on each GPU it uses: the worst `small` race run on 2xH200
-# peaked at 10.4 GiB on one device (results/2026-11-30-h200x2-session*, median 4.4 GiB), plus
-# its CUDA context.
-RACE_CASE_GPU_BYTES = 12 * 2**30
-
-
-def host_race_workers(cores: int, gpus: int, gpu_bytes: int) -> int:
-    """Race cases a cell runs at once on this host: min(cores // 2, GPU memory // 12 GiB × GPUs).
-
-    Half the cores: each case's child steps two threads and compiles (inductor's workers) at
-    once, so more cases than cores/2 slow every run down to the run timeout. GPU memory: the
-    smallest GPU's memory over RACE_CASE_GPU_BYTES, times the GPUs (--share-gpus spreads the
-    cases over them). 2xH200 (~140 GiB each, 32 cores): min(16, 22) = 16, what the cells timed in
-    results/2026-11-30-h200x2-session4 ran at; one H200 with 16 cores: min(8, 11) = 8. Unknown
-    GPU memory (0) leaves the cores' bound. Never below 1.
-    """
-    by_cores = cores // 2
-    by_memory = (gpu_bytes // RACE_CASE_GPU_BYTES) * gpus if gpu_bytes else by_cores
-    return max(1, min(by_cores, by_memory))
-
-
-def race_workers(session: nox.Session, gpus: int, gpu_bytes: int, knobs: CellKnobs) -> int:
-    """RACEGATE_RACE_WORKERS when set, else host_race_workers for this host's cores and GPUs."""
-    workers = knobs.race_workers
-    if workers is None:
-        workers = host_race_workers(len(os.sched_getaffinity(0)), gpus, gpu_bytes)
-        session.log(f"race workers: {workers} (from this host; RACEGATE_RACE_WORKERS overrides)")
-    return workers
-
-
-def junit_failures(path: Path) -> int | None:
-    """Failed + errored test cases in a JUnit XML file; None when there is no readable file
-    (pytest died before writing it, e.g. pytest-timeout's os._exit on a hung case)."""
-    try:
-        root = ElementTree.parse(path).getroot()
-    except (OSError, ElementTree.ParseError):
-        return None
-    suites = [root] if root.tag == "testsuite" else list(root)
-    return sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
-
-
-class CellKnobs(NamedTuple):
-    """A GPU cell's RACEGATE_* integers, read before anything is installed or run: a bad value
-    must cost nothing (every cell reads the same environment). A NamedTuple, not a dataclass:
-    the noxfile is loaded by path, outside sys.modules, where dataclasses cannot resolve it."""
-
-    race_workers: int | None  # None: sized to the host (host_race_workers)
-    case_jobs: int
-    control_repeat: int | None  # None: the plugin's default
-
-    @classmethod
-    def from_env(cls) -> CellKnobs:
-        return cls(
-            race_workers=env_int(
-                "RACEGATE_RACE_WORKERS", None, minimum=1, what="race cases at once"
-            ),
-            case_jobs=env_int("RACEGATE_CASE_JOBS", 8, minimum=1, what="runs of one case at once"),
-            # The control's runs per cell. 8 at 8 case jobs put ~30 runs at once on one
-            # 16-core H200 host: every priming run timed out (overload), so the plugin's
-            # default stays (results/2026-12-01-h200-cell-stall).
-            control_repeat=env_int(
-                "RACEGATE_CONTROL_REPEAT", None, minimum=1, what="the control's runs per case"
-            ),
-        )
-
-
-def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
-    """Throughput cases first, alone on the machine; then the rest, `workers` cases at a time
-    on every GPU (pytest-xdist, --share-gpus: outcomes stay valid, timings would not). On
-    2xH200 the both-GPU race selection of one cell took 6.5-7.3 min at 16 workers (four cells,
-    results/2026-11-30-h200x2-session3 and -session4), against hours one case at a time."""
-    case_jobs, control_repeat = knobs.case_jobs, knobs.control_repeat
-    marker, rest = split_marker(session.posargs)  # a user's -m narrows both halves
-    both = f"({marker}) and " if marker else ""
-    out = results_dir(session)
-    # Exit 1 (cases failed) or 5 (none selected) must not stop the race part from running.
-    tp_junit = "junit-throughput.xml"
-    (out / tp_junit).unlink(missing_ok=True)  # a rerun's verdict must not be an old file's
-    throughput = marker_may_select(marker, "throughput")
-    if throughput:
-        run_suite(
-            session, "cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
-            posargs=rest,
-        )  # fmt: skip
-    else:
-        session.log(f"throughput cases: -m {marker!r} selects none; not run")
-    # The race cases in one pytest: the production strategy's case runs beside the rest, one
-    # run at a time until the control's runs in its cell have landed, then as many as the
-    # control's rate asks for (cases/test_race.py). A second wave after the rest left the host
-    # idle: on one H200 it began ~283 s into the cell, and for the ~130 s before, 0-5 race runs
-    # were in flight on 16 cores (results/2026-12-02-h200-cell). In one pytest the cell took
-    # 328 s through nox (results/2026-12-02-h200-cell-one-pytest).
-    # The race session judges the records it writes itself (not the throughput part's).
-    race_junit = out / "junit-race.xml"
-    race_junit.unlink(missing_ok=True)
-    run_suite(
-        session, "cases", "-m", f"{both}not throughput", "-n", str(workers), "--share-gpus",
-        f"--case-jobs={case_jobs}",
-        *([f"--control-repeat={control_repeat}"] if control_repeat is not None else []),
-        junit=race_junit.name, posargs=rest, ok_codes=(0, 1, 5, UNDECIDED_EXIT),
-    )  # fmt: skip
-    if (failed := junit_failures(race_junit)) is None:
-        session.error(f"the race run wrote no readable {race_junit}: it died (a hang?)")
-    elif failed:
-        session.error(f"{failed} race case(s) failed: see {race_junit}")
-    if not throughput:
-        return
-    failed = junit_failures(out / tp_junit)
-    if failed is None:
-        session.error(f"the throughput run wrote no readable {out / tp_junit}: it died (a hang?)")
-    if failed:
-        session.error(f"{failed} throughput case(s) failed: see {out / tp_junit}")
-
-
-def cell_params(name: str, values: list[str], tag_prefix: str | None = None) -> list[nox.param]:
-    """Cells named `name='<v>'`, tagged `<tag_prefix>_<v with _ for .>` (the prefix is `name`
-    unless given): a version is no Python identifier, so `nox -k "torch_system and
-    transformers_5_8_1"` picks a cell by its tags."""
-    prefix = name if tag_prefix is None else tag_prefix
-    return [
-        nox.param(v, id=f"{name}={v!r}", tags=[f"{prefix}_{re.sub(r'[^0-9A-Za-z]', '_', v)}"])
-        for v in values
-    ]
-
-
-@nox.session(**SYSTEM_SITE)
+@nox.session(**support.SYSTEM_SITE)
 def tests(session: nox.Session) -> None:
     """The harness's own unit tests (pytest tests), reusing an installed torch if any."""
-    install(session, *requirements())
+    support.install(session, *support.requirements())
     # Tests racegate itself: pytest's own exit status, never the race gate's decision.
     session.run("python", "-m", "pytest", "tests", "--no-racegate-gate", *session.posargs)
 
@@ -510,162 +48,72 @@ def tests(session: nox.Session) -> None:
 def race(session: nox.Session) -> None:
     """The race suite (pytest -k race) on the current environment, before an upgrade: a gate,
     so only SAFE (0) passes it."""
-    fresh_records(session)
-    run_suite(session, "-k", "race")
-
-
-# The session's torch: how many GPUs it sees, and the smallest one's memory in bytes.
-GPU_PROBE = (
-    "import torch; n = torch.cuda.device_count(); "
-    "print(n, min((torch.cuda.get_device_properties(i).total_memory for i in range(n)), default=0))"
-)
-
-
-def gpu_absent() -> str | None:
-    """Why this host cannot run a gpu_matrix cell (no nvidia-smi), or None."""
-    return "nvidia-smi not found" if shutil.which("nvidia-smi") is None else None
-
-
-def stop_without_gpu(why: str) -> NoReturn:
-    """The whole nox run stops, exit 2 and one line: a matrix of skipped cells passed (exit 0)
-    and left a venv per cell. SystemExit, not session.error: nox would go on to the next cell."""
-    print(
-        f"racegate: error: nox -s gpu_matrix needs an NVIDIA GPU and this host has none ({why}); "
-        "run cpu_matrix or race instead",
-        file=sys.stderr,
-    )
-    raise SystemExit(2)
+    support.fresh_records(session)
+    support.run_suite(session, "-k", "race")
 
 
 # Read when the noxfile loads: on a host without a GPU the cells make no venv (backend none), so
 # the first cell's first line stops nox before anything is made or installed.
-GPU_CELL_VENV = {"venv_backend": "none"} if gpu_absent() else SYSTEM_SITE
+GPU_CELL_VENV = {"venv_backend": "none"} if support.gpu_absent() else support.SYSTEM_SITE
 
 
-@nox.session(**GPU_CELL_VENV, tags=[f"gpus_{CELL_GPUS}"])
-@nox.parametrize("transformers", cell_params("transformers", GPU_TRANSFORMERS))
-@nox.parametrize("torch", cell_params("torch", GPU_TORCH))
+@nox.session(**GPU_CELL_VENV, tags=[f"gpus_{support.CELL_GPUS}"])
+@nox.parametrize("transformers", support.cell_params("transformers", MATRIX.gpu_transformers))
+@nox.parametrize("torch", support.cell_params("torch", MATRIX.gpu_torch))
 def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     """One torch × transformers cell of the GPU suite (race, cache-state, throughput cases)."""
-    knobs = CellKnobs.from_env()  # a bad value: exit 2 before a skip or an install
-    if (why := gpu_absent()) is not None:
-        stop_without_gpu(why)
-    install_cell(session, torch, transformers)
-    fresh_records(session)
-    probe = session.run("python", "-c", GPU_PROBE, silent=True)
+    knobs = support.CellKnobs.from_env()  # a bad value: exit 2 before a skip or an install
+    if (why := support.gpu_absent()) is not None:
+        support.stop_without_gpu(why)
+    support.install_cell(session, torch, transformers)
+    support.fresh_records(session)
+    probe = session.run("python", "-c", support.GPU_PROBE, silent=True)
     gpus, gpu_bytes = map(int, probe.split()[-2:]) if probe else (0, 0)
     if probe is not None and gpus == 0:  # a failed cell, not a skipped one: it tested nothing
         session.error(f"torch {torch} in this session sees no GPU (driver or CUDA build mismatch)")
-    if (workers := race_workers(session, gpus, gpu_bytes, knobs)) == 1:
+    if (workers := support.race_workers(session, gpus, gpu_bytes, knobs)) == 1:
         # One case at a time, no pytest-xdist: every timing counts.
-        run_suite(session, "cases", ok_codes=CELL_OK_CODES)
+        support.run_suite(session, "cases", ok_codes=support.CELL_OK_CODES)
     else:
-        run_gpu_cell(session, workers, knobs)
+        support.run_gpu_cell(session, workers, knobs)
 
 
 @nox.session
-@nox.parametrize("transformers", cell_params("transformers", CPU_TRANSFORMERS))
-@nox.parametrize("torch", cell_params("torch", CPU_TORCH))
+@nox.parametrize("transformers", support.cell_params("transformers", MATRIX.cpu_transformers))
+@nox.parametrize("torch", support.cell_params("torch", MATRIX.cpu_torch))
 def cpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     """One torch × transformers cell of the probes and CPU race cases (no GPU needed)."""
-    install_cpu_cell(session, torch, transformers)
-    fresh_records(session)
-    run_suite(session, "cases", "-k", "race", "--devices", "cpu", ok_codes=CELL_OK_CODES)
+    support.install_cpu_cell(session, torch, transformers)
+    support.fresh_records(session)
+    support.run_suite(
+        session, "cases", "-k", "race", "--devices", "cpu", ok_codes=support.CELL_OK_CODES
+    )
 
 
-@nox.session(**SYSTEM_SITE)
+@nox.session(**support.SYSTEM_SITE)
 def report(session: nox.Session) -> None:
     """Merge the results into matrix.md/.html, throughput.png and gate.json (python -m harness)."""
-    args = session.posargs or [str(RESULTS_DIR), "--out-dir", str(RESULTS_DIR / "report")]
-    if not session.posargs and not RESULTS_DIR.is_dir():
-        session.skip(f"no results in {RESULTS_DIR}; run a matrix first or pass paths after --")
+    args = session.posargs or [
+        str(support.RESULTS_DIR),
+        "--out-dir",
+        str(support.RESULTS_DIR / "report"),
+    ]
+    if not session.posargs and not support.RESULTS_DIR.is_dir():
+        session.skip(
+            f"no results in {support.RESULTS_DIR}; run a matrix first or pass paths after --"
+        )
     # The report path imports no torch (tests/test_noxfile.py checks): a torch install here
     # would cost minutes and gigabytes for nothing.
     reporting = ("matplotlib", "rich")
-    install(session, *(r for r in requirements() if _name(r) in reporting))
+    support.install(
+        session, *(r for r in support.requirements() if support.requirement_name(r) in reporting)
+    )
     session.run("python", "-m", "harness", "report", *args)
 
 
-# ---- A/B: a candidate cell against the reference versions, on one GPU, runs interleaved ----
-# The reference is the versions the production trainer pins: the runner image's torch (2.11 on
-# the GPU image) and transformers 5.6.0, where the incident's team went back to ("is 5.8 slower
-# than what I run now, on my hardware?"). RACEGATE_AB_REFERENCE="<torch>,<transformers>" (torch
-# 'system' or a release) names another set.
-AB_REFERENCE = (SYSTEM, INCIDENT_TRANSFORMERS[0])
-AB_RUNS = 5  # runs per side unless RACEGATE_AB_RUNS says otherwise (harness.ab's default)
-# `harness run` options unless posargs give others: one thread on GPU 0, the production strategy
-# (harness run's default), `small` at the step count benchmarks/ab_power_gpu.sh measures with.
-AB_RUN_ARGS = ("--preset", "small", "--devices", "0", "--threads-per-device", "1",
-               "--steps", "60", "--warmup-steps", "3")  # fmt: skip
-
-
-def ab_reference(text: str | None) -> tuple[str, str]:
-    """(torch, transformers) from RACEGATE_AB_REFERENCE (unset or empty: AB_REFERENCE);
-    ValueError names the value and the form it must take."""
-    if not text or not text.strip():
-        return AB_REFERENCE
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 2 or not all(re.fullmatch(r"[0-9A-Za-z.+_-]+", p) for p in parts):
-        raise ValueError(
-            f"RACEGATE_AB_REFERENCE={text!r}: expected '<torch>,<transformers>', e.g. "
-            f"'{SYSTEM},{AB_REFERENCE[1]}' (torch '{SYSTEM}' is the runner image's own)"
-        )
-    return parts[0], parts[1]
-
-
-class _VenvSession:
-    """The session pointed at another venv, so install_cell builds that venv as it builds the
-    session's own: its installs go through that venv's pip, its `python` is that venv's."""
-
-    venv_backend = "virtualenv"
-
-    def __init__(self, session: nox.Session, venv: Path) -> None:
-        self._session, self.python = session, str(venv / "bin" / "python")
-
-    def install(self, *args: str) -> None:
-        self._session.run(self.python, "-m", "pip", "install", *args, external=True)
-
-    def run(self, *args: str, **kwargs: object) -> str | None:
-        if args[:1] == ("python",):
-            args = (self.python, *args[1:])
-        return self._session.run(*args, external=True, **kwargs)
-
-    def __getattr__(self, name: str) -> object:  # log, skip, error, posargs: the session's own
-        return getattr(self._session, name)
-
-
-def reference_venv(session: nox.Session, torch: str, transformers: str) -> str:
-    """The reference versions' venv, next to the session's (made once, kept like any reused
-    venv); returns its python."""
-    envdir = Path(session.bin).parent.parent
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", f"gpu_ab-reference-{torch}-{transformers}")
-    venv = envdir / slug
-    if not (venv / "bin" / "python").exists():
-        # Made as nox makes the cells' venvs (virtualenv, the image's packages visible).
-        session.run(
-            sys.executable, "-m", "virtualenv", "--system-site-packages", str(venv),
-            external=True, silent=True,
-        )  # fmt: skip
-    ref = _VenvSession(session, venv)
-    install_cell(ref, torch, transformers)  # type: ignore[arg-type]
-    return ref.python
-
-
-def ab_params(name: str, values: list[str]) -> list[nox.param]:
-    """cell_params for gpu_ab, tagged `ab_<v with _ for .>` (`nox -k "ab_system and ab_5_8_1"`):
-    nox's -k matches any substring of a tag, so a gpu_matrix keyword such as torch_system must
-    not be part of these tags, or it would run the A/B cells too."""
-    return cell_params(name, values, tag_prefix="ab")
-
-
-# On Ctrl-C nox passes SIGINT on and sends SIGTERM 0.3 s later (its default): too soon for
-# harness.ab to stop the run in flight, compare the runs it made and write ab.json.
-AB_INTERRUPT_S = 60.0
-
-
-@nox.session(**SYSTEM_SITE)
-@nox.parametrize("transformers", ab_params("transformers", GPU_TRANSFORMERS))
-@nox.parametrize("torch", ab_params("torch", GPU_TORCH))
+@nox.session(**support.SYSTEM_SITE)
+@nox.parametrize("transformers", support.ab_params("transformers", MATRIX.gpu_transformers))
+@nox.parametrize("torch", support.ab_params("torch", MATRIX.gpu_torch))
 def gpu_ab(session: nox.Session, torch: str, transformers: str) -> None:
     """A candidate cell against the reference versions, interleaved on one GPU (harness.ab)."""
     if shutil.which("nvidia-smi") is None:
@@ -673,44 +121,20 @@ def gpu_ab(session: nox.Session, torch: str, transformers: str) -> None:
     if session.venv_backend == "none":
         session.error("gpu_ab builds a reference venv beside the cell's: run it without --no-venv")
     try:
-        reference = ab_reference(os.environ.get("RACEGATE_AB_REFERENCE"))
+        reference = support.ab_reference(os.environ.get("RACEGATE_AB_REFERENCE"))
     except ValueError as exc:
         session.error(str(exc))
-    runs = env_int("RACEGATE_AB_RUNS", AB_RUNS, minimum=2, what="runs per side")
-    install_cell(session, torch, transformers)
-    ref_python = reference_venv(session, *reference)
-    out = results_dir(session)
+    runs = support.env_int("RACEGATE_AB_RUNS", support.AB_RUNS, minimum=2, what="runs per side")
+    support.install_cell(session, torch, transformers)
+    ref_python = support.reference_venv(session, *reference)
+    out = support.results_dir(session)
     result = out / "ab.json"
     result.unlink(missing_ok=True)  # the call below is read from this run's file, never an old one
     session.run(
         "python", "-m", "harness.ab", "compare", "--reference", ref_python,
         "--candidate", str(Path(session.bin) / "python"), "--runs", str(runs),
         "--records", str(out / "ab-records"), "--out", str(result),
-        "--", *(session.posargs or AB_RUN_ARGS), success_codes=[0, 1],
-        interrupt_timeout=AB_INTERRUPT_S,
+        "--", *(session.posargs or support.AB_RUN_ARGS), success_codes=[0, 1],
+        interrupt_timeout=support.AB_INTERRUPT_S,
     )  # fmt: skip
-    ab_call(session, result)
-
-
-def ab_call(session: nox.Session, result: Path) -> None:
-    """Fail the cell on a failed run, a slower candidate, or more memory; ab.json says which."""
-    try:
-        data = json.loads(result.read_text())
-    except (OSError, ValueError) as exc:
-        session.error(f"harness.ab wrote no readable {result}: {exc}")
-    if data.get("failure"):
-        session.error(f"A/B failed (no call from partial evidence): {data['failure']}")
-    for metric in ("throughput", "memory"):
-        comp = data.get(metric)
-        if metric == "throughput" and not comp:
-            session.error(f"{result} holds no throughput comparison")
-        if comp and comp["change"] == ("lower" if metric == "throughput" else "higher"):
-            word = "slower" if metric == "throughput" else "uses more memory"
-            session.error(
-                f"candidate {word}: {comp['ratio']:.3f}x [{comp['low']:.3f}, {comp['high']:.3f}] "
-                f"of the reference ({result})"
-            )
-    for device in data.get("device_memory") or []:  # harness.ab.DeviceMemory.to_json
-        if device.get("regressed"):
-            session.error(f"candidate: more memory or growth on {device['device']} ({result})")
-    session.log(f"A/B: no regression ({result})")
+    support.ab_call(session, result)

@@ -99,6 +99,7 @@ def test_runs_on_other_gpus_are_named_and_none_recorded_is_no_mismatch() -> None
     assert why is not None and "run 1 (r) on GPU-a, run 3 (candidate) on GPU-b" in why
 
 
+@pytest.mark.process
 def test_a_side_on_another_gpu_fails_the_ab(tmp_path: Path) -> None:
     """Each side's runs write a record of the GPU its environment names (a stand-in for
     `harness run`: CI has no GPU to put a UUID in a real record): the A/B stops at the first
@@ -138,6 +139,7 @@ def test_usage_errors_exit_2_before_any_run(capsys: pytest.CaptureFixture[str]) 
     assert ab.main(["compare", "--candidate-env", "NOEQUALS", "--candidate", "p"]) == 2
 
 
+@pytest.mark.process
 def test_a_failing_side_fails_the_ab_with_its_reason(tmp_path: Path) -> None:
     """A candidate interpreter that cannot run the harness: exit 1, no call, reason named."""
     bogus = tmp_path / "python"
@@ -240,6 +242,7 @@ def _ab(tmp_path: Path, runs: int, *extra: str) -> tuple[subprocess.CompletedPro
 
 
 @pytest.mark.timeout(1200)
+@pytest.mark.process
 def test_cpu_ab_calls_an_injected_slowdown_slower(tmp_path: Path) -> None:
     """Real interleaved `harness run` processes, 4 per side: tiny vs tiny + slowdown is called
     slower, which is the calibration as it must be (exit 0); `power` reads the pooled
@@ -286,6 +289,7 @@ def test_cpu_ab_calls_an_injected_slowdown_slower(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(1200)
+@pytest.mark.process
 def test_cpu_aa_is_no_significant_change(tmp_path: Path) -> None:
     """The same versions on both sides, 3 runs each, through the same driver: no call, exit 0.
 
@@ -395,6 +399,7 @@ def _argv_of_one_run(tmp_path: Path, run_args: list[str]) -> list[str]:
     return argv.read_text().split("\n")
 
 
+@pytest.mark.process
 def test_each_run_is_one_run_whatever_the_device(tmp_path: Path) -> None:
     """`harness run` repeats each scenario 3 times on a GPU by default: ab asks for one."""
     args = _argv_of_one_run(tmp_path, ["--devices", "0"])
@@ -403,6 +408,7 @@ def test_each_run_is_one_run_whatever_the_device(tmp_path: Path) -> None:
     assert args[args.index("--cache-states") + 1] == "cold"  # not all three states of a GPU
 
 
+@pytest.mark.process
 def test_a_cache_state_the_user_names_is_kept(tmp_path: Path) -> None:
     args = _argv_of_one_run(tmp_path, ["--cache-states=warm"])
     assert "--cache-states=warm" in args and "cold" not in args
@@ -423,6 +429,7 @@ def test_a_list_option_with_more_than_one_value_is_refused(args: list[str]) -> N
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.process
 def test_an_interrupted_ab_fails_and_shows_the_runs_it_made(tmp_path: Path, signum: int) -> None:
     """A real SIGINT (what `timeout -s INT` sends nox's children) or SIGTERM (what nox sends
     after it) after two runs a side: no traceback, the A/B fails, and the four runs made are

@@ -8,9 +8,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from harness.run import stall
 from harness.run.activity import SAMPLER_NICE, ActivitySampler
 from harness.run.protocol import STEPPING, ProgressEvent
+
+# Every test here starts child processes: the process tier (tests/conftest.py).
+pytestmark = pytest.mark.process
 
 
 def test_a_busy_thread_is_found_running_and_one_waiting_on_a_lock_never(tmp_path: Path) -> None:

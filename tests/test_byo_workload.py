@@ -51,6 +51,7 @@ def test_workload_setting_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert settings.setting("workload", "cli.pkg:make") == ("cli.pkg:make", "option")
 
 
+@pytest.mark.process
 def test_example_runs_end_to_end_through_the_cli(tmp_path: Path) -> None:
     """A compiled, threaded run of the example on CPU, recorded like the built-in drafter."""
     out = tmp_path / "runs.jsonl"

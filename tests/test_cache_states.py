@@ -9,6 +9,9 @@ import pytest
 from harness.judge.decide import run_scenario
 from harness.scenario import make_scenario
 
+# Every test here starts child processes: the process tier (tests/conftest.py).
+pytestmark = pytest.mark.process
+
 
 def tiny(strategy: str, cache_state: str):
     return make_scenario(

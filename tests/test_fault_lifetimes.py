@@ -17,6 +17,9 @@ import pytest
 
 from harness.run.lifeline import processes_with
 
+# Every test here injects real faults into real runs: the fault tier (tests/conftest.py).
+pytestmark = pytest.mark.fault
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = """
 import sys

@@ -38,6 +38,7 @@ def _append_many(path: str, strategy: str, n: int) -> None:
         append_jsonl(Path(path), make_record(strategy=strategy))
 
 
+@pytest.mark.process
 def test_two_writers_appending_to_one_file(tmp_path: Path) -> None:
     out = tmp_path / "runs.jsonl"
     ctx = multiprocessing.get_context("spawn")

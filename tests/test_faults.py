@@ -32,6 +32,9 @@ from tests.fault_kit import (
 )
 from tests.fault_workloads import FAULTS
 
+# Every test here injects real faults into real runs: the fault tier (tests/conftest.py).
+pytestmark = pytest.mark.fault
+
 
 @pytest.fixture
 def private_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:

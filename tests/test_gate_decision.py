@@ -104,6 +104,7 @@ def _pytest_session(
 
 
 @pytest.mark.parametrize("name", CASES)
+@pytest.mark.process
 def test_pytest_exit_status_is_the_verdict_blocks_word(
     name: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,6 +117,7 @@ def test_pytest_exit_status_is_the_verdict_blocks_word(
     assert result.ret == EXIT_CODES[word], out  # the case itself passed
 
 
+@pytest.mark.process
 def test_under_xdist_the_controller_exits_with_the_decision(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,6 +126,7 @@ def test_under_xdist_the_controller_exits_with_the_decision(
     assert result.stdout.str().count(" racegate verdict ") == 1  # the controller's block only
 
 
+@pytest.mark.process
 def test_no_gate_keeps_pytests_own_status(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -162,6 +165,7 @@ def test_the_verdict_lists_each_failed_run_and_why() -> None:
 
 
 @pytest.mark.parametrize(("code", "sample"), [(0, True), (7, True), (1, False)])
+@pytest.mark.process
 def test_an_ab_child_undecided_is_a_timing_sample(tmp_path: Path, code: int, sample: bool) -> None:
     """harness.ab's children are one-thread `harness run`s: nothing can race, so a clean one
     exits UNDECIDED (7), and its record is a sample all the same; UNSAFE (1) is none."""

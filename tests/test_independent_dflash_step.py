@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 import torch
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -63,6 +64,7 @@ def test_bad_window_count_exits_2(capsys) -> None:
     assert "--windows 0" in capsys.readouterr().err
 
 
+@pytest.mark.process
 def test_builtin_tiny_cpu_step_accounts_its_memory(tmp_path: Path) -> None:
     bs = _load("builtin_step")
     out = tmp_path / "builtin.json"

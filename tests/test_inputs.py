@@ -142,6 +142,7 @@ def test_a_named_baselines_folder_that_does_not_exist_is_an_error(
     assert cli.main([command, *tail]) != 2  # the default folder may be absent: no floors, said
 
 
+@pytest.mark.process
 def test_a_production_cell_with_a_floor_and_no_timed_run_fails_unless_timing_is_waived(
     floors: Path,  # noqa: F811
     tmp_path: Path,

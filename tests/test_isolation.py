@@ -50,6 +50,7 @@ def left_in(*folders: Path) -> list[str]:
     return sorted(str(p) for folder in folders for p in folder.rglob("*"))
 
 
+@pytest.mark.process
 def test_loading_the_built_in_workload_leaves_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
     """The runner's checks load the built-in workload, whose import of torch._dynamo made
     <TMPDIR>/torchinductor_<user> (0755) in every run, even one refused as here."""
@@ -60,6 +61,7 @@ def test_loading_the_built_in_workload_leaves_nothing_in_tmpdir_or_home(tmp_path
     assert left_in(tmp, home) == []
 
 
+@pytest.mark.process
 def test_the_probes_leave_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
     """`python -m harness.probes.runner` compiles in its own process: another front door."""
     env, tmp, home = fresh_env(tmp_path)
@@ -69,6 +71,7 @@ def test_the_probes_leave_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
     assert left_in(tmp, home) == []
 
 
+@pytest.mark.process
 def test_a_run_leaves_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
     env, tmp, home = fresh_env(tmp_path)
     records = tmp_path / "runs.jsonl"
@@ -81,6 +84,7 @@ def test_a_run_leaves_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
     assert record["overridden_env"] == {"TMPDIR": str(tmp)}
 
 
+@pytest.mark.process
 def test_the_user_cache_dir_is_kept_and_reported(tmp_path: Path) -> None:
     env, tmp, home = fresh_env(tmp_path)
     mine = tmp_path / "my-inductor"
@@ -106,6 +110,7 @@ def test_torch_caches_lie_in_this_process_root() -> None:
     assert os.stat(root).st_mode & 0o777 == 0o700
 
 
+@pytest.mark.process
 def test_pytest_with_the_plugin_leaves_nothing(tmp_path: Path) -> None:
     env, tmp, home = fresh_env(tmp_path)
     node = f"{Path(__file__).relative_to(REPO)}::test_torch_caches_lie_in_this_process_root"
@@ -124,6 +129,7 @@ def _wait_for(check, timeout_s: float = 120.0) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.process
 def test_a_root_left_by_a_killed_runner_goes_with_the_next_run(tmp_path: Path) -> None:
     env, tmp, _ = fresh_env(tmp_path)
     runner = subprocess.Popen(
@@ -163,6 +169,7 @@ def _fake_root(parent: Path, name: str, **owner: object) -> Path:
     return root
 
 
+@pytest.mark.process
 def test_sweep_removes_only_roots_whose_owner_is_gone(tmp_path: Path) -> None:
     live = _fake_root(tmp_path, "live")
     reused = _fake_root(tmp_path, "reused", start=-1)  # this pid, another start: another process
@@ -249,6 +256,7 @@ def test_a_report_folder_that_is_a_link_is_refused(
 @pytest.mark.parametrize(
     "name", [state.STATE_DIR, "report"], ids=["state", "report"]
 )  # not -k race
+@pytest.mark.process
 def test_gitignore_ignores_the_state_and_report_folders_as_links_too(
     tmp_path: Path, name: str
 ) -> None:
@@ -270,6 +278,7 @@ def _entry(env_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.process
 def test_the_entry_script_refuses_a_venv_it_did_not_make(tmp_path: Path) -> None:
     """RACEGATE_VENV=<someone's env> reinstalled that env's packages (transformers 5.8.1 →
     5.17.0); now one line, exit 2, and the env is as it was."""

@@ -61,6 +61,7 @@ def test_dense_kernel_gradients_are_finite_with_empty_rows():
     assert not q.grad[0, :, -block:].any()
 
 
+@pytest.mark.process
 def test_compiled_call_counts_no_fallback():
     (q, k, v), anchors, valid, s, block = _qkv(2)
     fn = attention.compiled_for_device(CPU)
@@ -70,6 +71,7 @@ def test_compiled_call_counts_no_fallback():
     assert attention.eager_fallback_count() == before
 
 
+@pytest.mark.process
 def test_nested_fx_off_fallback_is_counted():
     (q, k, v), anchors, valid, s, block = _qkv(2)
     fn = attention.compiled_for_device(CPU)
@@ -134,6 +136,7 @@ def test_nested_fx_off_sets_the_flag_in_the_building_thread():
         assert torch._dynamo.config.error_on_nested_fx_trace is False
 
 
+@pytest.mark.process
 def test_warmup_locked_calls_its_compiled_kernel_one_thread_at_a_time():
     """warmup_locked's attention waits for the process-wide lock (dynamo's lookup races)."""
     import threading

@@ -16,6 +16,7 @@ from model.workload import make_workload
 # if it does not.
 pytestmark = [
     pytest.mark.gpu,
+    pytest.mark.process,  # compiles for real: triton and inductor start their compilers
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 

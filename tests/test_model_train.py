@@ -90,6 +90,7 @@ def test_same_seed_same_losses(tiny):
     assert runs[0] == runs[1]
 
 
+@pytest.mark.process
 def test_per_device_step_on_cpu_runs_compiled(tiny):
     replica = tiny.make_replica(CPU, "per_device", seed=0)
     reference = tiny.make_replica(CPU, "sdpa_dense", seed=0)
@@ -130,6 +131,7 @@ def test_bad_inputs_raise(tiny):
         make_workload("huge")
 
 
+@pytest.mark.process
 def test_importable_in_a_spawned_child():
     import multiprocessing as mp
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import settings
+from harness import matrix_plan, settings
 from harness.record import RunRecord, ThreadRecord, append_jsonl
 from harness.scenario import Scenario
 from harness.vocab import CacheState, Outcome, Schedule, Strategy
@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly-gpu.yml"
 SCRIPT = ROOT / "scripts" / "nightly_plan.py"
 NOXFILE = ROOT / "noxfile.py"
+SUPPORT = ROOT / "harness" / "nox_support.py"
+PROCESS_FIXTURES = ("plan",)  # runs the plan script: its tests are in the process tier
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -65,6 +67,7 @@ def _nox_list(*args: str) -> list[dict[str, Any]]:
     return json.loads(out.stdout)
 
 
+@pytest.mark.process
 def test_plan_lists_every_gpu_matrix_cell_exactly_once(plan: list[dict[str, Any]]) -> None:
     sessions = [c["session"] for c in plan]
     assert len(sessions) == len(set(sessions))
@@ -72,7 +75,8 @@ def test_plan_lists_every_gpu_matrix_cell_exactly_once(plan: list[dict[str, Any]
     assert sorted(sessions) == sorted(s["session"] for s in listed)
     torches = {s["call_spec"]["torch"] for s in listed}
     tfs = {s["call_spec"]["transformers"] for s in listed}
-    assert len(sessions) == len(torches) * len(tfs) == 28  # the whole torch × transformers grid
+    # the whole torch × transformers grid of expectations/versions.toml
+    assert len(sessions) == len(torches) * len(tfs) == matrix_plan.load().gpu_cells
     (gpus,) = {t for s in listed for t in s["tags"] if t.startswith("gpus_")}
     assert len({c["artifact"] for c in plan}) == len(plan)  # no cell overwrites another's
     for c in plan:
@@ -83,6 +87,7 @@ def test_plan_lists_every_gpu_matrix_cell_exactly_once(plan: list[dict[str, Any]
         assert re.fullmatch(r"racegate-cell-[A-Za-z0-9._-]+", c["artifact"]), c["artifact"]
 
 
+@pytest.mark.process
 def test_plan_filters_by_tags_and_rejects_a_filter_that_picks_nothing() -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -100,6 +105,7 @@ def test_plan_filters_by_tags_and_rejects_a_filter_that_picks_nothing() -> None:
         assert len(out.stderr.strip().splitlines()) == 1 and repr(bad) in out.stderr
 
 
+@pytest.mark.process
 def test_plan_writes_github_outputs(tmp_path: Path) -> None:
     out_file = tmp_path / "github_output"
     subprocess.run(
@@ -107,10 +113,9 @@ def test_plan_writes_github_outputs(tmp_path: Path) -> None:
         check=True, capture_output=True, cwd=ROOT, env={"GITHUB_OUTPUT": str(out_file)},
     )  # fmt: skip
     outputs = dict(line.split("=", 1) for line in out_file.read_text().splitlines())
-    assert outputs["count"] == "4"
-    assert {c["transformers"] for c in json.loads(outputs["cells"])} == {
-        "5.6.0", "5.8.1", "5.17.0", "5.24.0"
-    }  # fmt: skip
+    transformers = matrix_plan.load().gpu_transformers  # one torch: a cell per transformers
+    assert outputs["count"] == str(len(transformers))
+    assert {c["transformers"] for c in json.loads(outputs["cells"])} == set(transformers)
 
 
 def _step(job: dict[str, Any], name_start: str) -> dict[str, Any]:
@@ -136,6 +141,7 @@ def test_plan_job_feeds_the_cell_matrix(workflow: dict[Any, Any]) -> None:
     assert cell["runs-on"] == ["self-hosted", "gpu", "gpus-${{ matrix.cell.gpus }}"]
 
 
+@pytest.mark.process
 def test_each_cell_job_runs_exactly_its_nox_cell(
     workflow: dict[Any, Any], plan: list[dict[str, Any]]
 ) -> None:
@@ -173,7 +179,7 @@ def test_report_job_merges_every_artifact_and_publishes_junit(
     junit = _step(report, "Publish JUnit")
     assert junit["uses"].startswith("EnricoMi/publish-unit-test-result-action@")
     assert junit["if"] == "always()" and report["permissions"]["checks"] == "write"
-    names = re.findall(r"""junit[\w-]*\.xml""", NOXFILE.read_text())
+    names = re.findall(r"""junit[\w-]*\.xml""", SUPPORT.read_text())  # the sessions' helpers
     assert {"junit.xml", "junit-throughput.xml", "junit-race.xml"} <= set(names)
     pattern = junit["with"]["files"].removeprefix("artifacts/**/")
     assert all(fnmatch.fnmatch(n, pattern) for n in names)
@@ -259,6 +265,7 @@ def three_cells(plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.process
 def test_merging_cell_artifacts_gives_the_report_of_one_merged_run(
     three_cells: list[dict[str, Any]], tmp_path: Path
 ) -> None:
@@ -294,6 +301,7 @@ def test_merging_cell_artifacts_gives_the_report_of_one_merged_run(
     assert all(f"`{c['session']}`: 13 run records" in text for c in three_cells)
 
 
+@pytest.mark.process
 def test_a_cell_that_sent_no_records_is_a_failed_row(
     three_cells: list[dict[str, Any]], plan_mod: ModuleType, tmp_path: Path
 ) -> None:
@@ -329,6 +337,7 @@ def test_a_cell_that_sent_no_records_is_a_failed_row(
     assert json.loads((tmp_path / "again" / "gate.json").read_text()) == gate
 
 
+@pytest.mark.process
 def test_report_rejects_a_missing_or_bad_plan(tmp_path: Path) -> None:
     for bad in ("[]", "not json", '[{"session": "x"}]'):
         out = _report(bad, tmp_path, tmp_path / "o")

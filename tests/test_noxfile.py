@@ -8,6 +8,7 @@ import ast
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -17,8 +18,13 @@ from typing import Any
 
 import pytest
 
+from harness import matrix_plan
+
 ROOT = Path(__file__).resolve().parent.parent
 NOXFILE = ROOT / "noxfile.py"
+SUPPORT = ROOT / "harness" / "nox_support.py"  # what the noxfile's sessions call
+MATRIX = matrix_plan.load()  # expectations/versions.toml
+PROCESS_FIXTURES = ("listed",)  # runs nox: its tests are in the process tier (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +51,8 @@ def test_matrix_cells_are_named_torch_then_transformers(
     noxfile: ModuleType, listed: list[dict[str, Any]]
 ) -> None:
     for name, torches, tfs in (
-        ("gpu_matrix", noxfile.GPU_TORCH, noxfile.GPU_TRANSFORMERS),
-        ("cpu_matrix", noxfile.CPU_TORCH, noxfile.CPU_TRANSFORMERS),
+        ("gpu_matrix", MATRIX.gpu_torch, MATRIX.gpu_transformers),
+        ("cpu_matrix", MATRIX.cpu_torch, MATRIX.cpu_transformers),
     ):
         cells = [s for s in listed if s["name"] == name]
         expected = {f"{name}(torch={t!r}, transformers={tf!r})" for t in torches for tf in tfs}
@@ -70,20 +76,30 @@ def test_every_session_has_a_one_line_docstring(listed: list[dict[str, Any]]) ->
         assert s["description"] and "\n" not in s["description"], s["session"]
 
 
-def test_versions_are_named_once(noxfile: ModuleType) -> None:
-    """Each version string is written in exactly one place; the lists are built from it."""
-    constants = [
-        n.value
-        for n in ast.walk(ast.parse(NOXFILE.read_text()))
-        if isinstance(n, ast.Constant) and isinstance(n.value, str)
-    ]
-    versions = set(noxfile.GPU_TORCH + noxfile.CPU_TORCH)
-    versions |= set(noxfile.GPU_TRANSFORMERS + noxfile.CPU_TRANSFORMERS)
-    assert {"2.10.0", "2.15.0", "5.6.0", "5.8.1", noxfile.LATEST_TRANSFORMERS} <= versions
-    for v in versions:
-        assert constants.count(v) == 1, f"{v!r} is written {constants.count(v)} times"
-    assert set(noxfile.CPU_TORCH) < set(noxfile.GPU_TORCH)
-    assert noxfile.GPU_TORCH[0] == noxfile.SYSTEM
+def test_versions_are_written_only_in_the_data_file(noxfile: ModuleType) -> None:
+    """Every version is written once, in expectations/versions.toml; the noxfile, its helpers,
+    the nightly's plan script and workflow only read the lists built from it."""
+    matrix = noxfile.support.MATRIX
+    assert matrix == MATRIX
+    versions = {*matrix.gpu_torch, *matrix.cpu_torch, *matrix.gpu_transformers}
+    versions |= set(matrix.cpu_transformers)
+    assert {"2.10.0", "2.15.0", "5.6.0", "5.8.1", matrix.latest_transformers} <= versions
+    releases = versions - {matrix_plan.SYSTEM}  # the runner image's torch has no version
+    data = matrix_plan.VERSIONS_FILE.read_text()
+    for v in releases:
+        assert data.count(f'"{v}"') == 1, f"{v!r} is written {data.count(v)} times"
+    readers = [NOXFILE, SUPPORT, ROOT / "harness/matrix_plan.py", ROOT / "scripts/nightly_plan.py"]
+    for path in readers:
+        constants = {
+            n.value
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
+        assert not constants & releases, path
+    workflow = (ROOT / ".github" / "workflows" / "nightly-gpu.yml").read_text()
+    assert not [v for v in releases if re.search(rf"\b{re.escape(v)}\b", workflow)]
+    assert set(matrix.cpu_torch) < set(matrix.gpu_torch)
+    assert matrix.gpu_torch[0] == matrix_plan.SYSTEM == noxfile.support.SYSTEM
 
 
 def test_sessions_are_typed_and_forward_posargs() -> None:
@@ -193,7 +209,7 @@ def _pytest_run(session: FakeSession) -> tuple[tuple[str, ...], dict[str, Any]]:
 def test_gpu_cell_system_torch_old_transformers(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
     monkeypatch.setenv("RACEGATE_WORKLOAD", "examples.llama_workload:make_workload")
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "1")  # one case at a time: no pytest-xdist
@@ -202,7 +218,7 @@ def test_gpu_cell_system_torch_old_transformers(
     noxfile.gpu_matrix(s, torch="system", transformers="5.6.0")
     installed = [a for args in s.installs for a in args]
     assert not any(a.startswith("torch") for a in installed)  # the image's torch is reused
-    assert "transformers==5.6.0" in installed and noxfile.OLD_TOKENIZERS in installed
+    assert "transformers==5.6.0" in installed and MATRIX.incident_tokenizers in installed
     args, kwargs = _pytest_run(s)
     cell = tmp_path / "gpu_matrix-torch-system-transformers-5.6.0"
     assert f"--results={cell / 'records.jsonl'}" in args
@@ -217,26 +233,27 @@ def test_gpu_cell_system_torch_old_transformers(
 def test_cpu_cell_pins_torch_and_goes_offline_with_a_wheelhouse(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
-    monkeypatch.setattr(noxfile, "TORCH_DIR", tmp_path / "_torch")
+    monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(noxfile.support, "TORCH_DIR", tmp_path / "_torch")
     monkeypatch.setenv("RACEGATE_WHEELHOUSE", str(tmp_path))
     s = FakeSession("cpu_matrix(torch='2.12.1', transformers='5.24.0')", gpus=0)
-    noxfile.cpu_matrix(s, torch="2.12.1", transformers=noxfile.LATEST_TRANSFORMERS)
+    noxfile.cpu_matrix(s, torch="2.12.1", transformers=MATRIX.latest_transformers)
     assert s.installs and all(
         i[:3] == ("--no-index", "--find-links", str(tmp_path)) for i in s.installs
     )
     installed = [a for args in s.installs for a in args]
-    assert "torch==2.12.1" in installed and noxfile.OLD_TOKENIZERS not in installed
+    assert "torch==2.12.1" in installed and MATRIX.incident_tokenizers not in installed
     args, _ = _pytest_run(s)
     assert args[4:6] == ("-k", "race") and "--devices" in args
 
 
 def test_undecided_exit_is_the_gates(noxfile: ModuleType) -> None:
-    """The noxfile imports no harness, so it spells UNDECIDED's exit itself: the gate's."""
+    """harness/nox_support.py imports no judge (nox's interpreter has only nox), so it spells
+    UNDECIDED's exit itself: the gate's."""
     from harness.judge.gate import EXIT_CODES, Word
 
-    assert noxfile.UNDECIDED_EXIT == EXIT_CODES[Word.UNDECIDED] == 7
-    assert (EXIT_CODES[Word.SAFE], EXIT_CODES[Word.UNDECIDED]) == noxfile.CELL_OK_CODES
+    assert noxfile.support.UNDECIDED_EXIT == EXIT_CODES[Word.UNDECIDED] == 7
+    assert (EXIT_CODES[Word.SAFE], EXIT_CODES[Word.UNDECIDED]) == noxfile.support.CELL_OK_CODES
 
 
 def test_a_cell_judges_and_reports_only_its_own_invocation(
@@ -247,15 +264,15 @@ def test_a_cell_judges_and_reports_only_its_own_invocation(
     report never says per_device "UNSAFE 1/8" from the run before."""
     from harness.judge.inputs import record_files
 
-    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
-    monkeypatch.setattr(noxfile, "TORCH_DIR", tmp_path / "_torch")
+    monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(noxfile.support, "TORCH_DIR", tmp_path / "_torch")
     monkeypatch.setenv("RACEGATE_WHEELHOUSE", str(tmp_path))
     name = "cpu_matrix(torch='2.12.1', transformers='5.24.0')"
     cell = tmp_path / "results" / "cpu_matrix-torch-2.12.1-transformers-5.24.0"
     cell.mkdir(parents=True)
     (cell / "records.jsonl").write_text('{"an": "earlier run"}\n')
     s = FakeSession(name, gpus=0)
-    noxfile.cpu_matrix(s, torch="2.12.1", transformers=noxfile.LATEST_TRANSFORMERS)
+    noxfile.cpu_matrix(s, torch="2.12.1", transformers=MATRIX.latest_transformers)
     assert not (cell / "records.jsonl").exists()
     (kept,) = cell.glob("records-*.jsonl.prev")
     assert kept.read_text() == '{"an": "earlier run"}\n' and record_files([cell]) == []
@@ -277,8 +294,8 @@ def _torch_installs(s: FakeSession) -> list[tuple[str, ...]]:
 @pytest.fixture
 def shared(noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The shared torch folder of a fresh runner: results and torch under tmp, online."""
-    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
-    monkeypatch.setattr(noxfile, "TORCH_DIR", tmp_path / "_torch")
+    monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(noxfile.support, "TORCH_DIR", tmp_path / "_torch")
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
     monkeypatch.delenv("RACEGATE_TORCH_INDEX_URL", raising=False)
     return tmp_path / "_torch"
@@ -288,21 +305,21 @@ def test_cpu_matrix_installs_each_torch_once_and_reruns_install_nothing(
     noxfile: ModuleType, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RACEGATE_TORCH_INDEX_URL", "https://download.pytorch.org/whl/cpu")
-    old, latest = noxfile.INCIDENT_TRANSFORMERS[0], noxfile.LATEST_TRANSFORMERS
-    folder = noxfile.shared_torch_folder("2.12.1", "https://download.pytorch.org/whl/cpu")
+    old, latest = MATRIX.incident_transformers[0], MATRIX.latest_transformers
+    folder = noxfile.support.shared_torch_folder("2.12.1", "https://download.pytorch.org/whl/cpu")
     # Another index's build of the same release (CPU wheels vs PyPI's CUDA) has its own folder.
-    assert folder.parent == shared and folder != noxfile.shared_torch_folder("2.12.1", None)
+    assert folder.parent == shared and folder != noxfile.support.shared_torch_folder("2.12.1", None)
 
     first = _cpu_cell(noxfile, tmp_path / "venv-old", "2.12.1", old)
     assert _torch_installs(first) == [
         ("--index-url", "https://download.pytorch.org/whl/cpu",
          "--target", str(folder.with_name(folder.name + ".partial")), "torch==2.12.1"),
     ]  # fmt: skip
-    assert noxfile.torch_release_in(folder) == "2.12.1"
+    assert noxfile.support.torch_release_in(folder) == "2.12.1"
     assert not folder.with_name(folder.name + ".partial").exists()
     cell_installs = [i for i in first.installs if i not in _torch_installs(first)]
     assert len(cell_installs) == 1 and "--index-url" not in cell_installs[0]
-    assert {f"transformers=={old}", noxfile.OLD_TOKENIZERS} <= set(cell_installs[0])
+    assert {f"transformers=={old}", MATRIX.incident_tokenizers} <= set(cell_installs[0])
     pth = tmp_path / "venv-old" / "racegate-torch.pth"
     assert pth.read_text() == f"{folder.absolute()}\n"
     _pytest_run(first)
@@ -326,7 +343,7 @@ def test_cpu_matrix_installs_each_torch_once_and_reruns_install_nothing(
 def test_cpu_matrix_shared_torch_is_checked_and_never_half_installed(
     noxfile: ModuleType, shared: Path, tmp_path: Path
 ) -> None:
-    tf = noxfile.LATEST_TRANSFORMERS
+    tf = MATRIX.latest_transformers
 
     # A folder named 2.14.1 that holds another torch is an error, not reused or overwritten.
     FakeSession("seed").install("--target", str(shared / "2.14.1"), "torch==2.13.0")
@@ -390,6 +407,7 @@ def test_gpu_matrix_stops_without_a_gpu(
         noxfile.gpu_matrix(FakeSession("gpu", gpus=0), torch="2.11.0", transformers="5.8.1")
 
 
+@pytest.mark.process
 def test_nox_gpu_matrix_without_a_gpu_exits_2_and_makes_no_venv(tmp_path: Path) -> None:
     """The real nox, with no nvidia-smi on PATH: it stops at the first cell, before any venv."""
     envdir = tmp_path / "nox-envs"
@@ -429,10 +447,10 @@ def test_a_bad_cell_setting_stops_the_cell_before_it_installs_or_skips(
 def test_report_session_reads_the_results_dir(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "none")
+    monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path / "none")
     with pytest.raises(Skip, match="no results"):
         noxfile.report(FakeSession("report"))
-    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path)
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
     s = FakeSession("report")
     noxfile.report(s)
@@ -457,19 +475,19 @@ def test_every_integer_setting_is_read_by_one_reader(
 ) -> None:
     """Each RACEGATE_* integer of the noxfile goes through env_int: a bad value is one line
     naming the variable, its value and what is allowed, and exit 2."""
-    source = NOXFILE.read_text()
+    source = NOXFILE.read_text() + SUPPORT.read_text()
     assert f'"{var}"' in source and f'os.environ.get("{var}"' not in source  # no reader of its own
     for bad in ("x", "-1", "1.5", "²", str(minimum - 1)):
         monkeypatch.setenv(var, bad)
         with pytest.raises(SystemExit) as exc:
-            noxfile.env_int(var, 5, minimum=minimum, what="a count")
+            noxfile.support.env_int(var, 5, minimum=minimum, what="a count")
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip()
         assert err == f"nox: error: {var}={bad!r}: expected a count, an integer ≥ {minimum}"
     monkeypatch.setenv(var, f" {minimum} ")
-    assert noxfile.env_int(var, 5, minimum=minimum, what="a count") == minimum
+    assert noxfile.support.env_int(var, 5, minimum=minimum, what="a count") == minimum
     monkeypatch.setenv(var, "")
-    assert noxfile.env_int(var, 5, minimum=minimum, what="a count") == 5
+    assert noxfile.support.env_int(var, 5, minimum=minimum, what="a count") == 5
 
 
 class JUnitWritingSession(FakeSession):
@@ -494,7 +512,7 @@ class JUnitWritingSession(FakeSession):
 def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "16")
@@ -547,46 +565,24 @@ def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
         assert not any("not slow" in a for a in race[6:])
 
 
-def test_a_cell_whose_marker_selects_no_throughput_case_starts_no_pytest_for_them(
+def test_a_cell_leaves_to_pytest_whether_its_marker_selects_a_throughput_case(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`-m "not throughput"` (a GPU cell's race selection) used to start a pytest that imported
-    torch and deselected everything: ~10 s of a cell on CPU. Now only the race cases' pytest
-    runs."""
-    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path)
+    """`-m "not throughput"` selects no throughput case: pytest, which owns the -m grammar,
+    finds none and exits 5, which the cell accepts; the race part still runs and the cell
+    passes on its JUnit files."""
+    monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "8")
     s = JUnitWritingSession("gpu", ["-m", "not throughput", "--repeat", "3"])
-    noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")  # no old junit read: it passes
-    runs = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
-    assert [r[0][4:6] for r in runs] == [("-m", "(not throughput) and not throughput")]
+    noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
+    (tp, tp_kw), (race, _) = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
+    assert tp[4:6] == ("-m", "(not throughput) and throughput") and 5 in tp_kw["success_codes"]
+    assert race[4:6] == ("-m", "(not throughput) and not throughput")
 
 
-@pytest.mark.parametrize(
-    ("marker", "may"),
-    [
-        (None, True),
-        ("", True),
-        ("not throughput", False),
-        ("not throughput and slow", False),
-        ("(not throughput) or not gpu", True),  # a throughput case without `gpu` is selected
-        ("slow", True),
-        ("not (throughput or slow)", False),
-        ("throughput and not throughput", False),
-        ("not slow", True),
-        ("mark(x=1)", True),  # pytest's keyword form: not read here, pytest decides
-        ("not throughput and a-b", True),  # no Python identifier: pytest decides
-        ("not (throughput", True),  # malformed: pytest reports it
-    ],
-    ids=lambda v: repr(v),
-)
-def test_marker_may_select_is_false_only_when_no_throughput_case_can_match(
-    noxfile: ModuleType, marker: str | None, may: bool
-) -> None:
-    assert noxfile.marker_may_select(marker, "throughput") is may
-
-
+@pytest.mark.process
 def test_cells_are_picked_by_their_tags() -> None:
     """`-k` keywords must be identifiers: the tags make a single cell selectable."""
     out = subprocess.run(
@@ -602,13 +598,13 @@ def test_xdist_workers_default_to_the_host_and_the_env_var_overrides(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gib = 2**30
-    rule = noxfile.host_race_workers
+    rule = noxfile.support.host_race_workers
     assert rule(32, 2, 150_000_000_000) == 16  # 2xH200, 32 cores: the cores bound
     assert rule(16, 1, 150_000_000_000) == 8  # one H200, 16 cores
     assert rule(64, 1, 24 * gib) == 2  # a 24 GiB GPU holds two cases
     assert rule(64, 2, 0) == 32  # memory unknown: the cores bound alone
     assert rule(1, 1, 8 * gib) == 1  # never below one
-    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
     monkeypatch.delenv("RACEGATE_RACE_WORKERS", raising=False)
@@ -627,9 +623,10 @@ def test_xdist_workers_default_to_the_host_and_the_env_var_overrides(
     assert xdist_args(32, gpus=2) == [("-n", "3")]
 
 
+@pytest.mark.process
 def test_runs_write_under_the_state_folder_unless_told_otherwise(tmp_path: Path) -> None:
     def results_dir(**env: str) -> Path:
-        code = f"import runpy; print(runpy.run_path({str(NOXFILE)!r})['RESULTS_DIR'])"
+        code = f"import runpy; print(runpy.run_path({str(NOXFILE)!r})['support'].RESULTS_DIR)"
         environ = {k: v for k, v in os.environ.items() if k != "RACEGATE_RESULTS_DIR"}
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -643,10 +640,11 @@ def test_runs_write_under_the_state_folder_unless_told_otherwise(tmp_path: Path)
     assert tmp_path / "mine" == results_dir(RACEGATE_RESULTS_DIR=str(tmp_path / "mine"))
 
 
+@pytest.mark.process
 def test_no_uv_noise_where_uv_is_absent(noxfile: ModuleType, tmp_path: Path) -> None:
     """nox probes for uv whenever it makes a venv; without uv that logged "uv binary not found"."""
     assert noxfile.nox.options.default_venv_backend == "virtualenv"
-    assert "uv" not in noxfile.SYSTEM_SITE["venv_backend"]
+    assert "uv" not in noxfile.support.SYSTEM_SITE["venv_backend"]
     code = (
         "import io, logging, runpy, sys; runpy.run_path(sys.argv[1]); "
         "out = io.StringIO(); log = logging.getLogger('nox'); "
@@ -661,6 +659,23 @@ def test_no_uv_noise_where_uv_is_absent(noxfile: ModuleType, tmp_path: Path) -> 
     assert out.stdout.strip() == "''", out.stdout
 
 
+@pytest.mark.process
+def test_the_noxfile_loads_on_an_interpreter_with_nox_alone(tmp_path: Path) -> None:
+    """The nightly's jobs run nox on the runner's own python3, which has nox and nothing of
+    racegate's dependencies: the noxfile and harness/nox_support.py import none of them."""
+    code = (
+        "import runpy, sys; runpy.run_path(sys.argv[1]); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[2:])))"
+    )
+    heavy = ["torch", "transformers", "pytest", "numpy", "rich", "matplotlib", "yaml"]
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(NOXFILE), *heavy],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.process
 def test_report_path_imports_no_torch(tmp_path: Path) -> None:
     """`nox -s report` installs no torch, so `python -m harness report` must not import it."""
     from harness.record import RunRecord, ThreadRecord, append_jsonl
@@ -762,7 +777,7 @@ def _ab_answer(change: str = "no significant change", failure: str | None = None
 def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(noxfile, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path / "results")
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
     for var in ("RACEGATE_WHEELHOUSE", "RACEGATE_AB_REFERENCE", "RACEGATE_AB_RUNS"):
         monkeypatch.delenv(var, raising=False)
@@ -777,7 +792,7 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     made = next(r[0] for r in s.runs if "virtualenv" in r[0])
     assert made[-2:] == ("--system-site-packages", str(ref))
     ref_pins = [a for args in s.ref_installs for a in args]
-    assert "transformers==5.6.0" in ref_pins and noxfile.OLD_TOKENIZERS in ref_pins
+    assert "transformers==5.6.0" in ref_pins and MATRIX.incident_tokenizers in ref_pins
     assert not any(a.startswith("torch") for a in ref_pins)  # torch 'system': the image's
     # The reference's versions are checked through its own Python, as a cell's are.
     probes = [r[0] for r in s.runs if r[0][1:3] == ("-m", "harness.versions")]
@@ -794,7 +809,7 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     assert cmd[cmd.index("--out") + 1] == str(cell / "ab.json")
     assert cmd[cmd.index("--records") + 1] == str(cell / "ab-records")
     assert cmd[cmd.index("--runs") + 1] == "5"
-    assert cmd[cmd.index("--") + 1 :] == noxfile.AB_RUN_ARGS
+    assert cmd[cmd.index("--") + 1 :] == noxfile.support.AB_RUN_ARGS
     assert kw["success_codes"] == [0, 1]  # exit 1 is read from ab.json, with its reason
     # An interrupt leaves harness.ab time to stop and write ab.json (nox's default is 0.3 s).
     assert kw["interrupt_timeout"] >= 30

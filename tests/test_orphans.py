@@ -25,6 +25,9 @@ from tests.fault_kit import fault_scenario
 from tests.orphan_workload import HOW, MARKER
 from tests.test_fault_lifetimes import wait_for
 
+# Every test here injects real faults into real runs: the fault tier (tests/conftest.py).
+pytestmark = pytest.mark.fault
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = """
 import sys

@@ -15,6 +15,9 @@ import pytest
 from harness.judge.suite import RacegateConfig
 from harness.vocab import Schedule, Strategy
 
+# Every test here starts child processes: the process tier (tests/conftest.py).
+pytestmark = pytest.mark.process
+
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
 

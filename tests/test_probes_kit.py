@@ -42,6 +42,7 @@ def test_in_thread_keeps_value_and_error() -> None:
     assert isinstance(err, ZeroDivisionError)
 
 
+@pytest.mark.process
 def test_run_probes_maps_outcomes_to_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
     def na(d: Deadline) -> tuple[bool, str]:
         raise probe_kit.NotAvailable("no such API")

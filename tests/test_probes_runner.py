@@ -107,6 +107,7 @@ def fake_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return run
 
 
+@pytest.mark.process
 def test_isolated_run_parses_the_child_json(fake_python) -> None:
     run, calls = fake_python({"is_compiling_leak": "hazard"}, list(REQUIRED[:3]))
     assert [(r.name, r.verdict) for r in run] == [
@@ -115,6 +116,7 @@ def test_isolated_run_parses_the_child_json(fake_python) -> None:
     assert run.environment["torch"] == "2.13.0+cpu" and len(calls) == 1
 
 
+@pytest.mark.process
 def test_isolated_run_continues_after_a_hang_in_a_fresh_child(fake_python) -> None:
     names = list(REQUIRED[:4])
     run, calls = fake_python({names[1]: "hang"}, names)
@@ -122,6 +124,7 @@ def test_isolated_run_continues_after_a_hang_in_a_fresh_child(fake_python) -> No
     assert calls == [" ".join(names), " ".join(names[2:])]
 
 
+@pytest.mark.process
 def test_isolated_run_blames_the_running_probe_when_the_child_crashes(fake_python) -> None:
     names = list(REQUIRED[:3])
     run, calls = fake_python({names[1]: "crash"}, names)
@@ -131,6 +134,7 @@ def test_isolated_run_blames_the_running_probe_when_the_child_crashes(fake_pytho
     assert calls == [" ".join(names), f"{names[0]} {names[2]}"]
 
 
+@pytest.mark.process
 def test_isolated_run_kills_a_stuck_child_and_reports_a_hang(fake_python) -> None:
     names = list(REQUIRED[:2])
     run, _ = fake_python({names[0]: "kill"}, names)
@@ -139,6 +143,7 @@ def test_isolated_run_kills_a_stuck_child_and_reports_a_hang(fake_python) -> Non
     assert by_name[names[1]].verdict == "safe"
 
 
+@pytest.mark.process
 def test_cli_lists_probes_without_importing_torch() -> None:
     import subprocess
 

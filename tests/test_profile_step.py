@@ -6,6 +6,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "profile_step.py"
 
 
@@ -26,6 +28,7 @@ def test_kernel_kinds() -> None:
     assert ps.kind_of("triton_poi_fused_add_mul_0") == "other"
 
 
+@pytest.mark.process
 def test_profile_of_a_tiny_cpu_step(tmp_path: Path) -> None:
     out = tmp_path / "prof.json"
     table = tmp_path / "prof.txt"

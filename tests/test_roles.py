@@ -199,6 +199,7 @@ def test_the_cli_refuses_a_production_strategy_the_example_lacks(
     )
 
 
+@pytest.mark.process
 def test_pytest_refuses_a_control_the_workload_lacks_at_start(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -216,6 +217,7 @@ def test_pytest_refuses_a_control_the_workload_lacks_at_start(
     )  # fmt: skip
 
 
+@pytest.mark.process
 def test_the_example_runs_through_the_harness_to_a_verdict_of_its_own(tmp_path: Path) -> None:
     """A tiny real CPU run of the example's control and production strategy (forward only:
     flex has no CPU backward): the verdict names only the example's strategies."""

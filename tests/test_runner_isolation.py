@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness.judge.decide import run_scenario
 from harness.judge.gate import EXIT_UNDECIDED
 from harness.judge.suite import run_case
 from harness.record import append_jsonl, read_jsonl
 from harness.scenario import make_scenario
+
+# Every test here starts child processes: the process tier (tests/conftest.py).
+pytestmark = pytest.mark.process
 
 FAULT = "tests.fault_workloads:make_workload"
 

@@ -105,6 +105,7 @@ def test_cli_usage_errors_exit_2(
     assert "Traceback" not in err
 
 
+@pytest.mark.process
 def test_cli_entry_point_exit_code() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "run", "--strategy", "nope"],
@@ -160,12 +161,14 @@ def test_cli_and_pytest_share_names_and_defaults() -> None:
 ENTRY = Path(__file__).resolve().parent.parent / "racegate.py"
 
 
+@pytest.mark.process
 def test_entry_script_without_a_command_prints_usage() -> None:
     proc = subprocess.run([sys.executable, str(ENTRY)], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.startswith("usage: python3 racegate.py {race,test,lint}")
 
 
+@pytest.mark.process
 def test_entry_script_reuses_a_ready_env(tmp_path: Path) -> None:
     """An env whose stamp matches requirements/ci.txt is used as is: nothing is installed."""
     env = tmp_path / "env"
@@ -203,6 +206,7 @@ def _ready_env(tmp_path: Path) -> Path:
     return env
 
 
+@pytest.mark.process
 def test_lint_path_runs_ruff_on_python_and_actionlint_on_workflows_only(tmp_path: Path) -> None:
     env = _ready_env(tmp_path)
     bad = tmp_path / "bad.py"
@@ -232,6 +236,7 @@ def test_lint_path_runs_ruff_on_python_and_actionlint_on_workflows_only(tmp_path
 
 
 @pytest.mark.parametrize("expected", ["hazard", "safe"])
+@pytest.mark.process
 def test_probe_exits_1_when_a_verdict_moved(
     expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
@@ -321,6 +326,7 @@ def test_report_without_records_reads_the_latest_run(
     assert f"reporting the latest run, {newer}" in capsys.readouterr().err
 
 
+@pytest.mark.process
 def test_run_prints_table_failure_and_verdict_on_stdout(tmp_path: Path) -> None:
     """A real crashed child (SIGABRT): the table on stdout shows its stderr's end, its count
     line, the records' path, then the verdict block; eager is UNSAFE, but the production

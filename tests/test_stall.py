@@ -179,6 +179,7 @@ DUMPS_ON_DUMP_SIGNAL = (
 )
 
 
+@pytest.mark.process
 def test_dumps_are_requested_together_and_waited_for_once(tmp_path: Path) -> None:
     """Two children whose dump never comes cost one wait, not one each; those that dump are
     read, and one that is gone has none."""
@@ -219,6 +220,7 @@ for line in sys.stdin:
 """
 
 
+@pytest.mark.process
 def test_the_runs_processes_are_scanned_for_only_when_they_change() -> None:
     """The environ scan of every process runs once, then again only when a process of the run
     started (a compile worker, say) or ended; the set is what a scan would find."""
@@ -271,6 +273,7 @@ def _spawn_with_pid(pid: int) -> subprocess.Popen[bytes] | None:
 @pytest.mark.skipif(
     not os.access(NS_LAST_PID, os.W_OK), reason="pid reuse needs a writable ns_last_pid (root)"
 )
+@pytest.mark.process
 def test_a_pid_the_kernel_gave_to_another_process_is_no_process_of_the_run() -> None:
     """A run's process ends, and the kernel gives its pid to an unrelated process: that one is
     not the run's (its CPU would make a deadlocked run look at work). Before, the set was kept
@@ -321,6 +324,7 @@ SPIN = (
 )
 
 
+@pytest.mark.process
 def test_a_starved_busy_process_is_busy_not_idle() -> None:
     """Two spinning processes on one core each get about half of it: by CPU time alone (0.5
     core, below RUN_IDLE_CORES) a starved compile would look idle beside a thread waiting for
@@ -347,6 +351,7 @@ def test_a_starved_busy_process_is_busy_not_idle() -> None:
     assert demand > 0.9 > stall.RUN_IDLE_CORES, (cpu, demand)
 
 
+@pytest.mark.process
 def test_a_dump_or_give_up_signal_at_a_childs_first_instant_does_not_kill_it(
     tmp_path: Path,
 ) -> None:

@@ -226,6 +226,7 @@ def _suite(tmp_path: Path, knob: str, *extra: str) -> tuple[subprocess.Completed
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
+@pytest.mark.process
 def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) -> None:
     """p=1: the control fails 3 of 3 runs (Wilson low 0.44: 8 runs asked, capped at 5, power
     94%), so warmup_locked runs 5 times and is SAFE; the block ends the session."""
@@ -246,6 +247,7 @@ def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) ->
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
+@pytest.mark.process
 def test_end_to_end_a_deselected_control_leaves_the_default_repeats(tmp_path: Path) -> None:
     """`-k warmup_locked` deselects the control: no rate will come, so the production case
     makes --repeat runs (3), not one at a time up to the cap (5 here), and stays undecided."""
@@ -264,6 +266,7 @@ def test_end_to_end_a_deselected_control_leaves_the_default_repeats(tmp_path: Pa
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
+@pytest.mark.process
 def test_end_to_end_a_control_that_never_fires_masks(tmp_path: Path) -> None:
     """p=0: the window never opens, per_device stays clean, and on a torch whose probes show the
     hazard the verdict is MASKED (on one where they say it is gone: SAFE, fixed upstream)."""

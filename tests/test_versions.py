@@ -40,6 +40,7 @@ def test_hardware_names_cpu_without_gpus() -> None:
         assert "device_uuids" not in info
 
 
+@pytest.mark.process  # runs nvidia-smi where there is a GPU
 def test_hardware_names_each_gpu_by_its_uuid() -> None:
     """The UUID nvidia-smi -L prints, one per GPU asked for: harness.ab's same-GPU check."""
     import torch
@@ -53,6 +54,7 @@ def test_hardware_names_each_gpu_by_its_uuid() -> None:
     assert uuid in smi.stdout
 
 
+@pytest.mark.process
 def test_module_prints_json_for_the_nox_cell_check() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "harness.versions", "--import-torch"],
