@@ -184,6 +184,8 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
         # repeats (its time limit scales).
         timeout_s=rc.run_timeout_within(CASE_TIMEOUT_S * 0.8 / (rc.repeat + cache_state.primed)),
         workload=rc.workload,
+        production=rc.production,  # the roles the verdict judges by, in each record
+        control=rc.control,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
@@ -265,6 +267,8 @@ def test_race_incident_topology_production_strategy(racegate_config) -> None:
         steps=8,
         timeout_s=rc.run_timeout_within(CASE_TIMEOUT_S * 0.8 / rc.repeat),
         workload=rc.workload,
+        production=rc.production,
+        control=rc.control,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     records = run_case(

@@ -172,7 +172,7 @@ def _cell_details(m: Matrix, g: Group, strategy: str) -> str:
         )
         + "</table>"
     )
-    prod = " <span class='n'>(production)</span>" if strategy == m.production_strategy else ""
+    prod = " <span class='n'>(production)</span>" if strategy == g.verdict.production else ""
     return (
         f'<details class="cell" id="{cell_anchor(g, strategy)}"><summary>'
         f"<b>{escape(strategy)}</b>{prod} {badge(status_word(sv), cls)} "
@@ -208,14 +208,12 @@ def _hardware_section(m: Matrix, hw: str) -> list[str]:
         + (
             f"{len(gated) - len(failed)} of {len(gated)} gated rows SAFE"
             if gated
-            else f"not gated (no {m.production_strategy} runs)"
+            else f"not gated (no {m.production(hw)} runs)"
         )
     )
     out = [f"<h2>{escape(hardware_label(m, hw))}</h2>", f'<p class="n">{escape(summary)}</p>']
     prod = "<br><span class=n>production</span>"
-    head = "".join(
-        f"<th>{escape(s)}{prod if s == m.production_strategy else ''}</th>" for s in names
-    )
+    head = "".join(f"<th>{escape(s)}{prod if s == m.production(hw) else ''}</th>" for s in names)
     show_gate = bool(gated)  # a gate column only where some row was gated
     out.append(
         "<table class='v'><tr><th>torch</th><th>transformers</th>"
@@ -321,7 +319,7 @@ def render_html(
         f"<h1>{escape(title)}</h1>",
         f'<p class="headline {word.lower()}">{escape(headline(m))}</p>',
         f"<p class='n'>Words: {escape(WORDS_DOC)}</p>",
-        f"<p class='n'>Production strategy <code>{escape(m.production_strategy)}</code> · "
+        f"<p class='n'>Production strategy <code>{escape(m.productions)}</code> · "
         f"{n_runs} runs from {escape(inputs)} · generated "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC · <a href='runs.html'>every run</a>"
         + (f" · tokens/s charts: {chart_links}" if charts else "")
