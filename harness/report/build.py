@@ -30,6 +30,7 @@ from harness.judge.compare import Comparison
 from harness.judge.gate import Decision, Word, combine, decide_gate
 from harness.judge.inputs import read_record_file, read_records, record_files, unnamed_roles
 from harness.judge.metrics import wilson_interval
+from harness.judge.race_evidence import shows_race
 from harness.judge.verdict import Status, StrategyVerdict
 from harness.record import RunRecord
 from harness.report.matrix import (
@@ -75,7 +76,9 @@ LEGEND = [
     " the runs ran beside others (`--jobs`, pytest-xdist), so their timings count for nothing."
     " A stale floor (above tolerance) is refreshed with"
     " `python -m harness baseline --update <records.jsonl>`.",
-    "`detected 8/10 [49-94%]`: runs with any failure, and the 95% Wilson interval of that rate.",
+    "`detected 8/10 [49-94%]`: runs whose record shows the race (harness/judge/race_evidence.py:"
+    " a nested-FX error, a silent fallback, a stall or fault inside torch's compiler; never a"
+    " timeout or another failure), and the 95% Wilson interval of that rate.",
 ]
 
 
@@ -108,10 +111,12 @@ def outcome_text(cell: Cell) -> list[str]:
             out.append(f"{outcome} {k}/{cell.n}")
     if not cell.memory_ok:
         out.append(f"mem +{(cell.mem_growth or 0):.1%}")
-    failed = cell.n - ok
-    if cell.n > 1 and failed:
-        lo, hi = wilson_interval_text(failed, cell.n)
-        out.append(f"detected {failed}/{cell.n} [{lo}-{hi}]")
+    # Only runs whose record shows the race (race_evidence's rule) are detections: a timeout,
+    # a crash with no fault dump or a turn-taking run failed, but caught nothing.
+    detected = sum(shows_race(r) for r in cell.runs)
+    if cell.n > 1 and detected:
+        lo, hi = wilson_interval_text(detected, cell.n)
+        out.append(f"detected {detected}/{cell.n} [{lo}-{hi}]")
     return out
 
 
