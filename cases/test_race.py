@@ -222,7 +222,7 @@ def _run_race_case(
         repeat, stop, why = case_repeats(strategy, rc, cal)
         # The control's runs side by side (--case-jobs); a case that stops at its first failure
         # one at a time: batching those too put ~50 runs on 16 cores on one H200 and every run
-        # hung (results/2026-12-01-h200-cell).
+        # hung (results/h200-cell-fail-closed).
         records = run(repeat, stop_on_failure=stop, jobs=1 if stop else rc.case_jobs)
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
         records = []

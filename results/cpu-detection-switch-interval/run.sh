@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/../.."  # the repo root
 PY_2121="${PY_2121:?set PY_2121: a python with torch 2.12.1}"
-D=results/2026-11-30-cpu-stress-si
+D=results/cpu-detection-switch-interval
 for py in "$PY_2121" .venv/bin/python; do
   v=$($py -c 'import torch; print(torch.__version__.split("+")[0])')
   for s in recompile barrier staggered; do

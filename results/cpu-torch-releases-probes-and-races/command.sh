@@ -7,7 +7,7 @@
 # recording machine's temp dir).
 set -u
 cd "$(dirname "$0")/../.."  # the repo root
-M=results/2026-11-30-cpu-matrix
+M=results/cpu-torch-releases-probes-and-races
 VENVS="${VENVS:?set VENVS: the folder of the pre-built venvs}"
 export VENVS
 

@@ -2,7 +2,7 @@
 # after the matrix: re-run the one crashed case (torch 2.11.0 × transformers 5.6.0, per_device) twice
 cd "$(dirname "$0")/../.."  # the repo root
 V="${VENVS:?set VENVS: the folder holding the venvs v2110 and vtf5.6.0 (see run_matrix.sh)}"
-M=results/2026-11-30-cpu-matrix
+M=results/cpu-torch-releases-probes-and-races
 while [ ! -f $M/matrix.end ]; do sleep 3; done
 echo $V/v2110/lib/python3.11/site-packages > $V/vtf5.6.0/lib/python3.11/site-packages/zz-torch.pth
 C=$M/cpu_matrix-torch-2.11.0-transformers-5.6.0

@@ -1,7 +1,7 @@
 #!/bin/bash
 # After the cold matrix: warm reruns, a from-scratch runner (no seeding), per_device rates.
 cd "$(dirname "$0")/../.."  # the repo root
-M=$PWD/results/2026-11-30-cpu-matrix
+M=$PWD/results/cpu-torch-releases-probes-and-races
 NOX=".venv/bin/python -m nox"
 t() { # label, then the command: one line "label rc wall" in followups.log
   local label=$1; shift

@@ -4,10 +4,10 @@
 # and got its torch from another venv through a .pth file.
 cd "$(dirname "$0")/../.."  # the repo root
 V="${VENVS:?set VENVS: the folder holding the venvs v2100 v2110 v2121 v214 v215 vtf5.6.0 vtf5.8.1}"
-M=results/2026-11-30-cpu-matrix
+M=results/cpu-torch-releases-probes-and-races
 mkdir -p $M
-while [ ! -f results/2026-11-30-cpu-stress/stress.done ]; do sleep 5; done
-D=results/2026-11-30-cpu-stress
+while [ ! -f results/cpu-detection-per-schedule/stress.done ]; do sleep 5; done
+D=results/cpu-detection-per-schedule
 /usr/bin/time -f 'wall %e s' $V/v2121/bin/python -m harness run --preset tiny --devices cpu --strategy per_device --threads-per-device 2 --steps 6 --schedule recompile --repeat 10 --switch-interval 0.0001 --out $D/torch2.12.1-switch1e-4.jsonl > $D/torch2.12.1-switch1e-4.log 2>&1
 date -u +%FT%TZ > $M/matrix.start
 cell() { # $1 python, $2 torch, $3 transformers

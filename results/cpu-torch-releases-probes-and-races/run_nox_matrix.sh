@@ -1,8 +1,8 @@
 #!/bin/bash
 # Runs cpu_matrix cells through nox, one nox call per cell, logging each cell's wall time.
-#   bash results/2026-11-30-cpu-matrix/run_nox_matrix.sh <log> "<torch> <transformers>" ...
+#   bash results/cpu-torch-releases-probes-and-races/run_nox_matrix.sh <log> "<torch> <transformers>" ...
 cd "$(dirname "$0")/../.."  # the repo root
-M=results/2026-11-30-cpu-matrix
+M=results/cpu-torch-releases-probes-and-races
 export RACEGATE_RESULTS_DIR=${RACEGATE_RESULTS_DIR:-$PWD/$M}  # nox-incident-cells/ for the 2.11, 2.13 reruns
 log=$1; shift
 echo "start $(date -u +%FT%TZ)" >> "$log"

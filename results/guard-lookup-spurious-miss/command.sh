@@ -9,7 +9,7 @@ set -u
 cd "$(dirname "$0")/../.."  # the repo root
 PY_2110="${PY_2110:?set PY_2110: a python with torch 2.11.0}"
 PY_215="${PY_215:?set PY_215: a python with torch 2.15.0}"
-T=results/2026-11-30-guard-lookup-race/trials.tsv
+T=results/guard-lookup-spurious-miss/trials.tsv
 trials() {  # trials <python> <count> <variant...>
   local py=$1 n=$2; shift 2
   for i in $(seq 1 "$n"); do

@@ -5,8 +5,8 @@
 # thread in total is no race case any more), the positive control per_device's runs side by side
 # (--case-jobs), then the production strategy's runs as many as the control's rate asks for, and
 # the probes. The pytest verdict block ends the production wave's output (nox.log).
-# Run from anywhere, carrying .whl (nox and its wheels, see results/2026-11-30-h200x2-session4):
-#   OUT=<empty dir> bash results/2026-12-01-h200-cell/command.sh
+# Run from anywhere, carrying .whl (nox and its wheels, see results/h200x2-transformers-matrix):
+#   OUT=<empty dir> bash results/h200-cell-fail-closed/command.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2

@@ -3,7 +3,7 @@
 # per_device (the incident's code), small preset, 2 threads on one GPU, 10 µs switch interval,
 # 8 runs per cache state × schedule, 16 isolated runs at once (outcome counts only), then the
 # stress variants tried for the warm cache (issue 22 item 4). Run from the repo root:
-#   OUT=<dir> bash results/2026-12-01-h200-control/command.sh
+#   OUT=<dir> bash results/h200-control-detection-rate/command.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 nvidia-smi -L

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# One device call (nvidia-h200): the cell of results/2026-12-01-h200-cell-stall/command.sh again,
+# One device call (nvidia-h200): the cell of results/h200-cell-stall-watch/command.sh again,
 # now that the stall watch asks for dumps on SIGRTMIN+3 (its SIGUSR1 dumps never landed on the
 # GPU: LLVM in triton takes SIGUSR1 at the first compile), then, in what is left of the call,
 # detection runs for issue 20: per_device and singleton, 2 threads on cuda:0, each cache state,
 # the stall watch on (default 15 s), records appended as they land.
-#   OUT=<empty dir> bash results/2026-12-01-h200-cell-rt/command.sh
+#   OUT=<empty dir> bash results/h200-stall-watch-signal-fix/command.sh
 set -uo pipefail
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
 cd "$(dirname "$0")/../.."
 t0=$SECONDS
-OUT="$OUT" BUDGET="${BUDGET:-470}" bash results/2026-12-01-h200-cell-stall/command.sh
+OUT="$OUT" BUDGET="${BUDGET:-470}" bash results/h200-cell-stall-watch/command.sh
 left=$((${CALL_S:-585} - (SECONDS - t0)))
 echo "detection: ${left} s left" | tee -a "$OUT/session.log"
 if ((left > 60)); then

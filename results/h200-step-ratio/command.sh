@@ -7,7 +7,7 @@
 # production strategy's cost, `small`, 2 threads, cold), in what is left of BUDGET. The
 # device returns at most 8 files, so everything is written to a private dir and tarred into
 # $OUT/all.tar.gz.
-#   OUT=<empty dir> bash results/2026-12-01-h200-step/command.sh
+#   OUT=<empty dir> bash results/h200-step-ratio/command.sh
 set -uo pipefail
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
 cd "$(dirname "$0")/../.." || exit 2

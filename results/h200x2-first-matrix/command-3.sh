@@ -3,7 +3,7 @@
 # per_device on GPU 0 and warmup on GPU 1, at once. The command README.md gives, written into a
 # file afterwards; the --out file is this folder's call3-throughput-small.jsonl.
 # Rerun from anywhere (options may have changed since that commit):
-#   OUT=<empty dir> bash results/2026-11-30-h200x2/command-3.sh
+#   OUT=<empty dir> bash results/h200x2-first-matrix/command-3.sh
 set -uo pipefail
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
 cd "$(dirname "$0")/../.."  # the repo root

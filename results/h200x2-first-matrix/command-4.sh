@@ -3,7 +3,7 @@
 # (the hang rate). The command README.md gives, written into a file afterwards; its output is
 # this folder's call4-barrier.jsonl and call4.log.
 # Rerun from anywhere (options may have changed since that commit):
-#   OUT=<empty dir> bash results/2026-11-30-h200x2/command-4.sh
+#   OUT=<empty dir> bash results/h200x2-first-matrix/command-4.sh
 set -uo pipefail
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
 cd "$(dirname "$0")/../.."  # the repo root

@@ -12,7 +12,7 @@
 # unchanged but for paths: the wheels it installs go to a private mktemp dir (a fixed name under
 # the temp dir then), and it finds the repo root itself.
 # Rerun from anywhere (options may have changed since that commit; carry .whl, the wheelhouse):
-#   OUT=<empty dir> bash results/2026-11-30-h200x2-session4/command-1-2.sh 5.17.0
+#   OUT=<empty dir> bash results/h200x2-transformers-matrix/command-1-2.sh 5.17.0
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2

@@ -11,7 +11,7 @@
 # paths: the wheels it installs go to a private mktemp dir (a fixed name under the temp dir then),
 # and it finds the repo root itself; its work dir is a private mktemp dir too.
 # Rerun from anywhere (options may have changed since that commit; carry .whl, the wheelhouse):
-#   OUT=<empty dir> bash results/2026-11-30-h200x2-session4/command-3.sh
+#   OUT=<empty dir> bash results/h200x2-transformers-matrix/command-3.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2

@@ -4,7 +4,7 @@
 # as sent (the lanes' exact shell was not kept); lane0.log is cuda:0 × 5.6.0, lane1.log cuda:1 ×
 # 5.24.0, qwen3/<cell>/ their records.
 # Rerun from anywhere (options may have changed since that commit; carry .whl, the wheelhouse):
-#   OUT=<empty dir> bash results/2026-11-30-h200x2-session4/command-4.sh
+#   OUT=<empty dir> bash results/h200x2-transformers-matrix/command-4.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2

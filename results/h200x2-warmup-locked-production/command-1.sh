@@ -10,7 +10,7 @@
 # into the device's $OUT (call1/, logs/ packed as logs.tar.gz here). Moved here unchanged but for
 # paths: it finds the repo root itself.
 # Rerun from anywhere (options may have changed since that commit):
-#   OUT=<empty dir> bash results/2026-11-30-h200x2-session3/command-1.sh
+#   OUT=<empty dir> bash results/h200x2-warmup-locked-production/command-1.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2

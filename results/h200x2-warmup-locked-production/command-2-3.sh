@@ -8,11 +8,11 @@
 # Recorded: calls 2 (PROFILE=1 BUDGET=520, argument 5.6.0) and 3 (BUDGET=500, 5.8.1) ran this as
 # scripts/gpu_evidence9.sh at commit 28f8517, from the repo root, into the device's $OUT (call2/
 # and call3/ here). Recovered from git (git show 28f8517:scripts/gpu_evidence9.sh; session 4 ran
-# its later version, ../2026-11-30-h200x2-session4/command-1-2.sh), unchanged but for paths: the
+# its later version, ../h200x2-transformers-matrix/command-1-2.sh), unchanged but for paths: the
 # wheels it installs go to a private mktemp dir (a fixed name under the temp dir then), and it
 # finds the repo root itself.
 # Rerun from anywhere (options may have changed since that commit; carry .whl, the wheelhouse):
-#   OUT=<empty dir> PROFILE=1 BUDGET=520 bash results/2026-11-30-h200x2-session3/command-2-3.sh 5.6.0
+#   OUT=<empty dir> PROFILE=1 BUDGET=520 bash results/h200x2-warmup-locked-production/command-2-3.sh 5.6.0
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2

@@ -4,7 +4,7 @@
 # gives, as sent (written into a file afterwards; where its console output went,
 # call4/deleted-2x2.log, is inferred from the file name).
 # Rerun from anywhere (options may have changed since that commit):
-#   OUT=<empty dir> bash results/2026-11-30-h200x2-session3/command-4.sh
+#   OUT=<empty dir> bash results/h200x2-warmup-locked-production/command-4.sh
 set -uo pipefail
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
 cd "$(dirname "$0")/../.."  # the repo root

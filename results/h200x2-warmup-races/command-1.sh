@@ -7,7 +7,7 @@
 # into the device's $OUT (call1/ here). Moved here unchanged but for paths: it finds the repo root
 # itself.
 # Rerun from anywhere (options may have changed since that commit):
-#   OUT=<empty dir> bash results/2026-11-30-h200x2-session2/command-1.sh
+#   OUT=<empty dir> bash results/h200x2-warmup-races/command-1.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2

@@ -8,7 +8,7 @@
 # go to a private mktemp dir (a fixed name under the temp dir then), and it finds the repo root
 # itself.
 # Rerun from anywhere (options may have changed since that commit; carry .whl, the wheelhouse):
-#   OUT=<empty dir> bash results/2026-11-30-h200x2-session2/command-2.sh
+#   OUT=<empty dir> bash results/h200x2-warmup-races/command-2.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2

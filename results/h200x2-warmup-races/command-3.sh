@@ -11,7 +11,7 @@
 # uncommitted copy of b436e79's noxfile.py: another helper was editing noxfile.py then); the
 # committed script never had it.
 # Rerun from anywhere (options may have changed since that commit; carry .whl, the wheelhouse):
-#   OUT=<empty dir> bash results/2026-11-30-h200x2-session2/command-3.sh
+#   OUT=<empty dir> bash results/h200x2-warmup-races/command-3.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=2
 OUT="$(cd "${OUT:?set OUT}" && pwd)" || exit 2
