@@ -374,8 +374,9 @@ def marker_may_select(marker: str | None, mark: str) -> bool:
 
 
 # GPU memory one race case may hold on each GPU it uses: the worst `small` race run on 2xH200
-# peaked at 10.4 GiB on one device (results/h200x2-warmup-races, h200x2-warmup-locked-production, h200x2-transformers-matrix; median 4.4 GiB), plus
-# its CUDA context.
+# peaked at 10.4 GiB on one device (results/h200x2-warmup-races,
+# h200x2-warmup-locked-production, h200x2-transformers-matrix; median 4.4 GiB), plus its CUDA
+# context.
 RACE_CASE_GPU_BYTES = 12 * 2**30
 
 
@@ -443,7 +444,8 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     """Throughput cases first, alone on the machine; then the rest, `workers` cases at a time
     on every GPU (pytest-xdist, --share-gpus: outcomes stay valid, timings would not). On
     2xH200 the both-GPU race selection of one cell took 6.5-7.3 min at 16 workers (four cells,
-    results/h200x2-warmup-locked-production and h200x2-transformers-matrix), against hours one case at a time."""
+    results/h200x2-warmup-locked-production and h200x2-transformers-matrix), against hours one
+    case at a time."""
     case_jobs, control_repeat = knobs.case_jobs, knobs.control_repeat
     marker, rest = split_marker(session.posargs)  # a user's -m narrows both halves
     both = f"({marker}) and " if marker else ""

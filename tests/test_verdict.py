@@ -350,7 +350,8 @@ def test_one_thread_runs_are_no_evidence_and_a_control_that_fired_elsewhere_is_n
 def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> None:
     """On the H200 a production wave of 16 runs at once on 16 cores left 5 of 8 cold
     warmup_locked runs compiling at their deadline, and the gate said FAIL: do not upgrade
-    (results/h200-stall-watch-signal-fix). Such runs show no failure and are no clean runs either."""
+    (results/h200-stall-watch-signal-fix). Such runs show no failure and are no clean runs
+    either."""
     # `timeout`, and a record from before that outcome (a hang marked busy at its deadline).
     slow = [record("warmup_locked", "timeout", busy_at_deadline=True) for _ in range(4)]
     slow.append(record("warmup_locked", "hang", busy_at_deadline=True))

@@ -16,9 +16,10 @@ verdict no power (harness.judge.verdict). The rule, for one run record:
 - a `crash` with a fault dump (faulthandler's "Fatal Python error" and its "Current thread"
   block, in the record's stacks) whose current thread, the one that faulted, has a frame in
   torch's compiler: it died inside a compile while other threads ran (the torch 2.11 SIGSEGVs
-  of results/cpu-torch-releases-probes-and-races faulted in fake_tensor under inductor, one thread tracing
-  after another had exited). A crash without a fault dump (a SIGKILL, an exit code, a dump
-  whose current thread is outside the compiler) does not count: nothing ties it to the race.
+  of results/cpu-torch-releases-probes-and-races faulted in fake_tensor under inductor, one
+  thread tracing after another had exited). A crash without a fault dump (a SIGKILL, an exit
+  code, a dump whose current thread is outside the compiler) does not count: nothing ties it
+  to the race.
 
 Not race evidence: `not_concurrent` (the threads took turns), `other_error` but the above, `oom`,
 a hang at the deadline the watch did not call a stall, a stall outside the compiler,
