@@ -142,7 +142,7 @@ def test_unsafe_names_the_outcome_and_what_held() -> None:
 
 def test_control_never_fired_with_a_hazard_probe_is_masked() -> None:
     v = decide(
-        runs("per_device", 4) + runs("warmup_locked", 30),
+        runs("per_device", 4) + runs("warmup_locked", 30) + runs("singleton", 2),
         production="warmup_locked", probes=HAZARD,
     )  # fmt: skip
     assert v.production_verdict.status is Status.MASKED and not v.passed  # never on count alone
@@ -150,7 +150,9 @@ def test_control_never_fired_with_a_hazard_probe_is_masked() -> None:
         v.production_verdict.why
     )
     assert status(v, "per_device") is Status.MASKED
-    assert "per_device only masked here" in v.advice
+    # The control's own MASKED is what the advice says first; a lazy strategy is named after it.
+    assert v.advice.startswith("undecided here: per_device cannot produce the race")
+    assert "singleton only masked here" in v.advice and "per_device only masked" not in v.advice
 
 
 def test_control_never_fired_with_the_hazard_gone_is_safe_fixed_upstream() -> None:
@@ -442,3 +444,34 @@ def test_a_safe_strategy_significantly_faster_than_production_is_named() -> None
     odd = fast[:3] + _timed(runs("processes", 2), [float("nan"), float("inf")])
     (f,) = decide(control + prod + odd, production="warmup_locked", probes=HAZARD).faster
     assert len(f.comparison.candidate) == 3
+
+
+def test_every_word_the_verdict_block_prints_is_defined_on_the_page_it_names() -> None:
+    """Each status, decision word and line label of a real block (one H200 cell's records:
+    SAFE, UNSAFE, INCONCLUSIVE, NOT RUN beside each other) is in docs/vocabulary.md's
+    verdict-words section, which the block's last line names."""
+    import json
+    import lzma
+
+    from harness.judge.gate import WORDS_DOC, Word
+
+    page = (ROOT / "docs/vocabulary.md").read_text()
+    section = page[page.index("## Verdict words") :]
+    section = section[: section.index("\n## ", 5)] if "\n## " in section[5:] else section
+    text = lzma.decompress((ROOT / "tests/data/one_h200_cell_safe.jsonl.xz").read_bytes())
+    records = [RunRecord.from_json(json.loads(line)) for line in text.decode().splitlines()]
+    v = decide(records, production="warmup_locked", strategies=["sdpa_dense"])
+    block = render(v)
+    assert WORDS_DOC in " ".join(block) and WORDS_DOC.endswith("#verdict-words")
+    printed = {line.split()[0] for line in block[1:] if line.startswith("  ") and line.split()}
+    printed |= {"NOT RUN"} if any("NOT RUN" in line for line in block) else set()
+    printed.discard("NOT")
+    assert {"SAFE", "UNSAFE", "INCONCLUSIVE", "NOT RUN"} <= printed, block
+    for word in [*(str(s) for s in Status), *(str(w) for w in Word)]:
+        assert f"**{word}**" in section, word
+    labels = ["(production)", "(positive control)", "`ran:`", "`failed:`", "`faster:`"]
+    labels += ["`records:`", "`positive control X failed"]
+    for label in labels:
+        assert label in section, label
+    assert any(line.startswith("positive control per_device failed: ") for line in block)
+    assert any("ran: " in line for line in block) and any("failed: " in line for line in block)

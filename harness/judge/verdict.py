@@ -468,7 +468,11 @@ def _lazy(strategy: str) -> bool:
 
 def _advice(production: StrategyVerdict, others: list[StrategyVerdict], control: str) -> str:
     unsafe = [s.strategy for s in others if s.status is Status.UNSAFE]
-    masked = [s.strategy for s in others if s.status is Status.MASKED and _lazy(s.strategy)]
+    masked = [  # the control's MASKED is the advice itself: it cannot produce the race here
+        s.strategy
+        for s in others
+        if s.status is Status.MASKED and _lazy(s.strategy) and s.strategy != control
+    ]
     tail = ""
     if unsafe:
         tail += f"; {', '.join(unsafe)} {'is' if len(unsafe) == 1 else 'are'} unsafe here"
