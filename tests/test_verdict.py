@@ -364,6 +364,12 @@ def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> 
     assert p.status is Status.INCONCLUSIVE and p.failed == 0 and not v.passed, p.why
     assert "5 of 22 runs timed out still at work (not stalled): too slow" in p.why
     assert "rerun with fewer runs side by side" in p.why
+    # Which runs, and why, as `failed:` lists an UNSAFE strategy's: where two invocations
+    # differ (one timed out, the other did not), the block says which run.
+    assert len(p.unclean_runs) == 5 and p.unclean_runs[0].startswith("cold 1×2 run 1"), p
+    assert ": timeout: " in p.unclean_runs[0] and ": hang: " in p.unclean_runs[4], p
+    block = " ".join(render(v))
+    assert "not clean: cold 1×2 run 1" in block and "not clean: 2 more runs" not in block
     # A timeout of the control is no detection either, nor a clean run: its reason is said.
     rate = control_rates([*control, *slow[:1]], "warmup_locked")["cold 1×2"]
     assert (rate.hits, rate.runs) == (0, 1) and rate.others[0].startswith("timeout: "), rate
