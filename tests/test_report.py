@@ -763,3 +763,15 @@ def test_detected_counts_only_runs_that_show_the_race() -> None:
     text = outcome_text(cell)
     assert "detected 2/5 [12%-77%]" in text, text
     assert not any(t.startswith("detected 4/") for t in text), text
+
+
+def test_an_undecided_groups_gate_badge_is_amber_not_red(tmp_path: Path, floors: Path) -> None:
+    """UNDECIDED shows no failure: its badge is the MASKED/INCONCLUSIVE amber, never UNSAFE's
+    red (it was `fail`, red, wherever the group's gate did not pass)."""
+    records = write(tmp_path / "r.jsonl", [make_record() for _ in range(3)])  # no control ran
+    report.write_reports(
+        [records], tmp_path / "out", baselines_dir=floors, title="t", production_strategy=PROD
+    )
+    html = (tmp_path / "out" / "matrix.html").read_text()
+    assert '<span class="b masked">UNDECIDED</span>' in html, html
+    assert '<span class="b fail">UNDECIDED</span>' not in html
