@@ -743,7 +743,7 @@ def test_the_ab_table_shows_each_devices_peak_and_growth_and_fails_on_one(
     assert "cuda:1 2.94 → 3.67 GiB (more memory)" in html
 
 
-def test_detected_counts_only_runs_that_show_the_race() -> None:
+def test_detected_counts_only_runs_that_show_the_hazard() -> None:
     """A control cell's `detected k/n` is race evidence only (harness/judge/race_evidence.py):
     a timeout and a crash with no fault dump failed, but caught nothing. Before, it counted
     every failed run: 4/5 here."""
