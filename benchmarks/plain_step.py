@@ -220,7 +220,7 @@ def rope(positions_BK: torch.Tensor, s: Shape, dtype) -> tuple[torch.Tensor, tor
 # (specforge/core/dflash.py: F.cross_entropy on the lm_head's output) and racegate's
 # model/loss.py does now, or on float32 logits, as both did before: the upcast is a
 # copy of every chunk's logits and doubled the softmax's memory traffic. bf16 ran 1.068x the
-# tokens/s here and 1.079x in racegate's step on one H200 (results/2026-12-02-h200-step-ce).
+# tokens/s here and 1.079x in racegate's step on one H200 (results/h200-step-float32-cross-entropy).
 # --ce-dtype picks one.
 CE_DTYPES = ("float32", "model")
 

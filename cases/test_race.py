@@ -184,6 +184,8 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
         # repeats (its time limit scales).
         timeout_s=rc.run_timeout_within(CASE_TIMEOUT_S * 0.8 / (rc.repeat + cache_state.primed)),
         workload=rc.workload,
+        production=rc.production,  # the roles the verdict judges by, in each record
+        control=rc.control,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
@@ -220,7 +222,7 @@ def _run_race_case(
         repeat, stop, why = case_repeats(strategy, rc, cal)
         # The control's runs side by side (--case-jobs); a case that stops at its first failure
         # one at a time: batching those too put ~50 runs on 16 cores on one H200 and every run
-        # hung (results/2026-12-01-h200-cell).
+        # hung (results/h200-cell-fail-closed).
         records = run(repeat, stop_on_failure=stop, jobs=1 if stop else rc.case_jobs)
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
         records = []
@@ -265,6 +267,8 @@ def test_race_incident_topology_production_strategy(racegate_config) -> None:
         steps=8,
         timeout_s=rc.run_timeout_within(CASE_TIMEOUT_S * 0.8 / rc.repeat),
         workload=rc.workload,
+        production=rc.production,
+        control=rc.control,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     records = run_case(

@@ -56,6 +56,8 @@ def _runs(
         # The case's share per run (a hang must not outlast pytest-timeout, whose os._exit would
         # end the whole session), shortened further by --run-timeout.
         timeout_s=rc.run_timeout_within(CASE_TIMEOUT_S * 0.8 / repeat),
+        production=rc.production,  # the roles a report of these records judges by
+        control=rc.control,
         **kw,
     )
     return run_case(scenario, repeat, rc.results, _command(), stop_on_failure=True)

@@ -11,7 +11,7 @@ config): a team's trainer racegate has never seen, gated through racegate's work
   same compiled flex, compiled and warmed up on every shape in one thread before the threads
   start (the harness's warm-up, then `fail_on_recompile`), each replica's causal block masks
   built up front, and each compiled call under one process-wide lock (dynamo's cache lookup is
-  not safe across threads: results/2026-11-30-guard-lookup-race);
+  not safe across threads: results/guard-lookup-spurious-miss);
 - `processes`: one process per worker (racegate's), each compiling its own flex lazily.
 
 flex_attention has no CPU backward: on CPU a step is the forward and its loss, under no_grad

@@ -430,7 +430,7 @@ def gpu_mismatch(samples: Sequence[RunSample]) -> str | None:
     """Why the runs did not all step on the same GPUs, or None (they did, or none recorded any).
 
     An A/B compares both sides on one machine's GPU. Two H200s differ by 0.4-1.5% in the 8B's
-    speed (results/2026-12-02-h200-ab-power-8b), so a side whose environment points its runs
+    speed (results/h200-ab-power-8b), so a side whose environment points its runs
     at another GPU (CUDA_VISIBLE_DEVICES in --candidate-env) compares machines, not versions."""
     if len({x.gpus for x in samples}) <= 1:
         return None

@@ -174,10 +174,9 @@ def add_expectations_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_expectations(args: argparse.Namespace) -> int:
-    from harness import settings
     from harness.judge import expectation_update as eu
 
-    proposal = eu.propose_from(args.records, args.table, settings.production_strategy())
+    proposal = eu.propose_from(args.records, args.table)  # under the records' own roles
     for line in proposal.lines():
         print(line)
     if args.update and proposal.changes:
@@ -209,6 +208,8 @@ def scenarios_from_args(args: argparse.Namespace, opts: options.RunOptions) -> l
             stall_s=opts.stall,
             workload=opts.workload,
             seed=args.seed,
+            production=opts.production,  # the roles its verdict judges by, in each record
+            control=opts.control,
         )
         for strategy, cache_state, tpd in combos
     ]
@@ -252,15 +253,18 @@ def _probe_expectations(torch_version: str, device: str) -> dict[str, str]:
 
 def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: TextIO) -> Decision:
     """Print the verdict block; return the gate's decision its last line says."""
+    from harness.judge.inputs import roles_of
     from harness.judge.verdict import Calibration, decide, render
 
     torch_version = records[0].versions.get("torch", ABSENT) if records else ABSENT
     device = "cuda" if opts.on_gpu else "cpu"
     probes = {} if torch_version == ABSENT else _probe_expectations(torch_version, device)
+    # The roles the records ran under (this run's own), as the report and pytest read them.
+    production, control = roles_of(records, empty=(opts.production, opts.control))
     verdict = decide(
         records,
-        production=opts.production,
-        calibration=Calibration(control=opts.control),
+        production=production,
+        calibration=Calibration(control=control),
         probes=probes,
         strategies=opts.strategies,
     )

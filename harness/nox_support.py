@@ -321,7 +321,8 @@ def split_marker(posargs: list[str]) -> tuple[str | None, list[str]]:
 
 
 # GPU memory one race case may hold on each GPU it uses: the worst `small` race run on 2xH200
-# peaked at 10.4 GiB on one device (results/2026-11-30-h200x2-session*, median 4.4 GiB), plus
+# peaked at 10.4 GiB on one device (results/h200x2-warmup-races,
+# h200x2-warmup-locked-production, h200x2-transformers-matrix; median 4.4 GiB), plus
 # its CUDA context.
 RACE_CASE_GPU_BYTES = 12 * 2**30
 
@@ -333,7 +334,7 @@ def host_race_workers(cores: int, gpus: int, gpu_bytes: int) -> int:
     once, so more cases than cores/2 slow every run down to the run timeout. GPU memory: the
     smallest GPU's memory over RACE_CASE_GPU_BYTES, times the GPUs (--share-gpus spreads the
     cases over them). 2xH200 (~140 GiB each, 32 cores): min(16, 22) = 16, what the cells timed in
-    results/2026-11-30-h200x2-session4 ran at; one H200 with 16 cores: min(8, 11) = 8. Unknown
+    results/h200x2-transformers-matrix ran at; one H200 with 16 cores: min(8, 11) = 8. Unknown
     GPU memory (0) leaves the cores' bound. Never below 1.
     """
     by_cores = cores // 2
@@ -379,7 +380,7 @@ class CellKnobs:
             case_jobs=env_int("RACEGATE_CASE_JOBS", 8, minimum=1, what="runs of one case at once"),
             # The control's runs per cell. 8 at 8 case jobs put ~30 runs at once on one
             # 16-core H200 host: every priming run timed out (overload), so the plugin's
-            # default stays (results/2026-12-01-h200-cell-stall).
+            # default stays (results/h200-cell-stall-watch).
             control_repeat=env_int(
                 "RACEGATE_CONTROL_REPEAT", None, minimum=1, what="the control's runs per case"
             ),
@@ -390,7 +391,7 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     """Throughput cases first, alone on the machine; then the rest, `workers` cases at a time
     on every GPU (pytest-xdist, --share-gpus: outcomes stay valid, timings would not). On
     2xH200 the both-GPU race selection of one cell took 6.5-7.3 min at 16 workers (four cells,
-    results/2026-11-30-h200x2-session3 and -session4), against hours one case at a time."""
+    results/h200x2-warmup-locked-production and h200x2-transformers-matrix), against hours one case at a time."""
     case_jobs, control_repeat = knobs.case_jobs, knobs.control_repeat
     marker, rest = split_marker(session.posargs)  # a user's -m narrows both halves
     both = f"({marker}) and " if marker else ""
@@ -409,8 +410,8 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     # run at a time until the control's runs in its cell have landed, then as many as the
     # control's rate asks for (cases/test_race.py). A second wave after the rest left the host
     # idle: on one H200 it began ~283 s into the cell, and for the ~130 s before, 0-5 race runs
-    # were in flight on 16 cores (results/2026-12-02-h200-cell). In one pytest the cell took
-    # 328 s through nox (results/2026-12-02-h200-cell-one-pytest).
+    # were in flight on 16 cores (results/h200-cell-control-detection). In one pytest the cell took
+    # 328 s through nox (results/h200-cell-one-pytest).
     # The race session judges the records it writes itself (not the throughput part's).
     race_junit = out / "junit-race.xml"
     race_junit.unlink(missing_ok=True)

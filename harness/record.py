@@ -334,8 +334,9 @@ def check_thread_json(data: object, where: str) -> dict[str, Any]:
 
 
 # Fields added to the scenario after records of schema 2 were committed: may be absent.
-# strategy_spec: only a workload's own strategy writes it (racegate's come from the registry)
-ADDED_TO_SCENARIO = frozenset({"stall_s", "strategy_spec"})
+# strategy_spec: only a workload's own strategy writes it (racegate's come from the registry);
+# production/control: the roles the run was judged under (absent: the built-in drafter's).
+ADDED_TO_SCENARIO = frozenset({"stall_s", "strategy_spec", "production", "control"})
 
 
 def check_scenario_json(data: object, where: str = "scenario") -> dict[str, Any]:
@@ -349,6 +350,9 @@ def check_scenario_json(data: object, where: str = "scenario") -> dict[str, Any]
     for name, enum in choices.items():
         inputs.choice(enum, raw[name], f"{where}.{name}")
     inputs.text(raw["preset"], f"{where}.preset")
+    for role in ("production", "control"):
+        if raw.get(role) is not None:
+            inputs.text(raw[role], f"{where}.{role}")
     inputs.text(raw["workload"], f"{where}.workload")
     _list_of(inputs.text)(raw["devices"], f"{where}.devices")
     _list_of(inputs.text)(raw["target_devices"], f"{where}.target_devices")

@@ -42,6 +42,11 @@ class Scenario:
     extra: dict[str, Any] = field(default_factory=dict)  # workload factory options
     # The spec of a strategy the workload names itself (its roles()); None for racegate's own.
     strategy_spec: StrategySpec | None = None
+    # The roles the run was judged under (harness.options.bind_roles): the workload's production
+    # strategy and positive control, so a report of its records decides as its session did.
+    # None: not said (records written before runs named them read as the built-in drafter's).
+    production: str | None = None
+    control: str | None = None
 
     @property
     def spec(self) -> StrategySpec:
@@ -70,6 +75,9 @@ class Scenario:
         data["target_devices"] = list(self.target_devices)
         if self.strategy_spec is None:  # racegate's own strategy: its spec is the registry's
             del data["strategy_spec"]
+        for role in ("production", "control"):
+            if data[role] is None:
+                del data[role]
         return data
 
     @classmethod

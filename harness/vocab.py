@@ -21,7 +21,7 @@ class Strategy(StrEnum):
     SINGLETON = "singleton"  # transformers' own process-global compiled flex
     WARMUP = "warmup"  # per_device, compiled single-threaded up front, then fail_on_recompile
     # warmup + one process-wide lock around the compiled call: dynamo's cache lookup can miss a
-    # matching entry when threads look up at once (results/2026-11-30-guard-lookup-race)
+    # matching entry when threads look up at once (results/guard-lookup-spurious-miss)
     WARMUP_LOCKED = "warmup_locked"
     PROCESSES = "processes"  # one process per device, no threads (harness-level)
     NESTED_FX_OFF = "nested_fx_off"  # per_device + error_on_nested_fx_trace=False: the silent "fix"

@@ -111,7 +111,7 @@ def compiled_for_device(device: torch.device) -> Attend:
 # runs Python, so the GIL can drop mid-walk: pytorch/pytorch#123177, PR #193697). Under
 # fail_on_recompile that miss raises in the step (3 of 20 GPU runs under load; reproduced
 # without racegate on CPU torch 2.11-2.15, where this lock removed it: results/
-# 2026-11-30-guard-lookup-race). No compile runs after the warm-up, and backward runs outside
+# guard-lookup-spurious-miss). No compile runs after the warm-up, and backward runs outside
 # dynamo's lookup, so the lock only serialises the host-side dispatch of the forward call.
 compiled_call_lock = threading.Lock()
 

@@ -39,8 +39,8 @@ def _chunk_weighted_ce(
 ) -> torch.Tensor:
     # The logits stay in the model's dtype (bf16 on a GPU), as in SpecForge's open DFlash
     # trainer (specforge/core/dflash.py). An upcast to float32 here made the 8B step 7.3% slower
-    # on one H200 (bf16: 1.079x the tokens/s; results/2026-12-02-h200-step-ce): fidelity to no
-    # trainer, so gone.
+    # on one H200 (bf16: 1.079x the tokens/s; results/h200-step-float32-cross-entropy):
+    # fidelity to no trainer, so gone.
     logits_CV = hidden_CH @ lm_head_VH.t()
     return (F.cross_entropy(logits_CV, labels_C, reduction="none") * weights_C).sum()
 

@@ -1,7 +1,7 @@
 """Run every fault workload once and write the table: fault × outcome × race evidence ×
 records intact × processes left × files outside the root × wall.
 
-    python scripts/fault_table.py [--out results/2026-12-01-faults/README.md]
+    python scripts/fault_table.py [--out results/fault-injection/README.md]
 
 Each fault runs as `tests/test_faults.py` runs it (CPU, tiny module, real fault). This process
 gives itself a fresh, empty HOME and TMPDIR first, so a file a run leaves outside its own root
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        default=REPO / "results" / "2026-12-01-faults" / "README.md",
+        default=REPO / "results" / "fault-injection" / "README.md",
         help="where the table goes (default: %(default)s)",
     )
     parser.add_argument("--only", default="", help="comma-separated faults (default: all)")

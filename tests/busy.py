@@ -5,7 +5,7 @@ Computing, not sleeping: a thread that sleeps demands no CPU, and the judge's co
 about a millisecond each (256³ multiply-adds), each releasing the GIL: with 64² ops
 (microseconds) a thread took the GIL back after each op before the other woke, or was preempted
 holding it on a loaded box, and the other waited for 0.1-0.3 s at a time. The judge rightly saw
-turns (0.25 and 0.14 beside two spinning processes; results/2026-12-02-cpu-coactivity), and a
+turns (0.25 and 0.14 beside two spinning processes; results/cpu-coactivity), and a
 fresh-clone CI run's race-knob case had 0 and 1 running looks in its steady time: not shown.
 """
 

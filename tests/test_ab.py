@@ -471,7 +471,7 @@ def test_an_interrupted_ab_fails_and_shows_the_runs_it_made(tmp_path: Path, sign
 # ---- memory per device and its growth, from real records ------------------------------------
 # Six clean runs of `small` on two H200s (one thread per device, a steady series of 8 peaks per
 # device, growth 0): alternately the reference's and the candidate's.
-# (the first six records of results/2026-11-30-h200x2-session2's call1/stress.jsonl)
+# (the first six records of results/h200x2-warmup-races's call1/stress.jsonl)
 TWO_GPU_RUNS = REPO / "tests/data/two_h200_small_runs.jsonl"
 GIB = 2**30
 
@@ -565,6 +565,6 @@ def test_device_memory_survives_the_file_and_a_doctored_call_is_refused(tmp_path
     path.write_text(json.dumps(data))
     with pytest.raises(ab.inputs.GateInputError, match="device_memory calls are"):
         ab.read_ab(path)
-    # An 8B A/B written before device memory was compared (results/2026-12-03-h200-ab-8b-5.17.0).
+    # An 8B A/B written before device memory was compared (results/h200-ab-8b-5.17.0).
     old = ab.read_ab(REPO / "tests/data/ab_8b_before_device_memory.json")
     assert old.device_memory == [] and not old.failed

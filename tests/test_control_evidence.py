@@ -156,7 +156,7 @@ def test_hazard_evidence_beside_other_failures_gives_power_from_it_alone() -> No
 
 def test_a_metrics_context_collision_and_a_fault_in_the_compiler_give_power() -> None:
     """torch 2.10's MetricsContext collision and 2.11's SIGSEGV inside a compile
-    (results/2026-11-30-cpu-matrix) are the control's race there."""
+    (results/cpu-torch-releases-probes-and-races) are the control's race there."""
     control = [RACE["MetricsContext collision"]() for _ in range(4)]
     control += [RACE["fault in the compiler"]() for _ in range(4)]
     v = decide(control + runs("warmup_locked", 5), production="warmup_locked", probes=HAZARD)

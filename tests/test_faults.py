@@ -110,7 +110,7 @@ def test_a_deadlock_too_late_to_stop_early_is_still_a_stall() -> None:
 def test_a_run_busy_past_its_timeout_is_too_slow_to_judge() -> None:
     """Still computing at its timeout (a cold compile on an overloaded host): `timeout`, not a
     hang, so the case and the verdict call it too slow to judge, not a failure of the strategy
-    and not a clean run (results/2026-12-01-h200-cell-rt)."""
+    and not a clean run (results/h200-stall-watch-signal-fix)."""
     record = run_scenario(fault_scenario("busy_past", stall_s=KEEN_STALL_S))
     assert record.outcome == "timeout" and record.stalled_s is None, record.detail
     assert record.busy_at_deadline is True, record.detail

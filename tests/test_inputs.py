@@ -207,3 +207,31 @@ def test_decide_never_calls_ok_a_thread_short_of_its_steps_or_a_thread_too_many(
     assert "reported finished after 2 of 3 steps" in (rec.detail or "")
     rec = decide(evidence(child(ok_threads()), threads=1))  # 2 reported, 1 asked
     assert rec.outcome == "other_error" and "2 of 1 threads reported" in (rec.detail or "")
+
+
+def test_a_record_names_the_roles_it_ran_under_and_one_report_judges_one_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A scenario's production and control round-trip through a record; a record written
+    before they existed has neither; a role that is no name is refused; and records of one
+    group under two sets of roles are a usage error naming both, not one decision."""
+    from harness.judge.inputs import roles_of
+    from harness.scenario import make_scenario
+
+    sc = make_scenario(strategy="warmup", production="warmup", control="singleton")
+    assert sc.to_json()["production"] == "warmup" and make_scenario().to_json().keys().isdisjoint(
+        {"production", "control"}
+    )
+    plain = make_record()
+    named = RunRecord.from_json(_mutate(plain.to_json(), "scenario.control", "singleton"))
+    assert roles_of([named], unnamed=("warmup_locked", "per_device")) == (
+        "warmup_locked",
+        "singleton",
+    )
+    bad = write(tmp_path / "bad.jsonl", [plain])
+    bad.write_text(json.dumps(_mutate(plain.to_json(), "scenario.production", 5)) + "\n")
+    err = one_line_exit_2(["report", str(bad), "--out-dir", str(tmp_path / "o")], capsys)
+    assert "scenario.production is 5; expected a non-empty string" in err, err
+    two = write(tmp_path / "two.jsonl", [plain, named])
+    err = one_line_exit_2(["report", str(two), "--out-dir", str(tmp_path / "o")], capsys)
+    assert "ran under 2 sets of roles" in err and "control singleton" in err, err

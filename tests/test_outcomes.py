@@ -69,7 +69,7 @@ def test_worst_and_count() -> None:
     assert counts["ok"] == 2 and counts["hang"] == 1 and counts["crash"] == 0
 
 
-# From a `warmup` run on 2×H200 (results/2026-11-30-h200x2-session2/call1/warmup.jsonl), trimmed.
+# From a `warmup` run on 2×H200 (results/h200x2-warmup-races/call1/warmup.jsonl), trimmed.
 SPURIOUS = (
     "RuntimeError: Detected recompile when torch.compile stance is 'fail_on_recompile'. "
     "filename: '/work/main/model/attention.py', function name: '_counted_flex', line number: 60\n"

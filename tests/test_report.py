@@ -741,3 +741,37 @@ def test_the_ab_table_shows_each_devices_peak_and_growth_and_fails_on_one(
     assert "peak_mem_bytes on cuda:1: 1.250x [1.250, 1.250] (2.94 → 3.67 GiB" in why, why
     html = (out / "matrix.html").read_text()
     assert "cuda:1 2.94 → 3.67 GiB (more memory)" in html
+
+
+def test_detected_counts_only_runs_that_show_the_hazard() -> None:
+    """A control cell's `detected k/n` is race evidence only (harness/judge/race_evidence.py):
+    a timeout and a crash with no fault dump failed, but caught nothing. Before, it counted
+    every failed run: 4/5 here."""
+    from harness.report.build import outcome_text
+    from harness.report.matrix import column_of, make_cell, row_of
+    from tests.test_control_evidence import NOT_THE_RACE, RACE
+    from tests.test_verdict import record
+
+    runs = [
+        RACE["nested-FX error"](),
+        RACE["stall in the compiler"](),
+        NOT_THE_RACE["timeout"](),
+        NOT_THE_RACE["crash without stacks"](),
+        record("per_device"),
+    ]
+    cell = make_cell(row_of(runs[0]), column_of(runs[0]), runs, None)
+    text = outcome_text(cell)
+    assert "detected 2/5 [12%-77%]" in text, text
+    assert not any(t.startswith("detected 4/") for t in text), text
+
+
+def test_an_undecided_groups_gate_badge_is_amber_not_red(tmp_path: Path, floors: Path) -> None:
+    """UNDECIDED shows no failure: its badge is the MASKED/INCONCLUSIVE amber, never UNSAFE's
+    red (it was `fail`, red, wherever the group's gate did not pass)."""
+    records = write(tmp_path / "r.jsonl", [make_record() for _ in range(3)])  # no control ran
+    report.write_reports(
+        [records], tmp_path / "out", baselines_dir=floors, title="t", production_strategy=PROD
+    )
+    html = (tmp_path / "out" / "matrix.html").read_text()
+    assert '<span class="b masked">UNDECIDED</span>' in html, html
+    assert '<span class="b fail">UNDECIDED</span>' not in html

@@ -142,7 +142,7 @@ def test_unsafe_names_the_outcome_and_what_held() -> None:
 
 def test_control_never_fired_with_a_hazard_probe_is_masked() -> None:
     v = decide(
-        runs("per_device", 4) + runs("warmup_locked", 30),
+        runs("per_device", 4) + runs("warmup_locked", 30) + runs("singleton", 2),
         production="warmup_locked", probes=HAZARD,
     )  # fmt: skip
     assert v.production_verdict.status is Status.MASKED and not v.passed  # never on count alone
@@ -150,7 +150,9 @@ def test_control_never_fired_with_a_hazard_probe_is_masked() -> None:
         v.production_verdict.why
     )
     assert status(v, "per_device") is Status.MASKED
-    assert "per_device only masked here" in v.advice
+    # The control's own MASKED is what the advice says first; a lazy strategy is named after it.
+    assert v.advice.startswith("undecided here: per_device cannot produce the race")
+    assert "singleton only masked here" in v.advice and "per_device only masked" not in v.advice
 
 
 def test_control_never_fired_with_the_hazard_gone_is_safe_fixed_upstream() -> None:
@@ -353,7 +355,8 @@ def test_one_thread_runs_are_no_evidence_and_a_control_that_fired_elsewhere_is_n
 def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> None:
     """On the H200 a production wave of 16 runs at once on 16 cores left 5 of 8 cold
     warmup_locked runs compiling at their deadline, and the gate said FAIL: do not upgrade
-    (results/2026-12-01-h200-cell-rt). Such runs show no failure and are no clean runs either."""
+    (results/h200-stall-watch-signal-fix). Such runs show no failure and are no clean runs
+    either."""
     # `timeout`, and a record from before that outcome (a hang marked busy at its deadline).
     slow = [record("warmup_locked", "timeout", busy_at_deadline=True) for _ in range(4)]
     slow.append(record("warmup_locked", "hang", busy_at_deadline=True))
@@ -364,6 +367,12 @@ def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> 
     assert p.status is Status.INCONCLUSIVE and p.failed == 0 and not v.passed, p.why
     assert "5 of 22 runs timed out still at work (not stalled): too slow" in p.why
     assert "rerun with fewer runs side by side" in p.why
+    # Which runs, and why, as `failed:` lists an UNSAFE strategy's: where two invocations
+    # differ (one timed out, the other did not), the block says which run.
+    assert len(p.unclean_runs) == 5 and p.unclean_runs[0].startswith("cold 1×2 run 1"), p
+    assert ": timeout: " in p.unclean_runs[0] and ": hang: " in p.unclean_runs[4], p
+    block = " ".join(render(v))
+    assert "not clean: cold 1×2 run 1" in block and "not clean: 2 more runs" not in block
     # A timeout of the control is no detection either, nor a clean run: its reason is said.
     rate = control_rates([*control, *slow[:1]], "warmup_locked")["cold 1×2"]
     assert (rate.hits, rate.runs) == (0, 1) and rate.others[0].startswith("timeout: "), rate
@@ -444,3 +453,34 @@ def test_a_safe_strategy_significantly_faster_than_production_is_named() -> None
     odd = fast[:3] + _timed(runs("processes", 2), [float("nan"), float("inf")])
     (f,) = decide(control + prod + odd, production="warmup_locked", probes=HAZARD).faster
     assert len(f.comparison.candidate) == 3
+
+
+def test_every_word_the_verdict_block_prints_is_defined_on_the_page_it_names() -> None:
+    """Each status, decision word and line label of a real block (one H200 cell's records:
+    SAFE, UNSAFE, INCONCLUSIVE, NOT RUN beside each other) is in docs/vocabulary.md's
+    verdict-words section, which the block's last line names."""
+    import json
+    import lzma
+
+    from harness.judge.gate import WORDS_DOC, Word
+
+    page = (ROOT / "docs/vocabulary.md").read_text()
+    section = page[page.index("## Verdict words") :]
+    section = section[: section.index("\n## ", 5)] if "\n## " in section[5:] else section
+    text = lzma.decompress((ROOT / "tests/data/one_h200_cell_safe.jsonl.xz").read_bytes())
+    records = [RunRecord.from_json(json.loads(line)) for line in text.decode().splitlines()]
+    v = decide(records, production="warmup_locked", strategies=["sdpa_dense"])
+    block = render(v)
+    assert WORDS_DOC in " ".join(block) and WORDS_DOC.endswith("#verdict-words")
+    printed = {line.split()[0] for line in block[1:] if line.startswith("  ") and line.split()}
+    printed |= {"NOT RUN"} if any("NOT RUN" in line for line in block) else set()
+    printed.discard("NOT")
+    assert {"SAFE", "UNSAFE", "INCONCLUSIVE", "NOT RUN"} <= printed, block
+    for word in [*(str(s) for s in Status), *(str(w) for w in Word)]:
+        assert f"**{word}**" in section, word
+    labels = ["(production)", "(positive control)", "`ran:`", "`failed:`", "`faster:`"]
+    labels += ["`records:`", "`positive control X failed"]
+    for label in labels:
+        assert label in section, label
+    assert any(line.startswith("positive control per_device failed: ") for line in block)
+    assert any("ran: " in line for line in block) and any("failed: " in line for line in block)

@@ -32,11 +32,11 @@ REFRESH_COMMAND = "python -m harness baseline --update <records.jsonl>"
 # of the same compiled step without the race: the incident's silent eager fallback then shows
 # as a drop below it. That floor is `warmup`'s, not per_device's: in the
 # scenario the gate case runs (2 GPUs, recompile schedule, 10 µs switch interval) per_device
-# races in every run (results/2026-11-30-h200x2-session2: 20/20), so it cannot measure one;
+# races in every run (results/h200x2-warmup-races: 20/20), so it cannot measure one;
 # warmup runs the same compiled step (steady state 1.001–1.06× per_device's on an H200).
 # warmup_locked is warmup plus one lock around the compiled call: held to warmup's floors, so
 # the lock must cost nothing beyond the tolerance (on an H200 at one thread, where the lock is
-# never contended: 0.998x warmup, results/2026-11-30-h200x2-session4; contended, at several
+# never contended: 0.998x warmup, results/h200x2-transformers-matrix; contended, at several
 # threads per process, not measured). Such runs are never a floor themselves.
 JUDGED_BY = {str(s): spec.judged_by for s, spec in STRATEGIES.items() if spec.judged_by}
 

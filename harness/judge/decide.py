@@ -208,9 +208,9 @@ def demand_shares(reports: list[ThreadReport], warmup_steps: int) -> list[float 
 # Of the runner's looks that found a thread running in its steady steps, the share in company
 # (metrics.coactivity: not in a stretch alone as long as ALONE_TURN of a turn) must reach this
 # for at least one thread. Threads stepping together read 1.00 on a 2-core CPU box, idle and
-# beside two spinning processes (36 runs: results/2026-12-02-cpu-coactivity), and 0.588-1.000
+# beside two spinning processes (36 runs: results/cpu-coactivity), and 0.588-1.000
 # on one H200 (`small` and the 8B, 74 clean runs, the best thread of each 0.625 or more:
-# results/2026-12-03-h200-coactivity); under a whole-step lock 0.00-0.06 (24 runs) and
+# results/h200-coactivity); under a whole-step lock 0.00-0.06 (24 runs) and
 # 0.00-0.20 (9). At least one thread, not each: a thread's GIL can starve another for a few
 # steps (a convoy: the holder gives it up for each torch op and takes it back before the
 # waiter wakes), and the holder then runs alone while the waiter, whenever it runs, has company
@@ -228,7 +228,7 @@ COACTIVITY_LOOKS = 10
 # shortest of the threads' medians, not each thread's own: a thread whose steady steps are
 # mostly recompiles or waits (`tiny` cold under a lock, beside two spinners on a 2-core box:
 # 1.12 s and 0.03 s steps, median 0.62 s) would take its own 0.03-0.12 s turns for hand-overs
-# and read 1.00 (it did, 3 of 6 runs; results/2026-12-02-cpu-coactivity).
+# and read 1.00 (it did, 3 of 6 runs; results/cpu-coactivity).
 ALONE_TURN = 0.5
 
 

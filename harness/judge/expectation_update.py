@@ -24,7 +24,7 @@ from typing import Any
 
 from harness.judge import race_expectations as rx
 from harness.judge.expectations import device_kind, minor
-from harness.judge.inputs import GateInputError, read_records
+from harness.judge.inputs import GateInputError, read_records, roles_of
 from harness.record import RunRecord
 from harness.vocab import CacheState, Outcome, Strategy
 
@@ -97,9 +97,7 @@ class Proposal:
         return out or ["no change: every run agrees with expectations/race.toml"]
 
 
-def propose(
-    rows: list[rx.ExpectedFailure], records: list[RunRecord], production: Strategy
-) -> Proposal:
+def propose(rows: list[rx.ExpectedFailure], records: list[RunRecord], production: str) -> Proposal:
     """The changes `records` call for (pure: nothing is read or written)."""
     by_row: dict[int, list[RunRecord]] = defaultdict(list)
     uncovered: dict[Cell, list[RunRecord]] = defaultdict(list)
@@ -240,9 +238,12 @@ def apply(proposal: Proposal, table: Path, *, reason: str | None, source: str | 
     return text
 
 
-def propose_from(records: list[Path], table: Path, production: Strategy) -> Proposal:
-    """Read (and check) the table and the records; the proposal they make."""
-    return propose(rx.load(table, production), read_records(records), production)
+def propose_from(records: list[Path], table: Path) -> Proposal:
+    """Read (and check) the table and the records; the proposal they make, under the production
+    strategy the records ran under (harness.judge.inputs.roles_of, as every exit judges them)."""
+    runs = read_records(records)
+    production, _ = roles_of(runs)
+    return propose(rx.load(table, production), runs, production)
 
 
 def write(proposal: Proposal, table: Path, *, reason: str | None, source: str | None) -> None:

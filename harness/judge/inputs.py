@@ -4,7 +4,8 @@ Each check raises GateInputError with one line naming the file, the field and th
 values; the CLI maps it to exit 2 and the pytest plugin to a usage error. Nothing here passes
 a value it cannot judge: NaN, infinities, bools posing as numbers and unknown names all fail.
 Run records are read here, for every reader of them (the report, `baseline --update`,
-`expectations`): `read_records`, each record checked field by field by RunRecord.from_json.
+`expectations`): `read_records`, each record checked field by field by RunRecord.from_json,
+and the roles they ran under (`roles_of`), which every decision over them judges by.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 # A module, not its names: harness.record checks its fields with this module's functions.
 from harness import record as run_records
+from harness.workload_api import BUILTIN_ROLES
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -173,3 +175,48 @@ def records_from(paths: Iterable[Path]) -> tuple[list[run_records.RunRecord], li
         records += found
         notes.append(f"merged {len(found)} records from {path}")
     return records, notes
+
+
+def unnamed_roles() -> tuple[str, str]:
+    """(production, control) of records that name no roles (written before runs named them):
+    the project's production strategy (env RACEGATE_PRODUCTION_STRATEGY, [tool.racegate],
+    else the built-in drafter's warmup_locked) and the built-in control, per_device. The same
+    at every exit, so old records decide alike in pytest, `harness run` and the report."""
+    from harness import settings  # settings reads pyproject.toml; only where records lack roles
+
+    return str(settings.production_strategy()), BUILTIN_ROLES.control
+
+
+def record_roles(record: run_records.RunRecord, unnamed: tuple[str, str]) -> tuple[str, str]:
+    """(production, control) a run was judged under, as its scenario says; `unnamed` where
+    it says none (a schema-2 record written before runs named them)."""
+    scenario = record.scenario
+    return (
+        str(scenario.get("production") or unnamed[0]),
+        str(scenario.get("control") or unnamed[1]),
+    )
+
+
+def roles_of(
+    records: Iterable[run_records.RunRecord],
+    *,
+    unnamed: tuple[str, str] | None = None,
+    empty: tuple[str, str] | None = None,
+) -> tuple[str, str]:
+    """The one (production, control) these records ran under (`record_roles`, with `unnamed`
+    or else `unnamed_roles()` for records that name none; `empty` where there is no record):
+    every exit judges a set of records by its own roles, so pytest's block, `harness run` and
+    the report of the same records decide alike. Records that ran under different roles are a
+    GateInputError: no one decision judges them together."""
+    records = list(records)
+    if not records and empty is not None:
+        return empty
+    unnamed = unnamed or unnamed_roles()
+    found = sorted({record_roles(r, unnamed) for r in records})
+    if len(found) > 1:
+        shown_roles = "; ".join(f"production {p}, control {c}" for p, c in found)
+        raise GateInputError(
+            f"the records ran under {len(found)} sets of roles ({shown_roles}); judge each "
+            "set on its own (give their files separately)"
+        )
+    return found[0] if found else unnamed

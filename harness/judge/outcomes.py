@@ -45,7 +45,7 @@ def classify_error(error_text: str) -> Outcome:
 # says about an entry whose guards pass on re-check: a backend mismatch when the backend it is
 # handed differs from the entry's (fail_on_recompile hands it the dynamo callback), else
 # "Unexpected recompilation". Under fail_on_recompile after a warm-up, that entry matched: the
-# cache lookup missed it (a cross-thread race; results/2026-11-30-guard-lookup-race).
+# cache lookup missed it (a cross-thread race; results/guard-lookup-spurious-miss).
 _GUARDS_PASSED_MARKERS = ("BACKEND_MATCH failure", "Unexpected recompilation")
 
 

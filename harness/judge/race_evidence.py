@@ -9,16 +9,17 @@ verdict no power (harness.judge.verdict). The rule, for one run record:
 - a thread's error is dynamo's MetricsContext collision ("Metric(s) ... have already been set in
   the current context"): torch 2.10's compile-metrics context is one per process, and two
   threads compiling at once write into the same one (classified `other_error`, as any error it
-  does not name; expectations/race.toml, results/2026-11-30-cpu-matrix);
+  does not name; expectations/race.toml, results/cpu-torch-releases-probes-and-races);
 - a `hang` the stall watch called (`stalled_s`: every stack unchanged, the run idle) where a
   stepping thread's stack has a frame in torch's compiler (COMPILE_FILES): threads stuck in a
-  compile, as the H200's per_device deadlocks were (results/2026-12-02-h200-cell);
+  compile, as the H200's per_device deadlocks were (results/h200-cell-control-detection);
 - a `crash` with a fault dump (faulthandler's "Fatal Python error" and its "Current thread"
   block, in the record's stacks) whose current thread, the one that faulted, has a frame in
   torch's compiler: it died inside a compile while other threads ran (the torch 2.11 SIGSEGVs
-  of results/2026-11-30-cpu-matrix faulted in fake_tensor under inductor, one thread tracing
-  after another had exited). A crash without a fault dump (a SIGKILL, an exit code, a dump
-  whose current thread is outside the compiler) does not count: nothing ties it to the race.
+  of results/cpu-torch-releases-probes-and-races faulted in fake_tensor under inductor, one
+  thread tracing after another had exited). A crash without a fault dump (a SIGKILL, an exit
+  code, a dump whose current thread is outside the compiler) does not count: nothing ties it
+  to the race.
 
 Not race evidence: `not_concurrent` (the threads took turns), `other_error` but the above, `oom`,
 a hang at the deadline the watch did not call a stall, a stall outside the compiler,

@@ -121,7 +121,7 @@ def run_case(
 
 SPURIOUS_NOTE = (
     "spurious: an existing cache entry's guards passed on re-check — torch's cache lookup raced "
-    "another thread (upstream bug, not a new shape; results/2026-11-30-guard-lookup-race)"
+    "another thread (upstream bug, not a new shape; results/guard-lookup-spurious-miss)"
 )
 
 

@@ -174,6 +174,9 @@ class StrategyVerdict:
     more_runs: int = 0  # INCONCLUSIVE: how many more clean runs power asks for
     power: float | None = None  # lowest over its cells: P(catching a control-like strategy)
     failed_runs: tuple[str, ...] = ()  # UNSAFE: each failed run, which one and why
+    # INCONCLUSIVE: each run that was neither clean nor a failure (a timeout, the control's
+    # failure for another reason), which one and why: two invocations that differ say where
+    unclean_runs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -439,6 +442,7 @@ def judge_strategy(
             strategy, Status.INCONCLUSIVE, n, 0, {}, (),
             f"{len(failed)} of {n} runs failed, none with the race: the control failed for "
             f"another reason: {reasons}",
+            unclean_runs=tuple(map(describe_failed_run, failed)),
         )  # fmt: skip
     if failed:
         failures = dict(Counter(r.outcome for r in failed).most_common())
@@ -458,6 +462,7 @@ def judge_strategy(
             f"{len(slow)} of {n} runs timed out still at work (not stalled): too slow to "
             "judge, no failure shown; rerun with fewer runs side by side (--jobs, "
             "RACEGATE_RACE_WORKERS) or give them a longer --run-timeout",
+            unclean_runs=tuple(map(describe_failed_run, slow)),
         )  # fmt: skip
     return _clean(strategy, records, probes, rates or {}, cal, torch_version)
 
@@ -468,7 +473,11 @@ def _lazy(strategy: str) -> bool:
 
 def _advice(production: StrategyVerdict, others: list[StrategyVerdict], control: str) -> str:
     unsafe = [s.strategy for s in others if s.status is Status.UNSAFE]
-    masked = [s.strategy for s in others if s.status is Status.MASKED and _lazy(s.strategy)]
+    masked = [  # the control's MASKED is the advice itself: it cannot produce the race here
+        s.strategy
+        for s in others
+        if s.status is Status.MASKED and _lazy(s.strategy) and s.strategy != control
+    ]
     tail = ""
     if unsafe:
         tail += f"; {', '.join(unsafe)} {'is' if len(unsafe) == 1 else 'are'} unsafe here"
@@ -587,6 +596,10 @@ def render(verdict: Verdict, decision: Decision | None = None) -> list[str]:
             lines += wrap(f"{'':15}failed: {run}", 23)
         if (more := len(shown) - FAILED_RUNS_SHOWN) > 0:
             lines += wrap(f"{'':15}failed: {more} more run{'s' * (more != 1)}", 23)
+        for run in s.unclean_runs[:FAILED_RUNS_SHOWN]:
+            lines += wrap(f"{'':15}not clean: {run}", 26)
+        if (more := len(s.unclean_runs) - FAILED_RUNS_SHOWN) > 0:
+            lines += wrap(f"{'':15}not clean: {more} more run{'s' * (more != 1)}", 26)
     for f in verdict.faster:
         lines += wrap(f"  faster:      {f.describe(verdict.production)}", 15)
     indent = " " * (len(decision.word) + 2)  # the page's anchor never splits at its hyphen

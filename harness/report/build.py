@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import settings, state
+from harness import state
 from harness.ab import (
     AB_POOLS,
     AB_RECORDS,
@@ -28,8 +28,9 @@ from harness.ab import (
 from harness.judge.baselines import Verdict, memory_flat
 from harness.judge.compare import Comparison
 from harness.judge.gate import Decision, Word, combine, decide_gate
-from harness.judge.inputs import read_record_file, read_records, record_files
+from harness.judge.inputs import read_record_file, read_records, record_files, unnamed_roles
 from harness.judge.metrics import wilson_interval
+from harness.judge.race_evidence import shows_race
 from harness.judge.verdict import Status, StrategyVerdict
 from harness.record import RunRecord
 from harness.report.matrix import (
@@ -53,7 +54,8 @@ NO_DATA = "NO DATA"  # a strategy with no run in this group (the verdict's NOT R
 FILES = ("matrix.md", "matrix.html", "runs.html", "summary.json", "gate.json")  # + charts
 
 LEGEND = [
-    "SAFE: every run ended ok, the positive control (per_device) failed here in the same cache"
+    "SAFE: every run ended ok, the positive control (the workload's known-bad strategy;"
+    " per_device for the built-in drafter) failed here in the same cache"
     " states and topologies, and the runs were as many as its rate asks for (99% power;"
     " docs/vocabulary.md). UNSAFE: some run failed (counts: failed/runs; the details say which"
     " outcome). INCONCLUSIVE: no run failed, but the evidence is short (the control did not run"
@@ -74,7 +76,9 @@ LEGEND = [
     " the runs ran beside others (`--jobs`, pytest-xdist), so their timings count for nothing."
     " A stale floor (above tolerance) is refreshed with"
     " `python -m harness baseline --update <records.jsonl>`.",
-    "`detected 8/10 [49-94%]`: runs with any failure, and the 95% Wilson interval of that rate.",
+    "`detected 8/10 [49-94%]`: runs whose record shows the race (harness/judge/race_evidence.py:"
+    " a nested-FX error, a silent fallback, a stall or fault inside torch's compiler; never a"
+    " timeout or another failure), and the 95% Wilson interval of that rate.",
 ]
 
 
@@ -107,10 +111,12 @@ def outcome_text(cell: Cell) -> list[str]:
             out.append(f"{outcome} {k}/{cell.n}")
     if not cell.memory_ok:
         out.append(f"mem +{(cell.mem_growth or 0):.1%}")
-    failed = cell.n - ok
-    if cell.n > 1 and failed:
-        lo, hi = wilson_interval_text(failed, cell.n)
-        out.append(f"detected {failed}/{cell.n} [{lo}-{hi}]")
+    # Only runs whose record shows the race (race_evidence's rule) are detections: a timeout,
+    # a crash with no fault dump or a turn-taking run failed, but caught nothing.
+    detected = sum(shows_race(r) for r in cell.runs)
+    if cell.n > 1 and detected:
+        lo, hi = wilson_interval_text(detected, cell.n)
+        out.append(f"detected {detected}/{cell.n} [{lo}-{hi}]")
     return out
 
 
@@ -204,7 +210,7 @@ def decision(m: Matrix) -> Decision:
         found = [d for d in found if d.word is Word.UNSAFE]
         if not found:
             return combine((), empty=f"no group ran the production strategy "
-                                     f"{m.production_strategy}: nothing was gated")  # fmt: skip
+                                     f"{m.productions}: nothing was gated")  # fmt: skip
     return combine(found, empty="nothing was gated")
 
 
@@ -219,7 +225,7 @@ def headline(m: Matrix) -> str:
     gated = m.gated
     failed = [g for g in gated if not g.passed]
     not_gated = len(m.groups) - len(gated)
-    skip = f"; {not_gated} not gated (no {m.production_strategy} runs)" if not_gated else ""
+    skip = f"; {not_gated} not gated (no {m.productions} runs)" if not_gated else ""
     gating = m.ab_gated
     ab = (
         f"; A/B: {len(gating) - len(m.ab_failed)} of {plural(len(gating), 'comparison')} passed"
@@ -232,7 +238,7 @@ def headline(m: Matrix) -> str:
     word = decision(m).word
     if not gated:
         return (
-            f"{word}: no group ran the production strategy {m.production_strategy}, "
+            f"{word}: no group ran the production strategy {m.productions}, "
             f"so nothing was gated ({plural(len(m.groups), 'group')}){ab}."
         )
     return (
@@ -396,7 +402,7 @@ def throughput_notes(m: Matrix, hw: str) -> list[str]:
         c
         for row in m.rows[hw]
         if (g := m.groups[hw, row]).gate.gated
-        for c in g.strategy_cells(m.production_strategy)
+        for c in g.strategy_cells(m.production(hw))
     ]
     # A cell run under the test slowdown fails its group, which says why: no note of its own.
     void = sum(c.timings_void and not c.slowed for c in mine)
@@ -404,7 +410,7 @@ def throughput_notes(m: Matrix, hw: str) -> list[str]:
         not c.timings_void and (c.throughput is None or c.throughput.skipped) for c in mine
     )
     out = [
-        f"torch {row[0]} / transformers {row[1]}: {f.describe(m.production_strategy)}"
+        f"torch {row[0]} / transformers {row[1]}: {f.describe(m.production(hw))}"
         for row in m.rows[hw]
         for f in m.groups[hw, row].verdict.faster
     ]
@@ -436,12 +442,12 @@ def render_markdown(m: Matrix, title: str, inputs: str, with_details: bool = Tru
     lines = [
         f"# {title}",
         "",
-        f"**{headline(m)}** Production strategy `{m.production_strategy}` · {n_runs} runs "
+        f"**{headline(m)}** Production strategy `{m.productions}` · {n_runs} runs "
         f"from {inputs} · {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
     ]
     for hw in m.hardware:
         names = m.strategies[hw]
-        head = [f"{s} (production)" if s == m.production_strategy else s for s in names]
+        head = [f"{s} (production)" if s == m.production(hw) else s for s in names]
         lines += ["", f"## {hw}", ""]
         lines.append("| torch | transformers | gate | " + " | ".join(head) + " |")
         lines.append("|---" * (len(names) + 3) + "|")
@@ -482,7 +488,8 @@ def summary_json(m: Matrix, title: str, inputs: list[str]) -> dict[str, Any]:
         "title": title,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "inputs": inputs,
-        "production_strategy": m.production_strategy,
+        "production_strategy": m.productions,
+        "roles": {hw: {"production": p, "control": c} for hw, (p, c) in m.roles.items()},
         "gate": gate_json(m),
         "groups": [
             {
@@ -491,7 +498,7 @@ def summary_json(m: Matrix, title: str, inputs: list[str]) -> dict[str, Any]:
                 "transformers": g.row[1],
                 "gate": gate_word(g),
                 "advice": g.verdict.advice,
-                "faster": [f.describe(m.production_strategy) for f in g.verdict.faster],
+                "faster": [f.describe(g.verdict.production) for f in g.verdict.faster],
                 "strategies": {
                     s.strategy: {
                         "status": str(s.status),
@@ -519,7 +526,8 @@ def gate_json(m: Matrix) -> dict[str, Any]:
     return {
         **decision(m).to_json(),  # passed, decision, exit_code, reason, next
         "headline": headline(m),
-        "production_strategy": m.production_strategy,
+        "production_strategy": m.productions,
+        "roles": {hw: {"production": p, "control": c} for hw, (p, c) in m.roles.items()},
         "rows": [
             {**g.gate.to_json(), "decision": gate_word(g) if g.gate.gated else None}
             for g in m.groups.values()
@@ -629,7 +637,9 @@ def write_reports(
     records, sources = (
         read_sourced(inputs_, ab_runs, allow_none=bool(entries)) if inputs_ else ([], [])
     )
-    production = str(settings.production_strategy(production_strategy))
+    # Each section is judged by the roles its records ran under; `production_strategy` only
+    # for records that name none (older ones; by default the project's: inputs.unnamed_roles).
+    production = production_strategy or unnamed_roles()[0]
     m = build_matrix(records, baselines_dir, production, race_only)
     m.ab, m.pools = entries, pools
     out_dir.mkdir(parents=True, exist_ok=True)

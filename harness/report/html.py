@@ -30,7 +30,7 @@ from harness.report.build import (
     throughput_notes,
     throughput_text,
 )
-from harness.report.matrix import Cell, GateStatus, Group, Matrix, section_parts
+from harness.report.matrix import Cell, Group, Matrix, section_parts
 from harness.vocab import Outcome
 
 MAX_RUN_LINKS = 24  # per cell line; runs.html lists them all
@@ -81,7 +81,13 @@ STATUS_CLASS = {
     Status.INCONCLUSIVE: "masked",  # clean, but not enough evidence: the same amber
     Status.NOT_RUN: "nodata",
 }
-GATE_CLASS = {GateStatus.PASS: "pass", GateStatus.FAIL: "fail", GateStatus.NOT_GATED: "muted"}
+# A group's gate badge, by its decision word: UNDECIDED is amber (no failure shown), not red.
+GATE_CLASS = {"SAFE": "pass", "UNSAFE": "fail", "UNDECIDED": "masked", "not gated": "muted"}
+
+
+def gate_badge(g: Group) -> str:
+    word = gate_word(g)
+    return badge(word, GATE_CLASS[word])
 
 
 def badge(text: str, cls: str) -> str:
@@ -172,7 +178,7 @@ def _cell_details(m: Matrix, g: Group, strategy: str) -> str:
         )
         + "</table>"
     )
-    prod = " <span class='n'>(production)</span>" if strategy == m.production_strategy else ""
+    prod = " <span class='n'>(production)</span>" if strategy == g.verdict.production else ""
     return (
         f'<details class="cell" id="{cell_anchor(g, strategy)}"><summary>'
         f"<b>{escape(strategy)}</b>{prod} {badge(status_word(sv), cls)} "
@@ -208,14 +214,12 @@ def _hardware_section(m: Matrix, hw: str) -> list[str]:
         + (
             f"{len(gated) - len(failed)} of {len(gated)} gated rows SAFE"
             if gated
-            else f"not gated (no {m.production_strategy} runs)"
+            else f"not gated (no {m.production(hw)} runs)"
         )
     )
     out = [f"<h2>{escape(hardware_label(m, hw))}</h2>", f'<p class="n">{escape(summary)}</p>']
     prod = "<br><span class=n>production</span>"
-    head = "".join(
-        f"<th>{escape(s)}{prod if s == m.production_strategy else ''}</th>" for s in names
-    )
+    head = "".join(f"<th>{escape(s)}{prod if s == m.production(hw) else ''}</th>" for s in names)
     show_gate = bool(gated)  # a gate column only where some row was gated
     out.append(
         "<table class='v'><tr><th>torch</th><th>transformers</th>"
@@ -224,7 +228,7 @@ def _hardware_section(m: Matrix, hw: str) -> list[str]:
         + "</tr>"
     )
     for g in groups:
-        gate = f"<td>{badge(gate_word(g), GATE_CLASS[g.gate.status])}</td>" if show_gate else ""
+        gate = f"<td>{gate_badge(g)}</td>" if show_gate else ""
         out.append(
             f"<tr><td>{escape(g.row[0])}</td><td>{escape(g.row[1])}</td>{gate}"
             + "".join(_verdict_cell(g, s) for s in names)
@@ -235,7 +239,7 @@ def _hardware_section(m: Matrix, hw: str) -> list[str]:
         reasons = g.gate.reasons[:MAX_REASONS]
         more = len(g.gate.reasons) - len(reasons)
         out.append(
-            f"<p>{badge(gate_word(g), 'fail')} torch {escape(g.row[0])} / transformers "
+            f"<p>{gate_badge(g)} torch {escape(g.row[0])} / transformers "
             f"{escape(g.row[1])}: {escape(g.verdict.advice)}</p><ul class='why'>"
             + "".join(f"<li>{escape(r)}</li>" for r in reasons)
             + (f"<li>+{more} more in gate.json</li>" if more > 0 else "")
@@ -261,7 +265,7 @@ def _details_section(m: Matrix, hw: str) -> list[str]:
         g = m.groups[hw, row]
         out.append(
             f"<h4>torch {escape(row[0])} · transformers {escape(row[1])} · gate "
-            f"{badge(gate_word(g), GATE_CLASS[g.gate.status])}</h4><div class='cells'>"
+            f"{gate_badge(g)}</h4><div class='cells'>"
         )
         out += [_cell_details(m, g, s) for s in m.strategies[hw] if g.strategy_cells(s)]
         out.append("</div>")
@@ -321,7 +325,7 @@ def render_html(
         f"<h1>{escape(title)}</h1>",
         f'<p class="headline {word.lower()}">{escape(headline(m))}</p>',
         f"<p class='n'>Words: {escape(WORDS_DOC)}</p>",
-        f"<p class='n'>Production strategy <code>{escape(m.production_strategy)}</code> · "
+        f"<p class='n'>Production strategy <code>{escape(m.productions)}</code> · "
         f"{n_runs} runs from {escape(inputs)} · generated "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC · <a href='runs.html'>every run</a>"
         + (f" · tokens/s charts: {chart_links}" if charts else "")

@@ -15,11 +15,12 @@ from typing import Any
 from harness.ab import SIDES, ABResult, PowerSummary
 from harness.judge import baselines, probe_expectations
 from harness.judge import verdict as verdicts
+from harness.judge.inputs import roles_of
 from harness.judge.metrics import wilson_interval
 from harness.probes.runner import PROBES
 from harness.record import UNREPORTED_DEVICE, RunRecord
 from harness.vocab import SEVERITY, STRATEGIES, TEST_SLOWDOWN_ENV, Outcome
-from harness.workload_api import DEFAULT_WORKLOAD
+from harness.workload_api import BUILTIN_ROLES, DEFAULT_WORKLOAD
 
 Row = tuple[str, str]  # (torch, transformers)
 GroupKey = tuple[str, Row]  # (Column.section, row): never merged across hardware or workloads
@@ -263,12 +264,24 @@ class Matrix:
     strategies: dict[str, list[str]]  # per hardware: the production strategy, then registry order
     columns: list[Column]
     cells: dict[tuple[Row, Column], Cell]
-    production_strategy: str
+    production_strategy: str  # of records that name no roles (older ones): the built-in's
     groups: dict[GroupKey, Group]
     run_ids: dict[int, int] = field(default_factory=dict)  # id(record) -> its 1-based run number
     ab: list[ABEntry] = field(default_factory=list)  # A/B comparisons given to the report
     pools: list[PoolEntry] = field(default_factory=list)  # the calibrations' pooled runs
     race_only: bool = False  # `report --race-only`: tok/s no run timed does not fail the gate
+    # Per section: (production, control) its records ran under (harness.judge.inputs.roles_of)
+    roles: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def production(self, section: str) -> str:
+        """The production strategy this section's records ran under."""
+        return self.roles.get(section, (self.production_strategy, ""))[0]
+
+    @property
+    def productions(self) -> str:
+        """Every section's production strategy, each once: one name unless workloads differ."""
+        names = [self.production(hw) for hw in self.hardware] or [self.production_strategy]
+        return ", ".join(dict.fromkeys(names))
 
     @property
     def gates(self) -> dict[GroupKey, RowGate]:
@@ -467,10 +480,16 @@ def _hardware_order(section: str) -> tuple[bool, str]:
 
 
 def build_matrix(
-    records: list[RunRecord], baselines_dir: Path, production: str, race_only: bool = False
+    records: list[RunRecord],
+    baselines_dir: Path,
+    production: str = BUILTIN_ROLES.production,
+    race_only: bool = False,
 ) -> Matrix:
     """The matrix; `race_only`: production cells with a floor and no timed run pass the gate
-    (`report --race-only`), instead of failing it."""
+    (`report --race-only`), instead of failing it. Each section (hardware × workload) is judged
+    by the roles its records ran under (harness.judge.inputs.roles_of, as pytest's verdict
+    block judges them); `production` is that of records that name none, with the built-in
+    control. Records of one section under different roles are a GateInputError."""
     cells_by: dict[tuple[Row, Column], list[RunRecord]] = defaultdict(list)
     # A run whose child never reported (a hang, in records older than the `built` event's
     # hardware) is filed under the machine its row's other runs name, not a column of its own.
@@ -501,27 +520,35 @@ def build_matrix(
                 by_group[col.section, row].append(cell)
     hardware = sorted({hw for hw, _ in by_group}, key=_hardware_order)
     rows = {hw: sorted({r for h, r in by_group if h == hw}, key=_version_sort) for hw in hardware}
+    default = (production, BUILTIN_ROLES.control)
+    roles = {
+        hw: roles_of([r for (h, _), cs in by_group.items() if h == hw for c in cs
+                      for r in c.runs], unnamed=default)
+        for hw in hardware
+    }  # fmt: skip
     strategies = {
         hw: _strategy_order({c.column.strategy for (h, _), cs in by_group.items() if h == hw
-                             for c in cs}, production)
+                             for c in cs}, roles[hw][0])
         for hw in hardware
     }  # fmt: skip
     groups = {}
     for (hw, row), group_cells in by_group.items():
         probes = expected_probes(row[0], section_parts(hw)[0])
+        prod, control = roles[hw]
         decided = verdicts.decide(
             [r for c in group_cells for r in c.runs],
-            production=production,
+            production=prod,
             probes=probes,
             strategies=strategies[hw],
+            calibration=verdicts.Calibration(control=control),
         )
-        gate = gate_row(hw, row, group_cells, production, decided.production_verdict, race_only)
+        gate = gate_row(hw, row, group_cells, prod, decided.production_verdict, race_only)
         groups[hw, row] = Group(hw, row, group_cells, decided, gate, probes)
     groups = dict(sorted(groups.items(), key=lambda kv: (_hardware_order(kv[0][0]),
                                                           _version_sort(kv[0][1]))))  # fmt: skip
     run_ids = {id(r): i for i, r in enumerate(records, 1)}
     return Matrix(hardware, rows, strategies, columns, cells, production, groups, run_ids,
-                  race_only=race_only)  # fmt: skip
+                  race_only=race_only, roles=roles)  # fmt: skip
 
 
 def group_name(hardware: str, row: Row) -> str:
@@ -547,8 +574,7 @@ def gate(
         out.extend(f"{name}: {n}" for n in g.notes)
     if not m.gated:
         return False, [
-            f"no runs of the production strategy {m.production_strategy!r} in any group: "
-            "nothing was gated",
+            f"no runs of the production strategy {m.productions!r} in any group: nothing was gated",
             *out,
         ]
     failures = [group_name(hw, row) for (hw, row), g in m.gates.items() if g.gated and not g.passed]

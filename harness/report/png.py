@@ -41,7 +41,7 @@ def plot_preset(m: Matrix, preset: str, cells: list[Cell], path: Path, title: st
     from matplotlib.lines import Line2D
 
     scenarios = sorted({_scenario(c.column) for c in cells}, key=lambda s: (
-        s[0], s[1] != m.production_strategy, s[1:]))  # fmt: skip
+        s[0], s[1] not in {m.production(hw) for hw in m.hardware}, s[1:]))  # fmt: skip
     versions: list[tuple[str, Row]] = sorted({(c.column.section, c.row) for c in cells})
     colors = colormaps["tab10"]
     style = {

@@ -10,13 +10,14 @@ the table's, or the probe cases' own results when they ran in this session. Unle
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from harness.judge import probe_expectations, verdict
 from harness.judge.gate import Decision, decide_gate
-from harness.judge.inputs import check_records_from, records_from
+from harness.judge.inputs import check_records_from, records_from, roles_of
 from harness.judge.suite import RaceOutcomeError, racegate_key
 from harness.probes.runner import ProbeRun  # the probe registry and runner: no torch import
 from harness.record import RunRecord, read_jsonl
@@ -196,6 +197,8 @@ def block(config: pytest.Config, failed_cases: int = 0) -> tuple[list[str], Deci
         if rc.results is None:
             raise ValueError("no records were written (no results file)")
         records = [*merged, *_session(config).records()]
+        # The roles the records ran under, as the report reads them (this session's own).
+        production, control = roles_of(records, empty=(str(rc.production), cal.control))
     except (OSError, ValueError) as exc:
         decision = decide_gate(None)
         lines = verdict.wrap(f"records unreadable, nothing decided: {exc}", 2)
@@ -203,10 +206,10 @@ def block(config: pytest.Config, failed_cases: int = 0) -> tuple[list[str], Deci
     probes, where = probe_verdicts(config)
     decided = verdict.decide(
         records,
-        production=str(rc.production),
+        production=production,
         probes=probes,
-        strategies=[cal.control, *rc.strategies],
-        calibration=cal,
+        strategies=[control, *rc.strategies],
+        calibration=replace(cal, control=control),
         versions=rc.versions,
         hardware=", ".join(rc.devices),
     )

@@ -31,7 +31,7 @@ SAMPLE_EVERY_S = 2.0  # between two looks at the run's CPU demand (and, when idl
 # starved thread of an overloaded host is as busy as a running one.
 # Idle: racegate's stepping threads (by the native ids the child reports) use below OURS_IDLE_CORES
 # and the whole run below RUN_IDLE_CORES; a deadlocked GPU run still burns 0.2-0.6 of a core
-# in torch's helper threads and processes (results/2026-12-01-h200-cell-stall). With
+# in torch's helper threads and processes (results/h200-cell-stall-watch). With
 # no stepping thread to look at (a priming run), the whole run must stay below IDLE_CORES.
 # RUN_IDLE_CORES sits between that and one busy compile worker (a core), which a thread
 # waiting on its compile must not be stalled beside.
