@@ -391,7 +391,8 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     """Throughput cases first, alone on the machine; then the rest, `workers` cases at a time
     on every GPU (pytest-xdist, --share-gpus: outcomes stay valid, timings would not). On
     2xH200 the both-GPU race selection of one cell took 6.5-7.3 min at 16 workers (four cells,
-    results/h200x2-warmup-locked-production and h200x2-transformers-matrix), against hours one case at a time."""
+    results/h200x2-warmup-locked-production and h200x2-transformers-matrix), against hours one
+    case at a time."""
     case_jobs, control_repeat = knobs.case_jobs, knobs.control_repeat
     marker, rest = split_marker(session.posargs)  # a user's -m narrows both halves
     both = f"({marker}) and " if marker else ""
