@@ -34,8 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import private_root
-from harness.judge import inputs
+from harness import checked, private_root
 from harness.judge.baselines import MEMORY_GROWTH_LIMIT
 from harness.judge.compare import (
     DEFAULT_CONFIDENCE,
@@ -588,48 +587,48 @@ def cut_ab_dirs(paths: Sequence[Path]) -> list[Path]:
 
 
 def _sample_from(data: object, where: str) -> RunSample:
-    row = inputs.table(data, where)
+    row = checked.table(data, where)
     mem, side, gpus = row.get("peak_mem_bytes"), row.get("side"), row.get("gpus", [])
     if not isinstance(gpus, list):
-        raise inputs.GateInputError(f"{where}.gpus is {gpus!r:.60}; expected a list of UUIDs")
+        raise checked.GateInputError(f"{where}.gpus is {gpus!r:.60}; expected a list of UUIDs")
     if side not in SIDES:
-        raise inputs.GateInputError(f"{where}.side is {side!r}; choose from: {', '.join(SIDES)}")
+        raise checked.GateInputError(f"{where}.side is {side!r}; choose from: {', '.join(SIDES)}")
     return RunSample(
         side=str(side),
-        index=inputs.integer(row.get("index"), f"{where}.index"),
-        tokens_per_s=inputs.positive_number(row.get("tokens_per_s"), f"{where}.tokens_per_s"),
-        peak_mem_bytes=None if mem is None else inputs.integer(mem, f"{where}.peak_mem_bytes"),
-        versions=inputs.table(row.get("versions", {}), f"{where}.versions"),
-        wall_s=inputs.positive_number(row.get("wall_s"), f"{where}.wall_s"),
-        gpus=tuple(inputs.text(g, f"{where}.gpus[{i}]") for i, g in enumerate(gpus)),
-        peak_by_device={d: inputs.integer(v, f"{where}.peak_by_device.{d}") for d, v in
-                        inputs.table(row.get("peak_by_device", {}), f"{where}.peak_by_device")
+        index=checked.integer(row.get("index"), f"{where}.index"),
+        tokens_per_s=checked.positive_number(row.get("tokens_per_s"), f"{where}.tokens_per_s"),
+        peak_mem_bytes=None if mem is None else checked.integer(mem, f"{where}.peak_mem_bytes"),
+        versions=checked.table(row.get("versions", {}), f"{where}.versions"),
+        wall_s=checked.positive_number(row.get("wall_s"), f"{where}.wall_s"),
+        gpus=tuple(checked.text(g, f"{where}.gpus[{i}]") for i, g in enumerate(gpus)),
+        peak_by_device={d: checked.integer(v, f"{where}.peak_by_device.{d}") for d, v in
+                        checked.table(row.get("peak_by_device", {}), f"{where}.peak_by_device")
                         .items()},
         growth_by_device={d: _finite(v, f"{where}.growth_by_device.{d}") for d, v in
-                          inputs.table(row.get("growth_by_device", {}),
+                          checked.table(row.get("growth_by_device", {}),
                                        f"{where}.growth_by_device").items()},
     )  # fmt: skip
 
 
 def _finite(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise inputs.GateInputError(f"{where} is {value!r:.60}; expected a finite number")
+        raise checked.GateInputError(f"{where} is {value!r:.60}; expected a finite number")
     return float(value)
 
 
 def _sides_from(data: object, where: str) -> dict[str, dict[str, Any]]:
-    sides = inputs.table(data, where)
+    sides = checked.table(data, where)
     if set(sides) != set(SIDES):
-        raise inputs.GateInputError(
+        raise checked.GateInputError(
             f"{where} has {sorted(sides)}; expected exactly: {', '.join(SIDES)}"
         )
     out = {}
     for name in SIDES:
-        side = inputs.table(sides[name], f"{where}.{name}")
+        side = checked.table(sides[name], f"{where}.{name}")
         out[name] = {
-            "python": inputs.text(side.get("python"), f"{where}.{name}.python"),
-            "env": inputs.table(side.get("env", {}), f"{where}.{name}.env"),
-            "versions": inputs.table(side.get("versions", {}), f"{where}.{name}.versions"),
+            "python": checked.text(side.get("python"), f"{where}.{name}.python"),
+            "env": checked.table(side.get("env", {}), f"{where}.{name}.env"),
+            "versions": checked.table(side.get("versions", {}), f"{where}.{name}.versions"),
         }
     return out
 
@@ -638,7 +637,7 @@ def _stored_change(data: dict[str, Any], name: str, path: Path) -> str | None:
     kept = data.get(name)
     if kept is None:
         return None
-    return str(inputs.table(kept, f"{path}: {name}").get("change"))
+    return str(checked.table(kept, f"{path}: {name}").get("change"))
 
 
 def read_ab(path: Path) -> ABResult:
@@ -652,67 +651,67 @@ def read_ab(path: Path) -> ABResult:
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise inputs.GateInputError(f"{path}: not an A/B result: {exc}") from None
-    data = inputs.table(data, str(path))
+        raise checked.GateInputError(f"{path}: not an A/B result: {exc}") from None
+    data = checked.table(data, str(path))
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise inputs.GateInputError(
+        raise checked.GateInputError(
             f"{path}: schema_version is {data.get('schema_version')!r}; this racegate reads "
             f"A/B results of version {SCHEMA_VERSION}"
         )
     raw, run_args = data.get("samples"), data.get("run_args")
     if not isinstance(raw, list):
-        raise inputs.GateInputError(f"{path}: samples is {raw!r:.60}; expected a list of runs")
+        raise checked.GateInputError(f"{path}: samples is {raw!r:.60}; expected a list of runs")
     if not isinstance(run_args, list):
-        raise inputs.GateInputError(f"{path}: run_args is {run_args!r:.60}; expected a list")
+        raise checked.GateInputError(f"{path}: run_args is {run_args!r:.60}; expected a list")
     failure, note = data.get("failure"), data.get("memory_note")
     result = ABResult(
-        run_args=[inputs.text(a, f"{path}: run_args[{i}]", empty=True)
+        run_args=[checked.text(a, f"{path}: run_args[{i}]", empty=True)
                   for i, a in enumerate(run_args)],
         sides=_sides_from(data.get("sides"), f"{path}: sides"),
         samples=[_sample_from(row, f"{path}: samples[{i}]") for i, row in enumerate(raw)],
-        memory_note=None if note is None else inputs.text(note, f"{path}: memory_note"),
-        failure=None if failure is None else inputs.text(failure, f"{path}: failure"),
+        memory_note=None if note is None else checked.text(note, f"{path}: memory_note"),
+        failure=None if failure is None else checked.text(failure, f"{path}: failure"),
     )  # fmt: skip
     # Runs on different GPUs make no A/B, whatever call the file stores (fail closed).
     result.failure = result.failure or gpu_mismatch(result.samples)
     stored = data.get("throughput")
     if stored is None:  # a run failed, or an interrupt left a side under two runs
         if result.failure is None:
-            raise inputs.GateInputError(f"{path}: throughput is null and no failure says why")
+            raise checked.GateInputError(f"{path}: throughput is null and no failure says why")
         if data.get("memory") is not None:
-            raise inputs.GateInputError(f"{path}: memory is compared but throughput is not")
+            raise checked.GateInputError(f"{path}: memory is compared but throughput is not")
         return result
-    stored = inputs.table(stored, f"{path}: throughput")
+    stored = checked.table(stored, f"{path}: throughput")
     tol, conf = stored.get("tolerance"), stored.get("confidence")
     for name, value in (("tolerance", tol), ("confidence", conf)):
         if not isinstance(value, float) or not math.isfinite(value):
-            raise inputs.GateInputError(
+            raise checked.GateInputError(
                 f"{path}: throughput.{name} is {value!r}; expected a fraction"
             )
     try:
         made = compare_samples(result.samples, tol, conf)  # type: ignore[arg-type]
     except ValueError as exc:
-        raise inputs.GateInputError(f"{path}: samples: {exc}") from None
+        raise checked.GateInputError(f"{path}: samples: {exc}") from None
     result.throughput, result.memory, made_note = made
     result.memory_note = result.memory_note or made_note
     for name, comparison in (("throughput", result.throughput), ("memory", result.memory)):
         kept = _stored_change(data, name, path)
         given = None if comparison is None else str(comparison.change)
         if kept != given:
-            raise inputs.GateInputError(
+            raise checked.GateInputError(
                 f"{path}: {name}.change is {kept!r}, but its samples give {given!r}"
             )
     stored_devices = data.get("device_memory")
     if stored_devices is not None:  # an ab.json from before it was kept has none
         if not isinstance(stored_devices, list):
-            raise inputs.GateInputError(f"{path}: device_memory is {stored_devices!r:.60}")
+            raise checked.GateInputError(f"{path}: device_memory is {stored_devices!r:.60}")
         kept_calls = {
-            str(inputs.table(d, f"{path}: device_memory[{i}]").get("device")): d.get("regressed")
+            str(checked.table(d, f"{path}: device_memory[{i}]").get("device")): d.get("regressed")
             for i, d in enumerate(stored_devices)
         }
         given_calls = {d.device: d.regressed for d in result.device_memory}
         if kept_calls != given_calls:
-            raise inputs.GateInputError(
+            raise checked.GateInputError(
                 f"{path}: device_memory calls are {kept_calls}, but its samples give {given_calls}"
             )
     return result

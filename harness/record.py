@@ -20,8 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-# A module, not its names: harness.judge.inputs reads records with this module.
-from harness.judge import inputs
+from harness import checked as values
 from harness.scenario import Scenario, make_scenario
 from harness.vocab import CacheState, Outcome, Schedule, Strategy
 
@@ -158,11 +157,11 @@ def _exactly(
     """`data` when it has every field of `cls` (those in `optional` may be absent: they take
     their default) and no other; else GateInputError naming them."""
     if not isinstance(data, dict):
-        raise inputs.GateInputError(f"{where} is {_json_kind(data)}; expected a JSON object")
+        raise values.GateInputError(f"{where} is {_json_kind(data)}; expected a JSON object")
     names = {f.name for f in fields(cls)}
     missing, extra = sorted(names - optional - data.keys()), sorted(data.keys() - names)
     if missing or extra:
-        raise inputs.GateInputError(
+        raise values.GateInputError(
             f"{where}: fields missing {missing or 'none'}, unknown {extra or 'none'}"
         )
     return dict(data)
@@ -171,7 +170,7 @@ def _exactly(
 def _json_kind(value: object) -> str:
     kinds = {bool: "true/false", int: "a number", float: "a number", str: "a string"}
     kind = "null" if value is None else kinds.get(type(value), f"a {type(value).__name__}")
-    return f"{kind} ({inputs.shown(value)})" if value is not None else kind
+    return f"{kind} ({values.shown(value)})" if value is not None else kind
 
 
 def _optional(check: Callable[[object, str], Any]) -> Callable[[object, str], Any]:
@@ -181,7 +180,7 @@ def _optional(check: Callable[[object, str], Any]) -> Callable[[object, str], An
 def _list_of(check: Callable[[object, str], Any]) -> Callable[[object, str], list[Any]]:
     def checked(value: object, where: str) -> list[Any]:
         if not isinstance(value, list):
-            raise inputs.GateInputError(f"{where} is {_json_kind(value)}; expected a list")
+            raise values.GateInputError(f"{where} is {_json_kind(value)}; expected a list")
         return [check(v, f"{where}[{k}]") for k, v in enumerate(value)]
 
     return checked
@@ -189,7 +188,7 @@ def _list_of(check: Callable[[object, str], Any]) -> Callable[[object, str], lis
 
 def _table_of(check: Callable[[object, str], Any]) -> Callable[[object, str], dict[str, Any]]:
     def checked(value: object, where: str) -> dict[str, Any]:
-        table = inputs.table(value, where)
+        table = values.table(value, where)
         return {k: check(v, f"{where}[{k!r}]") for k, v in table.items()}
 
     return checked
@@ -199,49 +198,48 @@ def _at_least(low: float) -> Callable[[object, str], float]:
     """A finite number ≥ `low` (a share, seconds, a rate that may be 0)."""
 
     def checked(value: object, where: str) -> float:
-        number = inputs.optional_number(value, where, low=low)
+        number = values.optional_number(value, where, low=low)
         if number is None:
-            raise inputs.GateInputError(f"{where} is null; expected a finite number ≥ {low}")
+            raise values.GateInputError(f"{where} is null; expected a finite number ≥ {low}")
         return value  # type: ignore[return-value]  # as written: an int stays an int
 
     return checked
 
 
 def _count(value: object, where: str) -> int:
-    return inputs.integer(value, where)
+    return values.integer(value, where)
 
 
 def _text(value: object, where: str) -> str:
-    return inputs.text(value, where, empty=True)
+    return values.text(value, where, empty=True)
 
 
-# Called, not referenced, at import: harness.judge.inputs may be still loading then.
 def _name(value: object, where: str) -> str:
-    return inputs.text(value, where)
+    return values.text(value, where)
 
 
 def _bool(value: object, where: str) -> bool:
-    return inputs.boolean(value, where)
+    return values.boolean(value, where)
 
 
 def _table(value: object, where: str) -> dict[str, Any]:
-    return inputs.table(value, where)
+    return values.table(value, where)
 
 
 def _outcome(value: object, where: str) -> str:
-    return str(inputs.choice(Outcome, value, where))
+    return str(values.choice(Outcome, value, where))
 
 
 def _finite(value: object, where: str) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-        raise inputs.GateInputError(f"{where} is {inputs.shown(value)}; expected a finite number")
+        raise values.GateInputError(f"{where} is {values.shown(value)}; expected a finite number")
     return value
 
 
 def _span(value: object, where: str) -> tuple[float, float]:
     pair = _list_of(_finite)(value, where)
     if len(pair) != 2:
-        raise inputs.GateInputError(f"{where} is {inputs.shown(value)}; expected [start, end]")
+        raise values.GateInputError(f"{where} is {values.shown(value)}; expected [start, end]")
     return pair[0], pair[1]  # JSON has no tuples
 
 
@@ -267,12 +265,12 @@ _THREAD_FIELDS: dict[str, Callable[[object, str], Any]] = {
 
 
 def _hardware(value: object, where: str) -> dict[str, Any]:
-    hardware = inputs.table(value, where)
+    hardware = values.table(value, where)
     if "device_name" in hardware:  # absent: a CPU (harness.judge.baselines.hardware_key)
-        inputs.text(hardware["device_name"], f"{where}.device_name")
+        values.text(hardware["device_name"], f"{where}.device_name")
     for name in ("cuda_device_count", "cpu_count"):
         if name in hardware:
-            inputs.integer(hardware[name], f"{where}.{name}")
+            values.integer(hardware[name], f"{where}.{name}")
     for name in ("device_names", "device_uuids"):
         if name in hardware:
             _list_of(_text)(hardware[name], f"{where}.{name}")
@@ -280,15 +278,15 @@ def _hardware(value: object, where: str) -> dict[str, Any]:
 
 
 def _positive_rate(value: object, where: str) -> float:
-    inputs.positive_number(value, where)
+    values.positive_number(value, where)
     return value  # type: ignore[return-value]
 
 
 def _outcome_counts(value: object, where: str) -> dict[str, int]:
-    counts = inputs.table(value, where)
+    counts = values.table(value, where)
     for name, n in counts.items():
         _outcome(name, f"{where} key {name!r}")
-        inputs.integer(n, f"{where}[{name!r}]")
+        values.integer(n, f"{where}[{name!r}]")
     return counts
 
 
@@ -297,7 +295,7 @@ _RUN_FIELDS: dict[str, Callable[[object, str], Any]] = {
     "outcome": _outcome,
     "outcome_counts": lambda value, where: _outcome_counts(value, where),
     "threads": lambda value, where: _list_of(check_thread_json)(value, where),
-    "threads_asked": lambda value, where: inputs.integer(value, where, low=1),
+    "threads_asked": lambda value, where: values.integer(value, where, low=1),
     "threads_concurrent": _count,
     "versions": _table_of(_text),
     "hardware": _hardware,
@@ -346,29 +344,29 @@ def check_scenario_json(data: object, where: str = "scenario") -> dict[str, Any]
     choices = {"strategy": Strategy, "cache_state": CacheState, "schedule": Schedule}
     if raw.get("strategy_spec") is not None:  # a workload's own strategy: any name, its spec
         del choices["strategy"]
-        inputs.text(raw["strategy"], f"{where}.strategy")
+        values.text(raw["strategy"], f"{where}.strategy")
     for name, enum in choices.items():
-        inputs.choice(enum, raw[name], f"{where}.{name}")
-    inputs.text(raw["preset"], f"{where}.preset")
+        values.choice(enum, raw[name], f"{where}.{name}")
+    values.text(raw["preset"], f"{where}.preset")
     for role in ("production", "control"):
         if raw.get(role) is not None:
-            inputs.text(raw[role], f"{where}.{role}")
-    inputs.text(raw["workload"], f"{where}.workload")
-    _list_of(inputs.text)(raw["devices"], f"{where}.devices")
-    _list_of(inputs.text)(raw["target_devices"], f"{where}.target_devices")
+            values.text(raw[role], f"{where}.{role}")
+    values.text(raw["workload"], f"{where}.workload")
+    _list_of(values.text)(raw["devices"], f"{where}.devices")
+    _list_of(values.text)(raw["target_devices"], f"{where}.target_devices")
     for name in ("threads_per_device", "steps"):
-        inputs.integer(raw[name], f"{where}.{name}", low=1)
-    inputs.integer(raw["warmup_steps"], f"{where}.warmup_steps")
-    inputs.integer(raw["seed"], f"{where}.seed")
-    inputs.positive_number(raw["timeout_s"], f"{where}.timeout_s")
-    inputs.optional_number(raw.get("stall_s", 0.0), f"{where}.stall_s")
+        values.integer(raw[name], f"{where}.{name}", low=1)
+    values.integer(raw["warmup_steps"], f"{where}.warmup_steps")
+    values.integer(raw["seed"], f"{where}.seed")
+    values.positive_number(raw["timeout_s"], f"{where}.timeout_s")
+    values.optional_number(raw.get("stall_s", 0.0), f"{where}.stall_s")
     if raw["switch_interval_s"] is not None:
-        inputs.positive_number(raw["switch_interval_s"], f"{where}.switch_interval_s")
-    inputs.table(raw["extra"], f"{where}.extra")
+        values.positive_number(raw["switch_interval_s"], f"{where}.switch_interval_s")
+    values.table(raw["extra"], f"{where}.extra")
     try:
         make_scenario(**raw)
     except ValueError as exc:
-        raise inputs.GateInputError(f"{where}: {exc}") from None
+        raise values.GateInputError(f"{where}: {exc}") from None
     return raw
 
 
@@ -376,18 +374,18 @@ def check_record_json(data: object) -> dict[str, Any]:
     """A run record's JSON, checked field by field and against the rules every record obeys
     (`record_rule_broken`); GateInputError, one line, on the first thing wrong."""
     if not isinstance(data, dict):
-        raise inputs.GateInputError(
+        raise values.GateInputError(
             f"the line is {_json_kind(data)}; expected a run record (an object)"
         )
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise inputs.GateInputError(
-            f"schema_version is {inputs.shown(version)}; this racegate reads {SCHEMA_VERSION}"
+        raise values.GateInputError(
+            f"schema_version is {values.shown(version)}; this racegate reads {SCHEMA_VERSION}"
         )
     raw = _exactly(RunRecord, data, "record", optional=ADDED_TO_SCHEMA_2)
     checked = {k: _RUN_FIELDS[k](v, k) for k, v in raw.items()}
     if broken := record_rule_broken(checked):
-        raise inputs.GateInputError(broken)
+        raise values.GateInputError(broken)
     return checked
 
 
@@ -466,14 +464,14 @@ def read_jsonl_counted(path: Path) -> tuple[list[RunRecord], list[int]]:
                     continue
                 try:
                     records.append(RunRecord.from_json(raw))
-                except inputs.GateInputError as exc:
-                    raise inputs.GateInputError(f"{path}:{n}: {exc}") from None
+                except values.GateInputError as exc:
+                    raise values.GateInputError(f"{path}:{n}: {exc}") from None
     except UnicodeDecodeError:
-        raise inputs.GateInputError(
+        raise values.GateInputError(
             f"{path}: not a JSON-lines file (not UTF-8 text); give racegate's records files"
         ) from None
     if torn and len(torn) == lines:
-        raise inputs.GateInputError(
+        raise values.GateInputError(
             f"{path}:{torn[0]}: not a JSON-lines file (no line of it is JSON); give racegate's "
             "records files (pytest --results / harness run --out)"
         )

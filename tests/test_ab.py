@@ -563,7 +563,7 @@ def test_device_memory_survives_the_file_and_a_doctored_call_is_refused(tmp_path
     data = json.loads(path.read_text())
     data["device_memory"][0]["regressed"] = False
     path.write_text(json.dumps(data))
-    with pytest.raises(ab.inputs.GateInputError, match="device_memory calls are"):
+    with pytest.raises(ab.checked.GateInputError, match="device_memory calls are"):
         ab.read_ab(path)
     # An 8B A/B written before device memory was compared (results/h200-ab-8b-5.17.0).
     old = ab.read_ab(REPO / "tests/data/ab_8b_before_device_memory.json")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.judge.gate import decide_gate
 from harness.judge.race_evidence import other_reason, shows_race, timed_out
 from harness.judge.verdict import Calibration, Status, control_rates, decide, render, repeats_for
 from harness.record import RunRecord
@@ -122,7 +123,7 @@ def test_a_control_that_failed_for_another_reason_never_yields_safe(case: str, p
     if case != "timeout":
         assert "7 of 7 runs failed, none with the race: the control failed for another" in c.why
     assert "unsafe" not in v.advice, v.advice
-    text = " ".join("\n".join(render(v)).split())
+    text = " ".join("\n".join(render(v, decide_gate(v))).split())
     assert "cold 1×2 0/7" in text and "7 failed for another reason, no power" in text, text
     assert "PASS" not in text
 

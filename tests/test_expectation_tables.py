@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.checked import GateInputError
 from harness.judge import race_expectations as rx
 from harness.judge.expectations import DeviceKind, Scope, parse_range
-from harness.judge.inputs import GateInputError
 from harness.vocab import CacheState, Outcome, Strategy
 
 ROW = """

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from harness import cli
+from harness.checked import GateInputError
 from harness.judge import baselines
 from harness.judge.baselines import Verdict
-from harness.judge.inputs import GateInputError, read_records
+from harness.judge.inputs import read_records
 from tests.test_baselines import make_record, write
 
 KEY = "small/warmup/2x1/6steps"

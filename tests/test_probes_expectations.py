@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.checked import GateInputError
 from harness.judge import probe_expectations as pe
-from harness.judge.inputs import GateInputError
 from harness.probes.runner import PROBES, ProbeResult, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,6 +15,7 @@ import pytest
 
 from harness import options
 from harness.cli import main
+from harness.judge.gate import decide_gate
 from harness.judge.verdict import Calibration, decide, render
 from harness.record import read_jsonl
 from harness.scenario import Scenario, make_scenario
@@ -172,7 +173,7 @@ def test_the_verdict_names_the_workloads_own_control() -> None:
     verdict = decide(
         [], production="compiled_upfront", calibration=Calibration(control="singleton")
     )
-    text = "\n".join(render(verdict))
+    text = "\n".join(render(verdict, decide_gate(verdict)))
     assert "positive control singleton: no run of it here" in text
     assert "compiled_upfront (production)" in text
     assert "per_device" not in text and "warmup_locked" not in text

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.judge.gate import decide_gate
 from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, TooSlowToJudge, judge
 from harness.judge.verdict import (
     Calibration,
@@ -182,7 +183,7 @@ def test_not_run_strategies_and_an_empty_session() -> None:
                hardware="cpu")  # fmt: skip
     assert [s.status for s in v.strategies] == [Status.NOT_RUN, Status.NOT_RUN]
     assert v.advice.startswith("run warmup_locked (the production strategy)")
-    assert render(v)[1].startswith("torch 2.13.0+cpu · transformers 5.17.0")
+    assert render(v, decide_gate(v))[1].startswith("torch 2.13.0+cpu · transformers 5.17.0")
 
 
 def test_render_fits_100_columns_and_ends_with_the_decision() -> None:
@@ -194,12 +195,12 @@ def test_render_fits_100_columns_and_ends_with_the_decision() -> None:
         decide(runs("per_device", 4) + runs("warmup_locked", 3), production="warmup_locked",
                probes=HAZARD),
     ):  # fmt: skip
-        lines = render(v)
+        lines = render(v, decide_gate(v))
         assert all(len(line) <= 100 for line in lines), max(lines, key=len)
         words = ("SAFE: ", "UNSAFE: ", "UNDECIDED: ")
         last = [i for i, line in enumerate(lines) if line.startswith(words)]
         assert len(last) == 1 and all(line.startswith(" ") for line in lines[last[0] + 1 :])
-    text = "\n".join(render(v))
+    text = "\n".join(render(v, decide_gate(v)))
     assert "MASKED       warmup_locked (production)" in text
     assert "ran: cold 1×2: 3 runs" in text
 
@@ -371,7 +372,7 @@ def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> 
     # differ (one timed out, the other did not), the block says which run.
     assert len(p.unclean_runs) == 5 and p.unclean_runs[0].startswith("cold 1×2 run 1"), p
     assert ": timeout: " in p.unclean_runs[0] and ": hang: " in p.unclean_runs[4], p
-    block = " ".join(render(v))
+    block = " ".join(render(v, decide_gate(v)))
     assert "not clean: cold 1×2 run 1" in block and "not clean: 2 more runs" not in block
     # A timeout of the control is no detection either, nor a clean run: its reason is said.
     rate = control_rates([*control, *slow[:1]], "warmup_locked")["cold 1×2"]
@@ -408,7 +409,7 @@ def test_a_control_hang_at_the_timeout_is_no_detection_and_a_stalled_one_is() ->
     assert p.status is Status.INCONCLUSIVE and p.more_runs == 15, p.why
     hang = "hang at the deadline that the stall watch did not call a stall"
     assert f"failed 4 of 8 cold runs (4 failed for another reason, no power: {hang} ×4)" in p.why
-    text = "\n".join(render(v))
+    text = "\n".join(render(v, decide_gate(v)))
     assert (
         f"cold 1×2 4/8 (95%: 22%–78%; 4 failed for another reason, no power: {hang} ×4)"
         in " ".join(text.split())
@@ -437,7 +438,7 @@ def test_a_safe_strategy_significantly_faster_than_production_is_named() -> None
     (f,) = v.faster
     assert f.strategy == "processes" and f.cell == "cold 1×2"
     assert f.comparison.ratio == pytest.approx(1.17)
-    text = "\n".join(render(v))
+    text = "\n".join(render(v, decide_gate(v)))
     assert "processes is SAFE here and ran 1.17× the tokens/s of warmup_locked" in text
     assert "5 vs 5 timed runs" in text
     # Within the noise, not faster; faster but unsafe; faster but timed beside other runs.
@@ -470,7 +471,7 @@ def test_every_word_the_verdict_block_prints_is_defined_on_the_page_it_names() -
     text = lzma.decompress((ROOT / "tests/data/one_h200_cell_safe.jsonl.xz").read_bytes())
     records = [RunRecord.from_json(json.loads(line)) for line in text.decode().splitlines()]
     v = decide(records, production="warmup_locked", strategies=["sdpa_dense"])
-    block = render(v)
+    block = render(v, decide_gate(v))
     assert WORDS_DOC in " ".join(block) and WORDS_DOC.endswith("#verdict-words")
     printed = {line.split()[0] for line in block[1:] if line.startswith("  ") and line.split()}
     printed |= {"NOT RUN"} if any("NOT RUN" in line for line in block) else set()

@@ -18,8 +18,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from harness.judge import inputs
-from harness.judge.inputs import GateInputError, read_records
+from harness import checked
+from harness.checked import GateInputError
+from harness.judge.inputs import read_records
 from harness.record import RunRecord
 from harness.vocab import STRATEGIES, Outcome, Schedule
 from harness.workload_api import DEFAULT_WORKLOAD
@@ -171,47 +172,47 @@ FLOOR_FIELDS = {f.name: f for f in dataclasses.fields(Floor)}
 
 def parse_floor(raw: object, where: str) -> Floor:
     """One floor entry, every field checked: tokens/s finite and > 0, tolerance in (0, 0.5]."""
-    raw = inputs.table(raw, where)
-    inputs.keys(raw, where, required=("tokens_per_s",), allowed=FLOOR_FIELDS)
+    raw = checked.table(raw, where)
+    checked.keys(raw, where, required=("tokens_per_s",), allowed=FLOOR_FIELDS)
     floor = Floor(
-        tokens_per_s=inputs.positive_number(raw["tokens_per_s"], f"{where}: tokens_per_s"),
-        tolerance=inputs.tolerance(raw.get("tolerance", DEFAULT_TOLERANCE), f"{where}: tolerance"),
-        spread=inputs.optional_number(raw.get("spread"), f"{where}: spread"),
-        window_spread=inputs.optional_number(raw.get("window_spread"), f"{where}: window_spread"),
+        tokens_per_s=checked.positive_number(raw["tokens_per_s"], f"{where}: tokens_per_s"),
+        tolerance=checked.tolerance(raw.get("tolerance", DEFAULT_TOLERANCE), f"{where}: tolerance"),
+        spread=checked.optional_number(raw.get("spread"), f"{where}: spread"),
+        window_spread=checked.optional_number(raw.get("window_spread"), f"{where}: window_spread"),
     )
     for name in ("n_runs", "refused_runs", "steps"):
         if name in raw:
-            setattr(floor, name, inputs.integer(raw[name], f"{where}: {name}"))
+            setattr(floor, name, checked.integer(raw[name], f"{where}: {name}"))
     for name in ("devices", "threads_per_device"):
         if name in raw:
-            setattr(floor, name, inputs.integer(raw[name], f"{where}: {name}", low=1))
+            setattr(floor, name, checked.integer(raw[name], f"{where}: {name}", low=1))
     for name in ("command", "measured_at", "preset", "strategy", "schedule", "note"):
         if name in raw:
-            setattr(floor, name, inputs.text(raw[name], f"{where}: {name}", empty=True))
-    versions = inputs.table(raw.get("versions", {}), f"{where}: versions")
+            setattr(floor, name, checked.text(raw[name], f"{where}: {name}", empty=True))
+    versions = checked.table(raw.get("versions", {}), f"{where}: versions")
     for k, v in versions.items():
-        inputs.text(v, f"{where}: versions.{k}", empty=True)
+        checked.text(v, f"{where}: versions.{k}", empty=True)
     floor.versions = dict(versions)
     return floor
 
 
 def parse(data: object, path: Path, hardware: str) -> Baseline:
     """A baseline file's JSON, checked key by key; any bad field is one GateInputError line."""
-    data = inputs.table(data, str(path))
+    data = checked.table(data, str(path))
     if data.get("schema_version") != SCHEMA_VERSION:
         raise GateInputError(
             f"{path}: schema_version {data.get('schema_version')!r}, this racegate reads "
             f"{SCHEMA_VERSION}; re-measure with `{REFRESH_COMMAND}`"
         )
     known = ("schema_version", "hardware", "device_name", "measured_at", "versions", "floors")
-    inputs.keys(data, str(path), required=("floors",), allowed=known)
-    raw_floors = inputs.table(data["floors"], f"{path}: floors")
+    checked.keys(data, str(path), required=("floors",), allowed=known)
+    raw_floors = checked.table(data["floors"], f"{path}: floors")
     floors = {k: parse_floor(v, f"{path}: floors[{k!r}]") for k, v in raw_floors.items()}
     return Baseline(
-        hardware=inputs.text(data.get("hardware", hardware), f"{path}: hardware"),
-        device_name=inputs.text(data.get("device_name", ""), f"{path}: device_name", empty=True),
-        measured_at=inputs.text(data.get("measured_at", ""), f"{path}: measured_at", empty=True),
-        versions=inputs.table(data.get("versions", {}), f"{path}: versions"),
+        hardware=checked.text(data.get("hardware", hardware), f"{path}: hardware"),
+        device_name=checked.text(data.get("device_name", ""), f"{path}: device_name", empty=True),
+        measured_at=checked.text(data.get("measured_at", ""), f"{path}: measured_at", empty=True),
+        versions=checked.table(data.get("versions", {}), f"{path}: versions"),
         floors=floors,
         path=path,
     )
@@ -399,7 +400,7 @@ def update_from_records(
     the test slowdown are refused as floor sources (counted in `refused_runs`), and so are
     strategies in JUDGED_BY; floors already in a file for keys not covered here are kept.
     """
-    tolerance = inputs.tolerance(tolerance, "--tolerance")
+    tolerance = checked.tolerance(tolerance, "--tolerance")
     records = read_records(paths)
     measured = [r for r in records if r.tokens_per_s and r.scenario["strategy"] not in JUDGED_BY]
     good: dict[str, dict[str, list[RunRecord]]] = defaultdict(lambda: defaultdict(list))

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.checked import GateInputError
 from harness.judge import race_expectations as rx
 from harness.judge.expectations import device_kind, minor
-from harness.judge.inputs import GateInputError, read_records, roles_of
+from harness.judge.inputs import read_records, roles_of
 from harness.record import RunRecord
 from harness.vocab import CacheState, Outcome, Strategy
 

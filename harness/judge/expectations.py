@@ -15,7 +15,7 @@ from enum import StrEnum
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness.judge.inputs import GateInputError, choice
+from harness.checked import GateInputError, choice
 
 RANGE_HINT = "write it as '>=2.10,<2.14' (lower bound inclusive, upper exclusive)"
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from harness.checked import GateInputError, choice, keys, table, text
 from harness.judge.expectations import (
     DeviceKind,
     Scope,
@@ -20,7 +21,6 @@ from harness.judge.expectations import (
     parse_range,
     release,
 )
-from harness.judge.inputs import GateInputError, choice, keys, table, text
 from harness.probes.runner import PROBES, ProbeResult, Verdict
 
 DEFAULT_TABLE = Path(__file__).resolve().parents[2] / "expectations" / "probes.toml"

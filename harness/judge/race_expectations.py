@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.checked import GateInputError, boolean, choices, integer, keys, table, text
 from harness.judge.expectations import Scope, parse_device, parse_range, release
-from harness.judge.inputs import GateInputError, boolean, choices, integer, keys, table, text
 from harness.vocab import CacheState, Outcome, Strategy
 
 DEFAULT_TABLE = Path(__file__).resolve().parents[2] / "expectations" / "race.toml"

@@ -565,13 +565,11 @@ def wrap(text: str, indent: int) -> list[str]:
 FAILED_RUNS_SHOWN = 5  # per UNSAFE strategy; the rest are counted
 
 
-def render(verdict: Verdict, decision: Decision | None = None) -> list[str]:
+def render(verdict: Verdict, decision: Decision) -> list[str]:
     """The verdict block: at most WIDTH columns a line, no emoji (plain terminals, CI logs).
-    Its last line is the gate's decision (harness.judge.gate; from the verdict alone unless
-    the caller judged more, such as failed pytest cases)."""
-    from harness.judge.gate import decide_gate  # gate imports this module
-
-    decision = decision or decide_gate(verdict)
+    Its last line is the gate's decision, which the caller makes (harness.judge.gate, from this
+    verdict and whatever else it judged, such as failed pytest cases): gate imports this
+    module, not the other way round."""
     v = verdict.versions
     cuda = v.get("cuda")  # "None": records from before harness/versions.py said ABSENT
     lines = [" racegate verdict ".center(WIDTH, "=")]
