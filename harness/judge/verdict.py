@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from harness.judge import compare
 from harness.judge.metrics import wilson_interval
@@ -24,8 +24,16 @@ from harness.record import RunRecord
 from harness.versions import ABSENT
 from harness.vocab import STRATEGIES, Outcome, Strategy
 
-if TYPE_CHECKING:
-    from harness.judge.gate import Decision
+
+class Decided(Protocol):
+    """What the block's last line needs of the gate's decision (harness.judge.gate.Decision),
+    named here so that this module does not import the gate, which imports it."""
+
+    @property
+    def word(self) -> str: ...
+
+    def line(self) -> str: ...
+
 
 # The probes that show the nested-FX hazard itself (a compiled call in one thread broken by a
 # trace in another): when one says "hazard" on this torch and the control never failed here,
@@ -565,7 +573,7 @@ def wrap(text: str, indent: int) -> list[str]:
 FAILED_RUNS_SHOWN = 5  # per UNSAFE strategy; the rest are counted
 
 
-def render(verdict: Verdict, decision: Decision) -> list[str]:
+def render(verdict: Verdict, decision: Decided) -> list[str]:
     """The verdict block: at most WIDTH columns a line, no emoji (plain terminals, CI logs).
     Its last line is the gate's decision, which the caller makes (harness.judge.gate, from this
     verdict and whatever else it judged, such as failed pytest cases): gate imports this
