@@ -26,6 +26,8 @@ COMPARE_URL = {
 
 
 def _names(text: str, flag: str) -> tuple[str, ...]:
+    if text.strip() == "none":  # no gating probe: the race selection alone decides
+        return ()
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in PROBES]
     if unknown or not names:
@@ -43,7 +45,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument(
         "--probe",
         default=",".join(evidence.NESTED_FX_PROBES),
-        help="comma list of the probes whose hazard makes a release UNSAFE "
+        help="comma list of the probes whose hazard makes a release UNSAFE, or 'none' (the "
+        "race selection alone decides; every probe is still run and shown) "
         "(default: the nested-FX ones, %(default)s)",
     )
     b.add_argument(
@@ -114,7 +117,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     what = "probes" if race_args is None else "probes + race selection"
     pinned = ", ".join(f"{p} {v}" for p, v in fixed.items()) or "the interpreter's other packages"
     print(f"racegate bisect: {package} {' '.join(chosen)}; fixed: {pinned}")
-    print(f"evidence: {what}; UNSAFE when a gating probe reads hazard: {', '.join(gating)}")
+    print(f"evidence: {what}; UNSAFE when a gating probe reads hazard: {', '.join(gating) or '-'}")
     oracle = evidence.ReleaseOracle(
         package, fixed, gating, race_args, args.envs, args.timeout, progress=print
     )

@@ -142,6 +142,8 @@ def probe_decision(verdicts: Mapping[str, str], gating: Sequence[str]) -> Decisi
     hazard = [p for p in gating if verdicts.get(p) == "hazard"]
     if hazard:
         return Decision(Word.UNSAFE, f"probe {', '.join(hazard)}: hazard", "")
+    if not gating:
+        return Decision(Word.SAFE, "no gating probe", "")
     if missing or unclear:
         names = ", ".join(missing + unclear)
         return Decision(Word.UNDECIDED, f"probe {names}: no verdict", "")
@@ -201,7 +203,10 @@ class ReleaseOracle:
             decision.word,
             observations,
             commit=got.get("git_version", "") if self.package == "torch" else "",
-            note="; ".join(p.reason for p in parts),
+            note="; ".join(
+                [", ".join(f"{k} {got[k]}" for k in ("torch", "transformers") if k in got)]
+                + [p.reason for p in parts]
+            ),
         )
         self.progress(f"  {release}: {decision.word} ({evidence.note})")
         return evidence

@@ -221,7 +221,7 @@ def run_text(text: str, env: Environment, timeout: float = 300) -> tuple[int, st
         path = Path(tmp) / "repro.py"
         path.write_text(text)
         done = env.run([str(path)], timeout)
-    output = (done.stdout + done.stderr).strip().splitlines()
+    output = (done.stdout.strip() or done.stderr.strip()).splitlines()
     return done.returncode, output[-1] if output else ""
 
 
