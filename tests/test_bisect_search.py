@@ -136,3 +136,18 @@ def test_a_bad_range_names_the_flag(text: str) -> None:
 def test_no_versions_line_is_an_error() -> None:
     with pytest.raises(ValueError, match="Available versions"):
         releases.parse_index_output("ERROR: No matching distribution found for torhc")
+
+
+def test_the_printed_answer_names_both_neighbours_commits_and_the_compare_range() -> None:
+    from harness.bisect.command import format_result, to_json
+
+    result = bisect(RELEASES, monotone("2.14.1"))
+    text = format_result(result, "torch", 12.0)
+    assert "first fixed: torch 2.14.1 (commit sha-2.14.1): SAFE" in text
+    assert "last bad: torch 2.13.0 (commit sha-2.13.0): UNSAFE" in text
+    assert "https://github.com/pytorch/pytorch/compare/sha-2.13.0...sha-2.14.1" in text
+    assert "why: probe p hazard -> safe" in text
+    doc = to_json(result, "torch", 12.0)
+    assert doc["exit_code"] == EXIT_SAFE and doc["changed"] == {"probe p": ["hazard", "safe"]}
+    tf = bisect(["5.6.0", "5.8.1"], Scripted({"5.6.0": [S], "5.8.1": [U]}))
+    assert "transformers/compare/v5.6.0...v5.8.1" in format_result(tf, "transformers", 1.0)
