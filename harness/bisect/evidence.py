@@ -157,7 +157,10 @@ def race_decision(env: Environment, args: Sequence[str], timeout: float) -> Deci
     except subprocess.TimeoutExpired:
         return Decision(Word.UNDECIDED, f"race selection ran past {timeout:g} s", "")
     word = _WORD_OF_EXIT.get(done.returncode)
-    tail = (done.stdout.strip().splitlines() or [""])[-1]
+    lines = done.stdout.strip().splitlines() or [""]
+    # the verdict block's first line starts with the word (harness/judge/gate.py Decision.line)
+    said = [ln for ln in lines if word is not None and ln.startswith(f"{word}: ")]
+    tail = (said or lines)[-1].strip()
     if word is None:
         return Decision(
             Word.UNDECIDED, f"race selection: pytest exit {done.returncode}: {tail}", ""
