@@ -84,8 +84,11 @@ def _versions(facts: Mapping[str, object]) -> dict[str, str]:
 
 
 def current(python: Path | None = None) -> Environment:
-    """The environment of `python` (default: this process's interpreter), as it is."""
-    py = Path(python or sys.executable)
+    """The environment of `python` (default: this process's interpreter), as it is.
+
+    The path is made absolute, never resolved: a venv's python is a link to the base
+    interpreter, and resolving it would lose the venv."""
+    py = Path(os.path.abspath(python or sys.executable))
     return Environment(python=py, versions=_versions(_probe(py)), changes={}, root=None)
 
 
