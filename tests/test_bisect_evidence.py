@@ -3,15 +3,13 @@ verdicts, and the probes read from a real interpreter (the one running these tes
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
 from packaging.version import Version
 
+from harness import envs
 from harness.bisect.evidence import (
     NESTED_FX_PROBES,
-    Environment,
+    Runner,
     installed,
     probe_decision,
     probe_verdicts,
@@ -38,7 +36,7 @@ def test_a_gating_probe_that_hung_failed_or_is_missing_is_never_safe() -> None:
 
 
 def test_probes_and_versions_read_from_an_interpreter() -> None:
-    here = Environment(Path(sys.executable), {}, {})
+    here = Runner(envs.current())
     got = installed(here)
     assert got["torch"] == torch.__version__ and got["git_version"] == torch.version.git_version
     verdicts = probe_verdicts(here)

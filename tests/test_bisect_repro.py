@@ -12,8 +12,9 @@ import pytest
 import torch
 from packaging.version import Version
 
+from harness import envs
 from harness.bisect import repro
-from harness.bisect.evidence import Environment
+from harness.bisect.evidence import Runner
 from harness.cli import main
 from harness.judge.gate import EXIT_USAGE
 
@@ -36,7 +37,7 @@ def test_each_reproducer_is_standalone_and_short(probe: str) -> None:
 
 
 def test_the_nested_fx_reproducer_exits_as_this_torch_says() -> None:
-    here = Environment(Path(sys.executable), {}, {})
+    here = Runner(envs.current())
     code, last = repro.run_text(repro.render("compiled_call_during_make_fx", ""), here)
     thread_local_flag = Version(torch.__version__).release >= (2, 14)
     assert code == (repro.EXIT_CLEAN if thread_local_flag else repro.EXIT_HAZARD), last
@@ -44,7 +45,7 @@ def test_the_nested_fx_reproducer_exits_as_this_torch_says() -> None:
 
 
 def test_verified_refuses_a_pair_that_does_not_differ() -> None:
-    here = Environment(Path(sys.executable), {}, {})
+    here = Runner(envs.current())
     ok, _, report = repro.verified("compiled_call_during_make_fx", here, here)
     assert not ok and "want 0" in report and "want 1" in report
 

@@ -204,8 +204,8 @@ def cmd_repro(args: argparse.Namespace) -> int:
         raise ValueError(f"--probe {args.probe!r}: choose from: {', '.join(repro.TEMPLATES)}")
     if args.out.suffix != ".py":
         raise ValueError(f"--out {args.out}: give a .py file path")
-    envs = {v: evidence.make_env({"torch": v}, args.envs, print) for v in (args.bad, args.good)}
-    ok, text, report = repro.verified(args.probe, envs[args.bad], envs[args.good], args.out.name)
+    made = {v: evidence.make_env({"torch": v}, args.envs, print) for v in (args.bad, args.good)}
+    ok, text, report = repro.verified(args.probe, made[args.bad], made[args.good], args.out.name)
     print(report)
     if not ok:
         print(

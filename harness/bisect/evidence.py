@@ -1,12 +1,13 @@
 """The bisection's oracle: one release's environment, its probes and race selection, one decision.
 
-Environments come from `harness.envs.candidate` where that module exists; until then (and with
-`--envs DIR`) each pinned package is installed once with `pip install --target DIR/<pkg>/<v>`
-(niced; PIP_CONSTRAINT lifted, as noxfile.py's cpu_matrix does) and put first on PYTHONPATH of
-the current interpreter. Probes and the race selection run as subprocesses of that interpreter
-from the repository root (`python -m harness.probes.runner`, `python -m pytest -m race ...`),
-never imported here. Which probes decide is a choice (`gating`); every probe's verdict is kept
-as an observation, so the report can say what else changed.
+Environments are `harness.envs.candidate` venvs beside the current one (under .racegate/envs)
+by default; with `--envs DIR` each pinned package is installed once with `pip install --target
+DIR/<pkg>-<v>` (niced; PIP_CONSTRAINT lifted, as noxfile.py's cpu_matrix does) and put first on
+PYTHONPATH of the current interpreter. Probes and the race selection run as subprocesses of
+that environment's python from the repository root (`python -m harness.probes.runner`,
+`python -m pytest -m race ...`), never imported here. Which probes decide is a choice
+(`gating`); every probe's verdict is kept as an observation, so the report can say what else
+changed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import envs
 from harness.bisect.search import Evidence
 from harness.judge.gate import EXIT_CODES, Decision, Word, combine
 
@@ -42,22 +44,20 @@ _VERSIONS = (
 )
 
 
-@dataclass
-class Environment:
-    """An interpreter with the pinned packages: the fields harness.envs' Environment has, plus
-    the variables it needs (PYTHONPATH for a --target install)."""
+@dataclass(frozen=True)
+class Runner:
+    """An environment (harness.envs.Environment) and the variables its python runs with (the
+    PYTHONPATH of a --target install; none for a candidate venv)."""
 
-    python: Path
-    versions: dict[str, str]
-    changes: dict[str, str]
-    root: Path | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    env: envs.Environment
+    variables: dict[str, str] = field(default_factory=dict)
 
     def run(self, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        """`python ARGS` in this environment, from the repository root."""
         return subprocess.run(
-            [str(self.python), *args],
+            [str(self.env.python), *args],
             cwd=ROOT,
-            env={**os.environ, **self.env},
+            env={**os.environ, **self.variables},
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -68,7 +68,7 @@ Progress = Callable[[str], None]
 _NICE_PIP = ("nice", "-n", "15", sys.executable, "-m", "pip", "install", "-q")
 
 
-def target_dir_env(pins: Mapping[str, str], where: Path, progress: Progress) -> Environment:
+def target_dir_env(pins: Mapping[str, str], where: Path, progress: Progress) -> Runner:
     """The current interpreter with each pin installed once under where/<pkg>-<version>."""
     paths = []
     for package, version in pins.items():
@@ -91,35 +91,33 @@ def target_dir_env(pins: Mapping[str, str], where: Path, progress: Progress) -> 
             partial.rename(folder)
         paths.append(str(folder))
     pythonpath = os.pathsep.join([*paths, str(ROOT)])
-    return Environment(Path(sys.executable), {}, dict(pins), where, {"PYTHONPATH": pythonpath})
+    here = envs.Environment(Path(sys.executable), {}, dict(pins), where)
+    return Runner(here, {"PYTHONPATH": pythonpath})
 
 
-def make_env(pins: Mapping[str, str], where: Path | None, progress: Progress) -> Environment:
-    """harness.envs.candidate when it exists and no folder was named, else target_dir_env."""
-    if where is None:
-        try:
-            from harness import envs  # type: ignore[attr-defined]
-        except ImportError:
-            where = ROOT / ".nox" / "_bisect"
-        else:
-            made = envs.candidate(
-                dict(pins), base=envs.current(), where=None, find_links=None, progress=progress
-            )
-            return Environment(
-                Path(made.python), dict(made.versions), dict(made.changes), made.root
-            )
-    return target_dir_env(pins, where, progress)
+def make_env(pins: Mapping[str, str], where: Path | None, progress: Progress) -> Runner:
+    """A candidate venv beside the current environment (harness.envs.candidate, under
+    .racegate/envs) by default; with `where`, --target installs under it (target_dir_env)."""
+    if where is not None:
+        return target_dir_env(pins, where, progress)
+    try:
+        made = envs.candidate(
+            dict(pins), base=envs.current(), where=envs.envs_dir(ROOT), progress=progress
+        )
+    except envs.EnvError as exc:
+        raise RuntimeError(str(exc)) from None
+    return Runner(made)
 
 
-def installed(env: Environment, timeout: float = 300) -> dict[str, str]:
+def installed(env: Runner, timeout: float = 300) -> dict[str, str]:
     """torch/transformers/python versions and torch's upstream commit, read in `env`."""
     done = env.run(["-c", _VERSIONS], timeout)
     if done.returncode != 0:
-        raise RuntimeError(f"{env.python} cannot import torch: {done.stderr.strip()[-400:]}")
+        raise RuntimeError(f"{env.env.python} cannot import torch: {done.stderr.strip()[-400:]}")
     return {k: v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items() if v}
 
 
-def probe_verdicts(env: Environment, timeout: float = 600) -> dict[str, str]:
+def probe_verdicts(env: Runner, timeout: float = 600) -> dict[str, str]:
     """Every probe's verdict in `env` (one isolated `harness.probes.runner` run)."""
     with tempfile.TemporaryDirectory(prefix="racegate-bisect-") as tmp:
         out = Path(tmp) / "probes.json"
@@ -150,7 +148,7 @@ def probe_decision(verdicts: Mapping[str, str], gating: Sequence[str]) -> Decisi
     return Decision(Word.SAFE, f"probes {', '.join(gating)}: safe or n/a", "")
 
 
-def race_decision(env: Environment, args: Sequence[str], timeout: float) -> Decision:
+def race_decision(env: Runner, args: Sequence[str], timeout: float) -> Decision:
     """The race selection (`python -m pytest -m race ARGS`) in `env`: its exit code's word."""
     try:
         done = env.run(["-m", "pytest", "-m", "race", "-p", "no:cacheprovider", *args], timeout)
@@ -179,22 +177,21 @@ class ReleaseOracle:
     where: Path | None = None
     timeout: float = 1800.0
     progress: Progress = print
-    envs: dict[str, Environment] = field(default_factory=dict)
+    made: dict[str, Runner] = field(default_factory=dict)
 
-    def env_for(self, release: str) -> Environment:
-        if release not in self.envs:
+    def env_for(self, release: str) -> Runner:
+        if release not in self.made:
             pins = {**self.fixed, self.package: release}
-            self.envs[release] = make_env(pins, self.where, self.progress)
-        return self.envs[release]
+            self.made[release] = make_env(pins, self.where, self.progress)
+        return self.made[release]
 
     def __call__(self, release: str) -> Evidence:
-        env = self.env_for(release)
         try:
+            env = self.env_for(release)
             got = installed(env)
             verdicts = probe_verdicts(env)
         except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
             return Evidence(release, Word.UNDECIDED, {}, note=str(exc)[:300])
-        env.versions.update(got)
         observations = {f"probe {k}": v for k, v in verdicts.items()}
         parts = [probe_decision(verdicts, self.gating)]
         if self.race_args is not None:

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.bisect.evidence import Environment, installed
+from harness.bisect.evidence import Runner, installed
 
 MAX_LINES = 80
 EXIT_HAZARD, EXIT_CLEAN = 1, 0  # 2: the reproducer's own setup failed
@@ -215,7 +215,7 @@ def render(probe: str, results: str, name: str = "repro.py") -> str:
     )
 
 
-def run_text(text: str, env: Environment, timeout: float = 300) -> tuple[int, str]:
+def run_text(text: str, env: Runner, timeout: float = 300) -> tuple[int, str]:
     """(exit code, its last line of output) of the reproducer `text` run with `env`."""
     with tempfile.TemporaryDirectory(prefix="racegate-repro-") as tmp:
         path = Path(tmp) / "repro.py"
@@ -226,7 +226,7 @@ def run_text(text: str, env: Environment, timeout: float = 300) -> tuple[int, st
 
 
 def verified(
-    probe: str, bad: Environment, good: Environment, name: str = "repro.py"
+    probe: str, bad: Runner, good: Runner, name: str = "repro.py"
 ) -> tuple[bool, str, str]:
     """(ok, the reproducer's text, a report): ok when it exits 1 with `bad` and 0 with `good`."""
     seen = {}
