@@ -1,4 +1,4 @@
-"""The command line: `python -m harness run | probe | report | baseline`.
+"""The command line: `python -m harness run | probe | report | baseline | bisect | repro`.
 
 The only module that prints or exits. `run` and `report` gate: they exit with the gate's
 decision (harness/judge/gate.py: 0 SAFE, 1 UNSAFE, 7 UNDECIDED). The others exit 0 pass, 1
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness import options, private_root, state
+from harness.bisect import command as bisect_command
 from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from
 from harness.judge.summary import failure_lines, format_table, summarise
@@ -158,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="A/B: candidate vs reference versions, interleaved runs, ratio + 95%% CI "
         "(python -m harness ab -h)",
     )
+    bisect_command.add_parsers(sub)
     return parser
 
 
@@ -493,6 +495,7 @@ COMMANDS = {
     "report": cmd_report,
     "baseline": cmd_baseline,
     "expectations": cmd_expectations,
+    **bisect_command.COMMANDS,
 }
 
 

@@ -137,8 +137,16 @@ def transformers_singleton(
     """transformers' own process-global compiled flex (WrappedFlexAttention), no lock.
 
     Its compiled object wraps torch's flex_attention directly, so the fallback counter cannot
-    see inside it: replicas on this strategy report 0 fallbacks (the harness uses throughput).
+    see inside it. What it can see is transformers' own branch: `compile_friendly_flex_attention`
+    runs plain, uncompiled `flex_attention` when `torch.compiler.is_compiling()` reads True.
+    Outside a dynamo trace of this thread that is a silent fallback, counted here: from torch
+    2.13 any thread's compile makes it read True in every thread (probe
+    compile_friendly_flex_uncompiled), so the run comes out `silent_fallback`, not `ok`. The
+    flag is read just before transformers reads it; a compile that starts or ends in between
+    can make one call miscounted.
     """
+    if torch.compiler.is_compiling() and not torch.compiler.is_dynamo_compiling():
+        _note_uncompiled_run()
     from transformers.integrations.flex_attention import compile_friendly_flex_attention
 
     return compile_friendly_flex_attention(

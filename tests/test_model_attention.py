@@ -176,3 +176,42 @@ def test_drafter_rope_is_transformers_rotation_at_each_tensors_own_positions():
     want_k, _ = apply_rotary_pos_emb(k, k, cos, sin)
     assert torch.equal(rope(q, cos[:, 4:], sin[:, 4:]), want_q)
     assert torch.equal(rope(k, cos, sin), want_k)
+
+
+def test_singleton_counts_transformers_uncompiled_branch_while_another_thread_compiles():
+    """transformers' compile_friendly_flex_attention runs plain flex when is_compiling() reads
+    True; from torch 2.13 a compile in another thread makes it so: counted as a fallback.
+    Before 2.13 the caller would take the compiled singleton and compile behind the held
+    compile's lock (the probe compile_friendly_flex_uncompiled covers those releases)."""
+    pytest.importorskip("transformers")
+    from packaging.version import Version
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    if Version(torch.__version__).release < (2, 13):
+        pytest.skip("is_compiling() reads True only in the compiling thread before torch 2.13")
+
+    from harness.probes.kit import Deadline, Hold, Worker, blocking_compile
+
+    q = torch.randn(1, 2, 128, 16)
+    k, v = torch.randn(1, 1, 128, 16), torch.randn(1, 1, 128, 16)
+    mask = create_block_mask(lambda b, h, qi, kv: qi >= kv, 1, 1, 128, 128, device="cpu")
+    flex_attention(q, k, v, block_mask=mask, scale=0.25, enable_gqa=True)  # warm the eager path
+    deadline = Deadline(60)
+    hold = Hold(deadline, "inside a dynamo backend")
+    compiler = Worker(blocking_compile(hold, inside_make_fx=False), "compiler")
+    compiler.start()
+    try:
+        hold.wait_arrived()
+
+        def call() -> int:
+            attention.transformers_singleton(q, k, v, mask, 0.25)
+            return attention.eager_fallback_count()
+
+        caller = Worker(call, "caller")
+        caller.start()
+        caller.finish(deadline, "transformers_singleton")
+    finally:
+        hold.release()
+    compiler.finish(deadline, "compile").check("compiling")
+    assert caller.error is None, caller.error
+    assert caller.value == 1

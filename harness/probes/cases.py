@@ -6,6 +6,7 @@ The registry and verdicts live in `harness.probes.runner`; shared tools in `harn
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 from typing import Any
@@ -268,3 +269,77 @@ def compiled_call_during_eager_flex_grad(d: Deadline) -> tuple[bool, str]:
         _park.pop("hold", None)
     a.finish(d, "eager flex_attention with grad").check("in eager flex_attention")
     return call_seen(b)
+
+
+def cache_config_thread_scope(d: Deadline) -> tuple[bool, str]:
+    cfg = torch._inductor.config
+    prior = cfg.force_disable_caches
+    cfg.force_disable_caches = True  # a config-based cold cache, set in the main thread
+    try:
+        seen = in_thread(
+            lambda: cfg.force_disable_caches, "racegate-probe-B", d, "read config"
+        ).value
+    finally:
+        cfg.force_disable_caches = prior
+    return seen is True, (
+        f"main set torch._inductor.config.force_disable_caches = True; a worker read {seen}"
+    )
+
+
+def _flex_qkv() -> list[torch.Tensor]:
+    return [torch.randn(1, 1, 16, 8) for _ in range(3)]
+
+
+def compile_friendly_flex_uncompiled(d: Deadline) -> tuple[bool, str]:
+    """B takes transformers' compile_friendly_flex_attention branch while A compiles.
+
+    transformers 5.6-5.25 (integrations/flex_attention.py) calls plain `flex_attention` when
+    `is_torchdynamo_compiling()` (= torch.compiler.is_compiling()) is true, else its compiled
+    singleton; the branch is reproduced here so the probe needs torch only.
+    """
+    from torch.nn.attention.flex_attention import flex_attention
+
+    compiled = torch.compile(flex_attention, backend="eager")
+    qkv = _flex_qkv()
+    # Warm both paths: B's calls are cache hits, not compiles queued behind A's compile lock
+    # (eager flex_attention compiles its own wrapper with backend="eager" on first use).
+    compiled(*qkv)
+    flex_attention(*qkv)
+
+    def b_fn() -> bool:
+        uncompiled = torch.compiler.is_compiling()
+        (flex_attention if uncompiled else compiled)(*qkv)
+        return uncompiled
+
+    hold = Hold(d, "inside a dynamo backend callback")
+    b = with_held(hold, blocking_compile(hold, inside_make_fx=False), b_fn, d, "flex call")
+    if b.error is not None:
+        return True, f"B's flex call raised {err(b.error)}"
+    took = "uncompiled flex_attention" if b.value else "the compiled flex"
+    return bool(b.value), f"while A compiled, B's compile_friendly branch ran {took} (no error)"
+
+
+def fx_node_meta_leak(d: Deadline) -> tuple[bool, str]:
+    """A inside fx.traceback.preserve_node_meta() (as AOTAutograd's graph capture enters it)."""
+    tb = torch.fx.traceback
+    if not hasattr(tb, "preserve_node_meta") or not hasattr(tb, "has_preserved_node_meta"):
+        raise NotAvailable("torch.fx.traceback.preserve_node_meta is absent")
+    hold = Hold(d, "inside fx.traceback.preserve_node_meta()")
+
+    def a_fn() -> None:
+        with tb.preserve_node_meta():
+            hold.park()
+
+    seen = with_held(hold, a_fn, tb.has_preserved_node_meta, d, "read node-meta state").value
+    return bool(seen), f"B read fx.traceback.has_preserved_node_meta() == {seen} while A traced"
+
+
+def gc_threshold_during_compile(d: Deadline) -> tuple[bool, str]:
+    before = gc.get_threshold()
+    hold = Hold(d, "inside a dynamo backend callback")
+    a_fn = blocking_compile(hold, inside_make_fx=False)
+    during = with_held(hold, a_fn, gc.get_threshold, d, "read gc thresholds").value
+    after = gc.get_threshold()
+    return tuple(during) != before, (
+        f"gc thresholds before {before}, read by B while A compiled {tuple(during)}, after {after}"
+    )

@@ -109,6 +109,30 @@ PROBES: dict[str, Probe] = {
             "B calls an already-compiled function",
             "B's call raised (nested-FX error)",
         ),
+        Probe(
+            "cache_config_thread_scope",
+            "main sets torch._inductor.config.force_disable_caches = True (a config cold cache)",
+            "a worker thread reads the value",
+            "the worker saw True: a main-thread cache setting governs every thread",
+        ),
+        Probe(
+            "compile_friendly_flex_uncompiled",
+            "A inside a dynamo backend callback",
+            "B takes transformers' compile_friendly_flex_attention branch (is_compiling())",
+            "B ran uncompiled flex_attention, silently (transformers 5.6-5.25)",
+        ),
+        Probe(
+            "fx_node_meta_leak",
+            "A inside torch.fx.traceback.preserve_node_meta() (AOTAutograd's graph capture)",
+            "B reads torch.fx.traceback.has_preserved_node_meta()",
+            "B read True: A's FX traceback metadata state is process-global",
+        ),
+        Probe(
+            "gc_threshold_during_compile",
+            "A inside a dynamo backend callback",
+            "B reads gc.get_threshold()",
+            "B saw A's compile-time GC thresholds: changed process-wide during a compile",
+        ),
     )
 }
 

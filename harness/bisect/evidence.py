@@ -1,0 +1,212 @@
+"""The bisection's oracle: one release's environment, its probes and race selection, one decision.
+
+Environments are `harness.envs.candidate` venvs beside the current one (under .racegate/envs)
+by default; with `--envs DIR` each pinned package is installed once with `pip install --target
+DIR/<pkg>-<v>` (niced; PIP_CONSTRAINT lifted, as noxfile.py's cpu_matrix does) and put first on
+PYTHONPATH of the current interpreter. Probes and the race selection run as subprocesses of
+that environment's python from the repository root (`python -m harness.probes.runner`,
+`python -m pytest -m race ...`), never imported here. Which probes decide is a choice
+(`gating`); every probe's verdict is kept as an observation, so the report can say what else
+changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import envs
+from harness.bisect.search import Evidence
+from harness.judge.gate import EXIT_CODES, Decision, Word, combine
+
+ROOT = Path(__file__).resolve().parents[2]
+# The nested-FX error's own probes: the incident's hazard (a compiled call raising because
+# another thread traces, or a flag left set after an overlap).
+NESTED_FX_PROBES = (
+    "compiled_call_during_make_fx",
+    "compiled_call_during_compile",
+    "flag_stuck_after_overlap",
+)
+_WORD_OF_EXIT = {code: Word(word) for word, code in EXIT_CODES.items() if word in set(Word)}
+_VERSIONS = (
+    "import json, importlib.metadata as m, torch\n"
+    "try: tf = m.version('transformers')\n"
+    "except m.PackageNotFoundError: tf = None\n"
+    "print(json.dumps({'torch': torch.__version__, 'git_version': torch.version.git_version,"
+    " 'transformers': tf, 'python': __import__('sys').version.split()[0]}))"
+)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """An environment (harness.envs.Environment) and the variables its python runs with (the
+    PYTHONPATH of a --target install; none for a candidate venv)."""
+
+    env: envs.Environment
+    variables: dict[str, str] = field(default_factory=dict)
+
+    def run(self, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        """`python ARGS` in this environment, from the repository root."""
+        return subprocess.run(
+            [str(self.env.python), *args],
+            cwd=ROOT,
+            env={**os.environ, **self.variables},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+Progress = Callable[[str], None]
+_NICE_PIP = ("nice", "-n", "15", sys.executable, "-m", "pip", "install", "-q")
+
+
+def target_dir_env(pins: Mapping[str, str], where: Path, progress: Progress) -> Runner:
+    """The current interpreter with each pin installed once under where/<pkg>-<version>."""
+    paths = []
+    for package, version in pins.items():
+        folder = where / f"{package}-{version}"
+        if not folder.is_dir():
+            partial = folder.with_name(f"{folder.name}.partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            progress(f"installing {package}=={version} into {folder} (pip --target, niced)")
+            done = subprocess.run(
+                [*_NICE_PIP, "--target", str(partial), f"{package}=={version}"],
+                env={**os.environ, "PIP_CONSTRAINT": "/dev/null"},
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(
+                    f"pip could not install {package}=={version}: {done.stderr.strip()[-400:]}"
+                )
+            partial.rename(folder)
+        paths.append(str(folder))
+    pythonpath = os.pathsep.join([*paths, str(ROOT)])
+    here = envs.Environment(Path(sys.executable), {}, dict(pins), where)
+    return Runner(here, {"PYTHONPATH": pythonpath})
+
+
+def make_env(pins: Mapping[str, str], where: Path | None, progress: Progress) -> Runner:
+    """A candidate venv beside the current environment (harness.envs.candidate, under
+    .racegate/envs) by default; with `where`, --target installs under it (target_dir_env)."""
+    if where is not None:
+        return target_dir_env(pins, where, progress)
+    try:
+        made = envs.candidate(
+            dict(pins), base=envs.current(), where=envs.envs_dir(ROOT), progress=progress
+        )
+    except envs.EnvError as exc:
+        raise RuntimeError(str(exc)) from None
+    return Runner(made)
+
+
+def installed(env: Runner, timeout: float = 300) -> dict[str, str]:
+    """torch/transformers/python versions and torch's upstream commit, read in `env`."""
+    done = env.run(["-c", _VERSIONS], timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{env.env.python} cannot import torch: {done.stderr.strip()[-400:]}")
+    return {k: v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items() if v}
+
+
+def probe_verdicts(env: Runner, timeout: float = 600) -> dict[str, str]:
+    """Every probe's verdict in `env` (one isolated `harness.probes.runner` run)."""
+    with tempfile.TemporaryDirectory(prefix="racegate-bisect-") as tmp:
+        out = Path(tmp) / "probes.json"
+        done = env.run(
+            ["-m", "harness.probes.runner", "--isolated", "--json-out", str(out)], timeout
+        )
+        if not out.is_file():
+            raise RuntimeError(
+                f"the probes wrote nothing (exit {done.returncode}): {done.stderr.strip()[-400:]}"
+            )
+        doc = json.loads(out.read_text())
+    return {str(r["name"]): str(r["verdict"]) for r in doc["results"]}
+
+
+def probe_decision(verdicts: Mapping[str, str], gating: Sequence[str]) -> Decision:
+    """UNSAFE when a gating probe reads hazard, UNDECIDED when one hung, failed or is missing
+    (never SAFE on what did not run), else SAFE."""
+    missing = [p for p in gating if p not in verdicts]
+    unclear = [p for p in gating if verdicts.get(p) in ("hang", "error")]
+    hazard = [p for p in gating if verdicts.get(p) == "hazard"]
+    if hazard:
+        return Decision(Word.UNSAFE, f"probe {', '.join(hazard)}: hazard", "")
+    if not gating:
+        return Decision(Word.SAFE, "no gating probe", "")
+    if missing or unclear:
+        names = ", ".join(missing + unclear)
+        return Decision(Word.UNDECIDED, f"probe {names}: no verdict", "")
+    return Decision(Word.SAFE, f"probes {', '.join(gating)}: safe or n/a", "")
+
+
+def race_decision(env: Runner, args: Sequence[str], timeout: float) -> Decision:
+    """The race selection (`python -m pytest -m race ARGS`) in `env`: its exit code's word."""
+    try:
+        done = env.run(["-m", "pytest", "-m", "race", "-p", "no:cacheprovider", *args], timeout)
+    except subprocess.TimeoutExpired:
+        return Decision(Word.UNDECIDED, f"race selection ran past {timeout:g} s", "")
+    word = _WORD_OF_EXIT.get(done.returncode)
+    lines = done.stdout.strip().splitlines() or [""]
+    # the verdict block's first line starts with the word (harness/judge/gate.py Decision.line)
+    said = [ln for ln in lines if word is not None and ln.startswith(f"{word}: ")]
+    tail = (said or lines)[-1].strip()
+    if word is None:
+        return Decision(
+            Word.UNDECIDED, f"race selection: pytest exit {done.returncode}: {tail}", ""
+        )
+    return Decision(word, f"race selection: {tail}", "")
+
+
+@dataclass
+class ReleaseOracle:
+    """release -> Evidence for one package's releases, the other pins fixed."""
+
+    package: str  # "torch" or "transformers"
+    fixed: dict[str, str]  # the other pins ({} keeps the interpreter's own)
+    gating: tuple[str, ...] = NESTED_FX_PROBES
+    race_args: tuple[str, ...] | None = None  # None: probes only
+    where: Path | None = None
+    timeout: float = 1800.0
+    progress: Progress = print
+    made: dict[str, Runner] = field(default_factory=dict)
+
+    def env_for(self, release: str) -> Runner:
+        if release not in self.made:
+            pins = {**self.fixed, self.package: release}
+            self.made[release] = make_env(pins, self.where, self.progress)
+        return self.made[release]
+
+    def __call__(self, release: str) -> Evidence:
+        try:
+            env = self.env_for(release)
+            got = installed(env)
+            verdicts = probe_verdicts(env)
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
+            return Evidence(release, Word.UNDECIDED, {}, note=str(exc)[:300])
+        observations = {f"probe {k}": v for k, v in verdicts.items()}
+        parts = [probe_decision(verdicts, self.gating)]
+        if self.race_args is not None:
+            parts.append(race_decision(env, self.race_args, self.timeout))
+            observations["race selection"] = str(parts[-1].word)
+        decision = combine(parts, empty="no evidence")
+        evidence = Evidence(
+            release,
+            decision.word,
+            observations,
+            commit=got.get("git_version", "") if self.package == "torch" else "",
+            note="; ".join(
+                [", ".join(f"{k} {got[k]}" for k in ("torch", "transformers") if k in got)]
+                + [p.reason for p in parts]
+            ),
+        )
+        self.progress(f"  {release}: {decision.word} ({evidence.note})")
+        return evidence
