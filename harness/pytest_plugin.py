@@ -1,0 +1,203 @@
+"""racegate's pytest plugin: options, markers, GPU discovery and skips, scenario fixtures.
+
+The options are harness/options.py's table, shared with `harness run`; every value (flags,
+env, [tool.racegate], the workload and its preset) is checked in `pytest_configure`, so a bad
+one is a `pytest.UsageError` naming it before anything is collected. Records go to --results or
+to a new private run folder under .racegate/runs/; plugin state lives in `config.stash`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import options, private_root, state, versions
+from harness.judge import race_expectations
+from harness.judge.suite import RacegateConfig, racegate_key
+
+# Before anything imports torch (none of the imports above does): torch makes its caches under
+# TMPDIR and ~ on import; they go into this process's own root instead (harness.private_root).
+private_root.enter()
+
+MARKERS = {
+    "race": "race(): a cross-thread tracing race case (what `-m race` and `-k race` select)",
+    "gpu": "gpu(): needs at least one CUDA GPU; skipped with a reason otherwise",
+    "multi_gpu": "multi_gpu(): needs at least two CUDA GPUs; skipped with a reason otherwise",
+    "throughput": "throughput(): gates tokens/s against baselines/<hardware>.json",
+    "slow": "slow(): takes minutes; deselect with -m 'not slow'",
+    "production": "production(): a race case of the production strategy (its runs follow the "
+    "control's measured rate, as the control's runs land)",
+}
+pytest_plugins = ["harness.report.terminal"]  # the verdict block and its calibration options
+# The run folder this process made under .racegate/runs/ (not a worker's, not --results).
+_own_run_key = pytest.StashKey[Path]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("racegate", "racegate: cross-thread compile race gate")
+    for opt in options.SHARED:  # the same table `harness run` reads
+        group.addoption(opt.flag, dest=f"racegate_{opt.dest}", **opt.argparse_kwargs())
+    group.addoption(
+        "--share-gpus",
+        dest="racegate_share_gpus",
+        action="store_true",
+        help="under pytest-xdist, let every worker use every GPU instead of a slice of them, "
+        "so race cases on all GPUs run side by side (outcomes stay valid; throughput cases "
+        "skip under any -n above 1, as their timings would not be)",
+    )
+    group.addoption(
+        "--case-jobs",
+        dest="racegate_case_jobs",
+        type=int,
+        default=1,
+        help="isolated runs of one race case at once (its control's runs, and the production "
+        "strategy's once power is known): for outcome counts, never timing; the nightly's GPU "
+        "cells set it so a case costs about one run's time (default: %(default)s)",
+    )
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    """How many pytest-xdist workers run this session (1 without xdist)."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        return int(worker["workercount"])
+    n = config.getoption("numprocesses", None) if config.pluginmanager.has_plugin("xdist") else None
+    return n if isinstance(n, int) and n > 1 else 1
+
+
+def _assign_worker_gpus(config: pytest.Config, gpus: int) -> int:
+    """Under pytest-xdist each worker gets its own slice of GPUs through CUDA_VISIBLE_DEVICES,
+    unless --share-gpus lets them all use every GPU."""
+    worker = getattr(config, "workerinput", None)
+    if worker is None or gpus == 0 or config.getoption("racegate_share_gpus"):
+        return gpus
+    n_workers = int(worker["workercount"])
+    idx = int(worker["workerid"].removeprefix("gw"))
+    per = max(1, gpus // n_workers)
+    visible = options.csv(os.environ.get("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(gpus)))))
+    mine = visible[(idx * per) % len(visible) :][:per]
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(mine)
+    return len(mine)
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _records_path(config: pytest.Config, given: Path | None) -> Path:
+    """--results, else the path the xdist controller chose, else a new run in the state folder."""
+    if given is not None:
+        return given
+    if _is_worker(config):
+        return Path(config.workerinput["racegate_records"])
+    path = state.new_run(config.rootpath)
+    config.stash[_own_run_key] = path  # removed again at exit if no record lands in it
+    return path
+
+
+def _resolve(config: pytest.Config) -> RacegateConfig:
+    gpus = _assign_worker_gpus(config, options.count_gpus())
+    try:
+        opts = options.resolve(vars(config.option), gpus=gpus, for_cli=False, prefix="racegate_")
+        if not _is_worker(config) and not config.option.help:
+            # Imports the workload (and torch) once, in the controller: a workload that does
+            # not import, fit the interface or know the preset fails here, not in every case.
+            workload = options.check_workload(opts.workload, opts.preset, opts.workload_source)
+            # Its production strategy, positive control and strategies: a role it lacks is a
+            # usage error here, naming the strategies it has.
+            opts = options.bind_roles(opts, workload, for_cli=False)
+        elif _is_worker(config):  # the controller bound them, having loaded the workload
+            opts = options.roles_from_json(opts, config.workerinput["racegate_roles"])
+        expectations = race_expectations.load(production=opts.production)  # bad table: usage
+        results = _records_path(config, opts.results)
+        if config.option.racegate_case_jobs < 1:
+            raise ValueError(f"--case-jobs must be ≥ 1, got {config.option.racegate_case_jobs}")
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise pytest.UsageError(f"racegate: {exc}") from None
+    except OSError as exc:  # the state folder cannot be made (a read-only checkout)
+        raise pytest.UsageError(
+            f"racegate: cannot make a run folder under {config.rootpath / state.STATE_DIR}: "
+            f"{exc.strerror}; give --results FILE"
+        ) from None
+    return RacegateConfig(
+        gpus=gpus,
+        devices=opts.devices,
+        threads_per_device=opts.threads_per_device,
+        cache_states=opts.cache_states,
+        strategies=opts.strategies,
+        schedule=opts.schedule,
+        preset=opts.preset,
+        repeat=opts.repeat,
+        run_timeout=opts.run_timeout,
+        switch_interval=opts.switch_interval,
+        stall=opts.stall,
+        results=results,
+        workload=opts.workload,
+        production=opts.production,
+        control=opts.control,
+        strategy_specs=dict(opts.strategy_specs),
+        expectations=expectations,
+        versions=versions.software(),  # imports nothing: metadata for what is not loaded
+        overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
+        case_jobs=config.option.racegate_case_jobs,
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for text in MARKERS.values():
+        config.addinivalue_line("markers", text)
+    config.stash[racegate_key] = _resolve(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: every worker appends to the controller's records file."""
+    rc = node.config.stash[racegate_key]
+    node.workerinput["racegate_records"] = str(rc.results)
+    node.workerinput["racegate_roles"] = options.roles_to_json(rc)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(_own_run_key, None)
+    if own is not None:
+        state.discard_if_empty(own)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    rc = config.stash[racegate_key]
+    return [
+        f"racegate: torch {rc.versions['torch']}, transformers {rc.versions['transformers']}, "
+        f"{rc.gpus} GPU(s), devices {','.join(rc.devices)}, preset {rc.preset}, "
+        f"production strategy {rc.production}, positive control {rc.control}, "
+        f"schedule {rc.schedule}, switch interval {rc.switch_interval:g} s, workload {rc.workload}"
+    ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rc = config.stash[racegate_key]
+    gpus, chosen = rc.gpus, 0 if rc.devices == ("cpu",) else len(rc.devices)
+    for item in items:
+        if item.get_closest_marker("multi_gpu") and gpus < 2:
+            reason = f"needs ≥ 2 CUDA GPUs; this machine has {gpus}"
+        elif item.get_closest_marker("gpu") and gpus < 1:
+            reason = "needs a CUDA GPU; this machine has none"
+        elif item.get_closest_marker("multi_gpu") and chosen < 2:
+            reason = f"needs ≥ 2 CUDA GPUs; --devices chose {chosen}"
+        elif item.get_closest_marker("gpu") and chosen < 1:
+            reason = "needs a CUDA GPU; --devices chose cpu"
+        elif item.get_closest_marker("throughput") and rc.overlapping:
+            reason = "pytest-xdist runs other cases on this host at the same time, so timings "
+            reason += "are invalid (a host-bound step slows with them); run throughput cases "
+            reason += "without -n"
+        else:
+            continue
+        item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def racegate_config(pytestconfig: pytest.Config) -> RacegateConfig:
+    return pytestconfig.stash[racegate_key]
