@@ -17,8 +17,9 @@ import sys
 import pytest
 
 from harness.judge import race_expectations
-from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, judge, racegate_key, run_case
+from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, judge, racegate_key
 from harness.judge.verdict import Calibration, cell_label, cell_of, control_rates, repeats_for
+from harness.pipeline import run_case
 from harness.record import RunRecord
 from harness.report.terminal import calibration_key, session_records
 from harness.run.runner import SharedPrimes

@@ -17,7 +17,8 @@ import pytest
 from harness.judge import baselines
 from harness.judge.baselines import Verdict
 from harness.judge.race_evidence import shows_race
-from harness.judge.suite import judge, run_case
+from harness.judge.suite import judge
+from harness.pipeline import run_case
 from harness.scenario import make_scenario
 from harness.vocab import Outcome, Strategy, strategies_where
 

@@ -310,7 +310,7 @@ def _run_all(
 ) -> list[RunRecord]:
     """Every (scenario, repeat index) run, `args.jobs` at once; each record appended to `out`
     as it lands."""
-    from harness.judge.decide import run_scenario
+    from harness.pipeline import run_scenario
     from harness.run.runner import SharedPrimes, kill_live_children
 
     records: list[RunRecord] = []

@@ -25,8 +25,8 @@ sys.path.insert(0, str(REPO))
 
 import pytest  # noqa: E402
 
-from harness.judge.decide import run_scenario  # noqa: E402
 from harness.judge.race_evidence import shows_race  # noqa: E402
+from harness.pipeline import run_scenario  # noqa: E402
 from harness.record import append_jsonl, read_jsonl  # noqa: E402
 from tests.fault_kit import fault_scenario, files_under, isolate_parent, left_behind  # noqa: E402
 from tests.fault_workloads import FAULTS  # noqa: E402

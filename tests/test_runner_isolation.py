@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.judge.decide import run_scenario
 from harness.judge.gate import EXIT_UNDECIDED
-from harness.judge.suite import run_case
+from harness.pipeline import run_case, run_scenario
 from harness.record import append_jsonl, read_jsonl
 from harness.scenario import make_scenario
 
