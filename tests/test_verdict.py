@@ -289,7 +289,7 @@ def _rc(**kw: object) -> RacegateConfig:
 
 
 def test_cases_skip_one_thread_and_put_the_control_first() -> None:
-    from cases.test_race import (
+    from harness.case_plan import (
         case_repeats,
         case_strategies,
         production_runs_done,
