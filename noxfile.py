@@ -454,7 +454,7 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     throughput = marker_may_select(marker, "throughput")
     if throughput:
         run_suite(
-            session, "cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
+            session, "harness/cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
             posargs=rest,
         )  # fmt: skip
     else:
@@ -469,7 +469,7 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     race_junit = out / "junit-race.xml"
     race_junit.unlink(missing_ok=True)
     run_suite(
-        session, "cases", "-m", f"{both}not throughput", "-n", str(workers), "--share-gpus",
+        session, "harness/cases", "-m", f"{both}not throughput", "-n", str(workers), "--share-gpus",
         f"--case-jobs={case_jobs}",
         *([f"--control-repeat={control_repeat}"] if control_repeat is not None else []),
         junit=race_junit.name, posargs=rest, ok_codes=(0, 1, 5, UNDECIDED_EXIT),
@@ -558,7 +558,7 @@ def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
         session.error(f"torch {torch} in this session sees no GPU (driver or CUDA build mismatch)")
     if (workers := race_workers(session, gpus, gpu_bytes, knobs)) == 1:
         # One case at a time, no pytest-xdist: every timing counts.
-        run_suite(session, "cases", ok_codes=CELL_OK_CODES)
+        run_suite(session, "harness/cases", ok_codes=CELL_OK_CODES)
     else:
         run_gpu_cell(session, workers, knobs)
 
@@ -570,7 +570,7 @@ def cpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     """One torch × transformers cell of the probes and CPU race cases (no GPU needed)."""
     install_cpu_cell(session, torch, transformers)
     fresh_records(session)
-    run_suite(session, "cases", "-k", "race", "--devices", "cpu", ok_codes=CELL_OK_CODES)
+    run_suite(session, "harness/cases", "-k", "race", "--devices", "cpu", ok_codes=CELL_OK_CODES)
 
 
 @nox.session(**SYSTEM_SITE)
