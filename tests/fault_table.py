@@ -1,7 +1,7 @@
 """Run every fault workload once and write the table: fault × outcome × race evidence ×
 records intact × processes left × files outside the root × wall.
 
-    python scripts/fault_table.py [--out results/2026-12-01-faults/README.md]
+    python tests/fault_table.py [--out results/2026-12-01-faults/README.md]
 
 Each fault runs as `tests/test_faults.py` runs it (CPU, tiny module, real fault). This process
 gives itself a fresh, empty HOME and TMPDIR first, so a file a run leaves outside its own root
@@ -47,7 +47,7 @@ def row(fault: str, ledger: Path, watched: tuple[Path, Path]) -> dict[str, objec
         else []
     )
     t0 = time.monotonic()
-    record = run_scenario(fault_scenario(fault), command="scripts/fault_table.py")
+    record = run_scenario(fault_scenario(fault), command="tests/fault_table.py")
     wall = time.monotonic() - t0
     append_jsonl(ledger, record)
     after = [json.dumps(r.to_json(), sort_keys=True) for r in read_jsonl(ledger)]
