@@ -18,6 +18,9 @@ import pytest
 from harness import options, private_root, state, versions
 from harness.judge import race_expectations
 from harness.judge.suite import RacegateConfig, racegate_key
+from harness.judge.verdict import Calibration
+from harness.record import RunRecord
+from harness.report import terminal
 
 # Before anything imports torch (none of the imports above does): torch makes its caches under
 # TMPDIR and ~ on import; they go into this process's own root instead (harness.private_root).
@@ -201,3 +204,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def racegate_config(pytestconfig: pytest.Config) -> RacegateConfig:
     return pytestconfig.stash[racegate_key]
+
+
+def calibration(config: pytest.Config) -> Calibration:
+    """The session's calibration: its positive control, the control's runs, the power cap."""
+    return config.stash[terminal.calibration_key]
+
+
+def session_records(config: pytest.Config) -> list[RunRecord]:
+    """The records this session appended to its results file so far ([] without one)."""
+    return terminal.session_records(config)

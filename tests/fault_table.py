@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated faults (default: all)")
     args = parser.parse_args(argv)
     faults = [f for f in args.only.split(",") if f] or list(FAULTS)
-    command = shlex.join(["python", "scripts/fault_table.py", *(argv or sys.argv[1:])])
+    command = shlex.join(["python", "tests/fault_table.py", *(argv or sys.argv[1:])])
     scratch, home, tmp = private_parent()
     ledger = scratch / "ledger.jsonl"
     t0 = time.monotonic()

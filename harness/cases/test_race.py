@@ -27,8 +27,8 @@ from harness.judge import race_expectations
 from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, judge, racegate_key
 from harness.judge.verdict import Calibration, cell_label
 from harness.pipeline import run_case
+from harness.pytest_plugin import calibration, session_records
 from harness.record import RunRecord
-from harness.report.terminal import calibration_key, session_records
 from harness.run.runner import SharedPrimes
 from harness.scenario import Scenario, make_scenario
 from harness.vocab import Outcome
@@ -41,7 +41,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "race_case" not in metafunc.fixturenames:
         return
     rc = metafunc.config.stash[racegate_key]
-    cal = metafunc.config.stash[calibration_key]
+    cal = calibration(metafunc.config)
     params = []
     for strategy in case_strategies(rc, cal):
         # The control runs all its repeats and the production case as many as power asks:
@@ -90,7 +90,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     strategy, cache_state, devices, tpd = race_case
     rc = racegate_config
-    cal = pytestconfig.stash[calibration_key]
+    cal = calibration(pytestconfig)
     cell = cell_label(cache_state, len(devices), tpd)
     scenario = make_scenario(
         preset=rc.preset,
