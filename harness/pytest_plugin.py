@@ -8,6 +8,7 @@ to a new private run folder under .racegate/runs/; plugin state lives in `config
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from pathlib import Path
@@ -35,32 +36,14 @@ MARKERS = {
     "production": "production(): a race case of the production strategy (its runs follow the "
     "control's measured rate, as the control's runs land)",
 }
-pytest_plugins = ["harness.report.terminal"]  # the verdict block and its calibration options
 # The run folder this process made under .racegate/runs/ (not a worker's, not --results).
 _own_run_key = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("racegate", "racegate: cross-thread compile race gate")
-    for opt in options.SHARED:  # the same table `harness run` reads
+    for opt in (*options.SHARED, *options.PYTEST_ONLY):  # SHARED: the table `harness run` reads
         group.addoption(opt.flag, dest=f"racegate_{opt.dest}", **opt.argparse_kwargs())
-    group.addoption(
-        "--share-gpus",
-        dest="racegate_share_gpus",
-        action="store_true",
-        help="under pytest-xdist, let every worker use every GPU instead of a slice of them, "
-        "so race cases on all GPUs run side by side (outcomes stay valid; throughput cases "
-        "skip under any -n above 1, as their timings would not be)",
-    )
-    group.addoption(
-        "--case-jobs",
-        dest="racegate_case_jobs",
-        type=int,
-        default=1,
-        help="isolated runs of one race case at once (its control's runs, and the production "
-        "strategy's once power is known): for outcome counts, never timing; the nightly's GPU "
-        "cells set it so a case costs about one run's time (default: %(default)s)",
-    )
 
 
 def _xdist_workers(config: pytest.Config) -> int:
@@ -126,23 +109,10 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
             f"racegate: cannot make a run folder under {config.rootpath / state.STATE_DIR}: "
             f"{exc.strerror}; give --results FILE"
         ) from None
+    run_options = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)}
     return RacegateConfig(
+        **(run_options | {"results": results}),
         gpus=gpus,
-        devices=opts.devices,
-        threads_per_device=opts.threads_per_device,
-        cache_states=opts.cache_states,
-        strategies=opts.strategies,
-        schedule=opts.schedule,
-        preset=opts.preset,
-        repeat=opts.repeat,
-        run_timeout=opts.run_timeout,
-        switch_interval=opts.switch_interval,
-        stall=opts.stall,
-        results=results,
-        workload=opts.workload,
-        production=opts.production,
-        control=opts.control,
-        strategy_specs=dict(opts.strategy_specs),
         expectations=expectations,
         versions=versions.software(),  # imports nothing: metadata for what is not loaded
         overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
@@ -154,6 +124,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for text in MARKERS.values():
         config.addinivalue_line("markers", text)
     config.stash[racegate_key] = _resolve(config)
+    # The verdict block and its calibration, once the settings it reads are stashed.
+    config.pluginmanager.register(terminal, "harness.report.terminal")
 
 
 @pytest.hookimpl(optionalhook=True)

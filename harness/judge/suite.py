@@ -6,42 +6,27 @@ the failure a table row predicts; any other failure still fails the case.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import pytest
 
 from harness.judge.outcomes import is_spurious_recompile, worst
 from harness.judge.race_evidence import timed_out
 from harness.judge.race_expectations import ExpectedFailure
+from harness.options import RunOptions
 from harness.record import RunRecord
-from harness.vocab import CacheState, Outcome, Schedule, Strategy, StrategySpec
+from harness.vocab import Outcome
 
 
-@dataclass(frozen=True)
-class RacegateConfig:
-    """The resolved plugin settings for this session."""
+@dataclass(frozen=True, kw_only=True)
+class RacegateConfig(RunOptions):
+    """The resolved plugin settings for this session: the run options and what the plugin adds."""
 
     gpus: int
-    devices: tuple[str, ...]
-    threads_per_device: tuple[int, ...]
-    cache_states: tuple[CacheState, ...]
-    strategies: tuple[str, ...]  # the workload's (harness.options.bind_roles)
-    schedule: Schedule
-    switch_interval: float
-    stall: float  # --stall: seconds unchanged and idle before a run is a hang
-    preset: str
-    repeat: int
-    run_timeout: float | None  # --run-timeout; None: each case splits its own budget
-    results: Path | None
-    workload: str
-    production: str
     expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
     versions: dict[str, str]
     overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
     case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only)
-    control: str = str(Strategy.PER_DEVICE)  # the positive control (the known-bad strategy)
-    strategy_specs: dict[str, StrategySpec] = field(default_factory=dict)  # the workload's own
 
     def run_timeout_within(self, budget_s: float) -> float:
         """Seconds per isolated run: --run-timeout when given, never more than the case's share
