@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -120,10 +121,31 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
     )
 
 
+# The race suite racegate ships (race, probe and throughput cases).
+CASES = Path(__file__).resolve().parent / "cases"
+_NAMES_RACE = re.compile(r"(?<!not )\brace\b")  # `-k race`, `-m "race and gpu"`; not `not race`
+
+
+def _add_race_suite(config: pytest.Config) -> None:
+    """`pytest -k race` (or `-m race`) in any project collects the race suite: where its
+    collection does not reach harness/cases/ already (racegate's own checkout does), the folder
+    is added to what pytest collects. Without such a selection nothing is added: a project's
+    plain `pytest` runs no race case."""
+    selection = f"{config.option.keyword or ''} {config.option.markexpr or ''}"
+    if not _NAMES_RACE.search(selection):
+        return
+    for arg in config.args:
+        path = Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
+        if path.is_relative_to(CASES) or CASES.is_relative_to(path):
+            return
+    config.args.append(str(CASES))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for text in MARKERS.values():
         config.addinivalue_line("markers", text)
     config.stash[racegate_key] = _resolve(config)
+    _add_race_suite(config)
     # The verdict block and its calibration, once the settings it reads are stashed.
     config.pluginmanager.register(terminal, "harness.report.terminal")
 
