@@ -13,6 +13,7 @@ import itertools
 import json
 import shlex
 import signal
+import subprocess
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness import options, private_root, state
+from harness import options, private_root, sizing, state
 from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from
 from harness.judge.summary import failure_lines, format_table, summarise
@@ -157,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
         help="A/B: candidate vs reference versions, interleaved runs, ratio + 95%% CI "
         "(python -m harness ab -h)",
+    )
+    sub.add_parser(
+        "race",
+        add_help=False,
+        help="`pytest -m race` here (your project: [tool.racegate]), cases side by side sized "
+        "to this host; the arguments after it go to pytest",
     )
     return parser
 
@@ -482,6 +489,13 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_race(pytest_args: list[str]) -> int:
+    """The race selection in this directory, sized to the host; pytest's exit is the decision."""
+    sized, why = sizing.race_args(pytest_args)
+    print(f"racegate: {why}", file=sys.stderr, flush=True)
+    return subprocess.call([sys.executable, "-m", "pytest", *sized, "-m", "race", *pytest_args])
+
+
 PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 COMMANDS = {
     "run": cmd_run,
@@ -513,6 +527,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from harness import ab
 
         return ab.main(argv[1:], prog="python -m harness ab")
+    if argv[:1] == ["race"]:  # every argument after it is pytest's
+        return cmd_race(argv[1:])
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
