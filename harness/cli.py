@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout and --out are older spellings of --strategies, --cache-states, "
         "--run-timeout and --results.",
     )
-    for opt in options.SHARED:  # the same table conftest.py reads
+    for opt in options.SHARED:  # the same table the pytest plugin reads
         run.add_argument(opt.flag, *opt.aliases, dest=opt.dest, **opt.argparse_kwargs())
     run.add_argument(
         "--target-devices", default="", help="GPUs for the target model (default: the drafter's)"

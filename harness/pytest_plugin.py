@@ -1,8 +1,11 @@
 """racegate's pytest plugin: options, markers, GPU discovery and skips, scenario fixtures.
 
-The options are harness/options.py's table, shared with `harness run`; every value (flags,
-env, [tool.racegate], the workload and its preset) is checked in `pytest_configure`, so a bad
-one is a `pytest.UsageError` naming it before anything is collected. Records go to --results or
+Loaded by the `pytest11` entry point where racegate is installed (in racegate's own checkout,
+by its conftest.py where it is not); `-k race` or `-m race` adds the race suite, harness/cases/,
+to what a project collects. The options are harness/options.py's table (SHARED, shared with
+`harness run`, and PYTEST_ONLY); every value (flags, env, [tool.racegate], the workload and
+its preset) is checked in `pytest_configure`, so a bad one is a `pytest.UsageError` naming it
+before anything is collected. Records go to --results or
 to a new private run folder under .racegate/runs/; plugin state lives in `config.stash`.
 """
 

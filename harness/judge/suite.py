@@ -34,7 +34,7 @@ class RacegateConfig(RunOptions):
         return min(self.run_timeout, budget_s) if self.run_timeout else budget_s
 
 
-# Where the root conftest stashes the resolved settings; cases read them through it.
+# Where the pytest plugin stashes the resolved settings; cases read them through it.
 racegate_key = pytest.StashKey[RacegateConfig]()
 
 
