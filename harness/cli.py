@@ -444,7 +444,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import build as report
+    from harness.report.write import write_reports
 
     records, out_dir = args.records, args.out_dir
     if not records:
@@ -459,7 +459,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         out_dir = out_dir or latest.parent / "report"
         print(f"racegate: reporting the latest run, {latest}", file=sys.stderr)
     out_dir = out_dir or Path("report")
-    paths = report.write_reports(
+    paths = write_reports(
         records,
         out_dir,
         baselines_dir=baselines_folder(args.baselines),
