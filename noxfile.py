@@ -73,7 +73,7 @@ def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
         session.error(f"torch {torch} in this session sees no GPU (driver or CUDA build mismatch)")
     if (workers := support.race_workers(session, gpus, gpu_bytes, knobs)) == 1:
         # One case at a time, no pytest-xdist: every timing counts.
-        support.run_suite(session, "cases", ok_codes=support.CELL_OK_CODES)
+        support.run_suite(session, "harness/cases", ok_codes=support.CELL_OK_CODES)
     else:
         support.run_gpu_cell(session, workers, knobs)
 
@@ -86,7 +86,7 @@ def cpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     support.install_cpu_cell(session, torch, transformers)
     support.fresh_records(session)
     support.run_suite(
-        session, "cases", "-k", "race", "--devices", "cpu", ok_codes=support.CELL_OK_CODES
+        session, "harness/cases", "-k", "race", "--devices", "cpu", ok_codes=support.CELL_OK_CODES
     )
 
 

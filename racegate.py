@@ -5,17 +5,26 @@ Needs only python3 (≥ 3.11): makes or reuses the venv `.venv` (or $RACEGATE_VE
 requirements/ci.txt into it when that file changed, then runs pytest there. It installs only
 into a venv it made itself (marked `.racegate-made`); pointed at any other environment it
 refuses. Standard library only: it runs before anything is installed.
+
+`race` run by a python that already has torch and transformers (a GPU host's image, offline)
+tests THAT torch and transformers: no venv when the python also has pytest, pytest-xdist,
+pytest-timeout and rich; else the venv `.venv-host`, which sees the python's own packages and
+gets only the missing ones (host_env). Every command first says which versions it tests.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
+import site
 import subprocess
 import sys
 import venv
 from pathlib import Path
+
+from harness.sizing import race_args  # standard library only, like this file
 
 ROOT = Path(__file__).resolve().parent
 REQUIREMENTS = ROOT / "requirements" / "ci.txt"
@@ -52,6 +61,25 @@ USAGE = (
     "default the whole checkout)"
 )
 WORKFLOWS = ROOT / ".github" / "workflows"
+# What the race selection needs beside torch and transformers: import name → requirement.
+RACE_NEEDS = {
+    "pytest": "pytest>=8",
+    "xdist": "pytest-xdist>=3.5",
+    "pytest_timeout": "pytest-timeout>=2.3",
+    "rich": "rich>=13",
+}
+HOST_VENV = ".venv-host"
+# Run by the python under test: its versions and where torch comes from, importing neither.
+VERSIONS = (
+    "import importlib.metadata as m, importlib.util as u, sys\n"
+    "def v(d):\n"
+    "    try:\n        return m.version(d)\n"
+    "    except m.PackageNotFoundError:\n        return 'absent'\n"
+    "t = u.find_spec('torch')\n"
+    "where = t.submodule_search_locations[0] if t else 'nowhere'\n"
+    "print(f\"torch {v('torch')}, transformers {v('transformers')}, python \"\n"
+    '      f"{sys.version.split()[0]} ({sys.executable}; torch from {where})")\n'
+)
 
 
 def _is_workflow(path: Path) -> bool:
@@ -144,6 +172,53 @@ def ensure_env(env_dir: Path, where: str = "RACEGATE_VENV") -> Path:
     return python
 
 
+def has_torch() -> bool:
+    """This python (the one running racegate.py) has torch and transformers of its own."""
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+
+
+def host_env() -> Path:
+    """The python to run `race` with: this one, which has torch and transformers, when it has
+    what the race selection needs too; else the venv .venv-host, made by racegate, that sees
+    this python's packages and gets only the missing ones. Nothing is installed into this
+    python's own environment (racegate did not make it).
+
+    A .pth file naming this python's site-packages, not `venv --system-site-packages`: that sees
+    the base interpreter's packages only, so a python that is itself a venv or conda env (where
+    a GPU image keeps its torch) would lose its torch. SystemExit (2) when the missing ones
+    cannot be installed (offline), naming them and the command that adds them."""
+    missing = [req for mod, req in RACE_NEEDS.items() if importlib.util.find_spec(mod) is None]
+    if not missing:
+        return Path(sys.executable)
+    env_dir = ROOT / HOST_VENV
+    if env_dir.exists() and not made_by_racegate(env_dir):
+        raise ForeignEnv(f"{env_dir} is not an environment racegate made; move it away")
+    python = _python(env_dir)
+    if not python.exists():
+        print(f"racegate: making {env_dir} over this python's packages", file=sys.stderr)
+        env_dir.mkdir(parents=True, exist_ok=True)
+        (env_dir / MADE_MARKER).write_text("made by racegate.py; it installs only here\n")
+        venv.create(env_dir, with_pip=True)
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    own = [p for p in [*site.getsitepackages(), site.getusersitepackages()] if Path(p).is_dir()]
+    (Path(purelib) / "racegate-host.pth").write_text("".join(f"{p}\n" for p in own))
+    print(f"racegate: adding {', '.join(missing)} to {env_dir}", file=sys.stderr, flush=True)
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *missing]
+    if subprocess.run(pip).returncode != 0:
+        quoted = " ".join(f"'{m}'" for m in missing)
+        print(
+            f"racegate: error: this python ({sys.executable}) has torch but lacks "
+            f"{', '.join(missing)}, and installing them into {env_dir} failed (offline?); "
+            f"install them into this python yourself: {sys.executable} -m pip install {quoted}",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    return python
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
         print(USAGE, file=sys.stderr)
@@ -166,14 +241,25 @@ def main(argv: list[str]) -> int:
         steps = [*first, [*last, *args]]
     env_dir = Path(os.environ.get("RACEGATE_VENV") or ROOT / ".venv")
     where = "RACEGATE_VENV" if os.environ.get("RACEGATE_VENV") else "the default venv"
+    host = argv[0] == "race" and not os.environ.get("RACEGATE_VENV") and has_torch()
     try:
-        python = ensure_env(env_dir if env_dir.is_absolute() else ROOT / env_dir, where)
+        if host:  # the torch and transformers of the python that runs this
+            python = host_env()
+        else:
+            python = ensure_env(env_dir if env_dir.is_absolute() else ROOT / env_dir, where)
     except ForeignEnv as exc:
         print(f"racegate: error: {exc}", file=sys.stderr)
         return 2
     except subprocess.CalledProcessError as exc:
         print(f"racegate: error: installing the requirements failed ({exc})", file=sys.stderr)
         return 1
+    if argv[0] in ("race", "test"):
+        tested = subprocess.run([str(python), "-c", VERSIONS], capture_output=True, text=True)
+        print(f"racegate: testing {tested.stdout.strip() or tested.stderr.strip()}", flush=True)
+    if argv[0] == "race":  # side by side, sized to this host (harness/sizing.py)
+        sized, why = race_args(argv[1:])
+        print(f"racegate: {why}", flush=True)
+        steps = [[*steps[0][:2], *sized, *steps[0][2:]]]
     for step in steps:
         head, *rest = step
         tool = head.removeprefix("@")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.judge.decide import run_scenario
+from harness.pipeline import run_scenario
 from harness.record import append_jsonl
 from harness.scenario import make_scenario
 from tests import fault_kit

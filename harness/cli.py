@@ -13,6 +13,7 @@ import itertools
 import json
 import shlex
 import signal
+import subprocess
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness import options, private_root, state
+from harness import options, private_root, sizing, state
 from harness.bisect import command as bisect_command
 from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout and --out are older spellings of --strategies, --cache-states, "
         "--run-timeout and --results.",
     )
-    for opt in options.SHARED:  # the same table conftest.py reads
+    for opt in options.SHARED:  # the same table the pytest plugin reads
         run.add_argument(opt.flag, *opt.aliases, dest=opt.dest, **opt.argparse_kwargs())
     run.add_argument(
         "--target-devices", default="", help="GPUs for the target model (default: the drafter's)"
@@ -160,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(python -m harness ab -h)",
     )
     bisect_command.add_parsers(sub)
+    sub.add_parser(
+        "race",
+        add_help=False,
+        help="`pytest -m race` here (your project: [tool.racegate]), cases side by side sized "
+        "to this host; the arguments after it go to pytest",
+    )
     return parser
 
 
@@ -316,7 +323,7 @@ def _run_all(
 ) -> list[RunRecord]:
     """Every (scenario, repeat index) run, `args.jobs` at once; each record appended to `out`
     as it lands."""
-    from harness.judge.decide import run_scenario
+    from harness.pipeline import run_scenario
     from harness.run.runner import SharedPrimes, kill_live_children
 
     records: list[RunRecord] = []
@@ -443,7 +450,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import build as report
+    from harness.report.write import write_reports
 
     records, out_dir = args.records, args.out_dir
     if not records:
@@ -458,7 +465,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         out_dir = out_dir or latest.parent / "report"
         print(f"racegate: reporting the latest run, {latest}", file=sys.stderr)
     out_dir = out_dir or Path("report")
-    paths = report.write_reports(
+    paths = write_reports(
         records,
         out_dir,
         baselines_dir=baselines_folder(args.baselines),
@@ -486,6 +493,13 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(baselines.describe(baselines_folder(args.baselines)))
     return EXIT_OK
+
+
+def cmd_race(pytest_args: list[str]) -> int:
+    """The race selection in this directory, sized to the host; pytest's exit is the decision."""
+    sized, why = sizing.race_args(pytest_args)
+    print(f"racegate: {why}", file=sys.stderr, flush=True)
+    return subprocess.call([sys.executable, "-m", "pytest", *sized, "-m", "race", *pytest_args])
 
 
 PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
@@ -520,6 +534,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from harness import ab
 
         return ab.main(argv[1:], prog="python -m harness ab")
+    if argv[:1] == ["race"]:  # every argument after it is pytest's
+        return cmd_race(argv[1:])
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)

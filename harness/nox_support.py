@@ -404,20 +404,20 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     tp_junit = "junit-throughput.xml"
     (out / tp_junit).unlink(missing_ok=True)  # a rerun's verdict must not be an old file's
     run_suite(
-        session, "cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
+        session, "harness/cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
         posargs=rest,
     )  # fmt: skip
     # The race cases in one pytest: the production strategy's case runs beside the rest, one
     # run at a time until the control's runs in its cell have landed, then as many as the
-    # control's rate asks for (cases/test_race.py). A second wave after the rest left the host
-    # idle: on one H200 it began ~283 s into the cell, and for the ~130 s before, 0-5 race runs
+    # control's rate asks for (harness/cases/test_race.py). A second wave after the rest left
+    # the host idle: on one H200 it began ~283 s into the cell, and for the ~130 s before, 0-5 race runs
     # were in flight on 16 cores (results/h200-cell-control-detection). In one pytest the cell took
     # 328 s through nox (results/h200-cell-one-pytest).
     # The race session judges the records it writes itself (not the throughput part's).
     race_junit = out / "junit-race.xml"
     race_junit.unlink(missing_ok=True)
     run_suite(
-        session, "cases", "-m", f"{both}not throughput", "-n", str(workers), "--share-gpus",
+        session, "harness/cases", "-m", f"{both}not throughput", "-n", str(workers), "--share-gpus",
         f"--case-jobs={case_jobs}",
         *([f"--control-repeat={control_repeat}"] if control_repeat is not None else []),
         junit=race_junit.name, posargs=rest, ok_codes=(0, 1, 5, UNDECIDED_EXIT),

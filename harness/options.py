@@ -1,7 +1,8 @@
 """The run options shared by pytest and `harness run`: one table, one set of defaults, one check.
 
-conftest.py and harness/cli.py both add these options from `SHARED` and resolve them with
-`resolve()`, so a flag means the same and defaults the same in both. A bad value is a
+The pytest plugin (harness/pytest_plugin.py) and harness/cli.py both add these options from
+`SHARED` and resolve them with `resolve()`, so a flag means the same and defaults the same in
+both; `PYTEST_ONLY` holds the plugin's own (xdist sharing, calibration, the gate). A bad value is a
 ValueError of one line naming the value, where it came from and the allowed values.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import settings
+from harness.judge.verdict import Calibration
 from harness.scenario import STALL_S, parse_devices
 from harness.vocab import (
     CacheState,
@@ -58,11 +60,23 @@ class Option:
     aliases: tuple[str, ...] = ()  # older `harness run` spellings, still accepted by the CLI
     switch: bool = False  # a store_true flag
     metavar: str = "LIST"
+    default: Any = None
+    action: str | None = None  # an argparse action other than storing a value ("append", ...)
 
     def argparse_kwargs(self) -> dict[str, Any]:
+        if self.action in ("store_true", "store_false"):
+            return {"action": self.action, "default": self.default, "help": self.help}
+        if self.action is not None:
+            kwargs = {"action": self.action, "default": self.default, "help": self.help}
+            return kwargs | {"type": self.type, "metavar": self.metavar}
         if self.switch:
             return {"action": "store_true", "default": False, "help": self.help}
-        return {"default": None, "type": self.type, "help": self.help, "metavar": self.metavar}
+        return {
+            "default": self.default,
+            "type": self.type,
+            "help": self.help,
+            "metavar": self.metavar,
+        }
 
 
 SHARED: tuple[Option, ...] = (
@@ -161,6 +175,73 @@ SHARED: tuple[Option, ...] = (
         "module:factory of the workload (default: env RACEGATE_WORKLOAD, [tool.racegate] "
         "workload, else the built-in model/)",
         metavar="MODULE:FACTORY",
+    ),
+)
+
+
+_CALIBRATION = Calibration()
+# The pytest plugin's own options, beside SHARED (dest gets the plugin's "racegate_" prefix).
+PYTEST_ONLY: tuple[Option, ...] = (
+    Option(
+        "--share-gpus",
+        "share_gpus",
+        "under pytest-xdist, let every worker use every GPU instead of a slice of them, so race "
+        "cases on all GPUs run side by side (outcomes stay valid; throughput cases skip under "
+        "any -n above 1, as their timings would not be)",
+        switch=True,
+    ),
+    Option(
+        "--case-jobs",
+        "case_jobs",
+        "isolated runs of one race case at once (its control's runs, and the production "
+        "strategy's once power is known): for outcome counts, never timing; the nightly's GPU "
+        "cells set it so a case costs about one run's time (default: %(default)s)",
+        type=int,
+        default=1,
+        metavar="N",
+    ),
+    Option(
+        "--control-repeat",
+        "control_repeat",
+        "runs per control case, all run: its detection rate sets the production strategy's runs "
+        "(default: %(default)s, or --repeat if higher)",
+        type=int,
+        default=_CALIBRATION.control_repeat,
+        metavar="N",
+    ),
+    Option(
+        "--records-from",
+        "records_from",
+        "also judge the records in this JSON Lines file or folder (repeatable); the verdict "
+        "block says how many it merged from each (default: only this session's own)",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+    ),
+    Option(
+        "--racegate-gate",
+        "gate",
+        "when race cases ran, pytest's exit status is the gate's decision: 0 SAFE, 1 UNSAFE, "
+        "7 UNDECIDED (docs/vocabulary.md#verdict-words; the default)",
+        action="store_true",
+        default=True,
+    ),
+    Option(
+        "--no-racegate-gate",
+        "gate",
+        "pytest's exit status is its own (tests passed or failed), whatever the verdict: for "
+        "testing racegate itself (`racegate.py test`), not for gating an upgrade",
+        action="store_false",
+        default=True,
+    ),
+    Option(
+        "--power-cap",
+        "power_cap",
+        "most runs per production case that power may ask for (default: %(default)s)",
+        type=int,
+        default=_CALIBRATION.cap,
+        metavar="N",
     ),
 )
 

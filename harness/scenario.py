@@ -94,7 +94,7 @@ def scenario_key(scenario: Mapping[str, Any]) -> str:
     (`harness.judge.baselines.floor_key`: no cache state, the step count, the GPU count not the
     GPU names), a report column (`harness.report.matrix.Column.key`: the hardware model instead
     of device names, so two machines' runs meet in one column) and a race case's pytest id
-    (cases/test_race.py: `strategy-cache_state-devicesxthreads`, the run-wide preset and
+    (harness/cases/test_race.py: `strategy-cache_state-devicesxthreads`, the run-wide preset and
     schedule left out, no `/` so `-k` selects it).
     """
     devices = ",".join(scenario["devices"])

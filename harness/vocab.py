@@ -48,7 +48,7 @@ class StrategySpec:
     races_lazily: bool
     # Stands in for another strategy's floor: the same compiled step without the race.
     judged_by: str | None = None
-    # Has a throughput case of its own against a measured floor (cases/test_throughput.py).
+    # Has a throughput case of its own against a measured floor (harness/cases/test_throughput.py).
     has_floor: bool = False
 
 

@@ -1,5 +1,5 @@
 """What a fault run is and what it must leave behind: one place for tests/test_faults.py and
-scripts/fault_table.py (the scenario of each fault of tests/fault_workloads.py, a fresh HOME
+tests/fault_table.py (the scenario of each fault of tests/fault_workloads.py, a fresh HOME
 and TMPDIR to watch, and the checks for files and processes left)."""
 
 from __future__ import annotations

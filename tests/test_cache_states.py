@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge.decide import run_scenario
+from harness.pipeline import run_scenario
 from harness.scenario import make_scenario
 
 # Every test here starts child processes: the process tier (tests/conftest.py).
@@ -48,7 +48,7 @@ def test_the_runs_of_a_warm_case_share_one_priming_run_and_each_proves_warm(tmp_
     import shutil
 
     from harness.judge.decide import decide
-    from harness.judge.suite import run_case
+    from harness.pipeline import run_case
     from harness.run.runner import Primed, SharedPrimes, collect
 
     scenario = tiny("per_device", "warm")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.fault
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = """
 import sys
-from harness.judge.decide import run_scenario
+from harness.pipeline import run_scenario
 from harness.scenario import make_scenario
 sc = make_scenario(preset="ok", strategy="eager", workload="tests.fault_workloads:make_workload",
                    steps=3000, warmup_steps=1, timeout_s=600)  # outlives every wait here

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge.decide import run_scenario
 from harness.judge.suite import TooSlowToJudge, judge
 from harness.judge.verdict import Status, control_rates, judge_strategy
+from harness.pipeline import run_scenario
 from harness.record import append_jsonl, read_jsonl
 from harness.run import cache_state, runner
 from tests.fault_kit import (
@@ -142,7 +142,7 @@ def test_every_hung_threads_stack_is_kept(fault: str) -> None:
 
 MEASURE_PEAK = """
 import resource, sys
-from harness.judge.decide import run_scenario
+from harness.pipeline import run_scenario
 from tests.fault_kit import fault_scenario
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 record = run_scenario(fault_scenario("big_output"))

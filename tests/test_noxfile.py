@@ -521,12 +521,12 @@ def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
     noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
     runs = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
     (tp, tp_kw), (race, race_kw) = runs
-    assert tp[3:6] == ("cases", "-m", "throughput") and "-n" not in tp
+    assert tp[3:6] == ("harness/cases", "-m", "throughput") and "-n" not in tp
     assert tp_kw["success_codes"] == [0, 1, 5]  # a throughput failure must not skip the races
     # The race cases in one pytest, the production strategy's among them (its case follows
     # the control's rate as the control's runs land), judging the records it writes itself;
     # UNDECIDED (7) is evidence for the report, not a failed cell.
-    assert race[3:9] == ("cases", "-m", "not throughput", "-n", "16", "--share-gpus")
+    assert race[3:9] == ("harness/cases", "-m", "not throughput", "-n", "16", "--share-gpus")
     assert not any(a.startswith("--records-from") for a in race)
     assert race_kw["success_codes"] == [0, 1, 5, 7]
     cell = tmp_path / "gpu_matrix-torch-system-transformers-5.8.1"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge.decide import run_scenario
+from harness.pipeline import run_scenario
 from harness.run import pidns
 from harness.scenario import make_scenario
 from tests.fault_kit import fault_scenario
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.fault
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = """
 import sys
-from harness.judge.decide import run_scenario
+from harness.pipeline import run_scenario
 from harness.scenario import make_scenario
 sc = make_scenario(preset=sys.argv[1], strategy="eager", steps=3000, warmup_steps=1,
                    workload="tests.orphan_workload:make_workload", timeout_s=600,

@@ -139,7 +139,7 @@ def test_compare_match_no_entry_and_broken() -> None:
     table = parse(entry())
     assert pe.compare(result("2.12.1"), table)[0] is pe.Status.MATCH
     status, message = pe.compare(result("2.17.0"), table)
-    assert status is pe.Status.MISSING  # fails, never skips (cases/test_race_probes.py)
+    assert status is pe.Status.MISSING  # fails, never skips (harness/cases/test_race_probes.py)
     assert message.startswith("add a row for torch 2.17.0 (expectations/probes.toml)")
     for verdict in (Verdict.HANG, Verdict.ERROR):  # never pass, even where the table is silent
         assert pe.compare(result("2.17.0", verdict), table)[0] is pe.Status.BROKEN

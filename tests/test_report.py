@@ -17,7 +17,9 @@ from harness.judge import baselines
 from harness.judge.baselines import REFRESH_COMMAND
 from harness.record import RunRecord
 from harness.report import build as report
+from harness.report import write as report_files
 from harness.report.matrix import build_matrix, column_of
+from harness.report.write import write_reports
 from harness.vocab import TEST_SLOWDOWN_ENV
 from tests.test_baselines import byo, make_record, write
 
@@ -148,7 +150,7 @@ def test_write_reports(tmp_path: Path, floors: Path) -> None:
         make_record(transformers="5.6.0", cache_state="warm", nested=1, tps=20_000.0),
     ])  # fmt: skip
     out = tmp_path / "report"
-    paths = report.write_reports(
+    paths = write_reports(
         [tmp_path / "results"], out, baselines_dir=floors, title="nightly", production_strategy=PROD
     )
     names = [p.name for p in paths]
@@ -163,7 +165,7 @@ def test_write_reports(tmp_path: Path, floors: Path) -> None:
     assert "## h200x2" in md and "### Legend" in md
     assert "UNSAFE torch 2.11.0+cu130 / transformers 5.6.0" in md
     assert "nested_fx_error in 1/6 runs (1/12 threads)" in md  # the failed cell, named
-    assert len(md.encode()) < report.MAX_MARKDOWN_BYTES
+    assert len(md.encode()) < report_files.MAX_MARKDOWN_BYTES
 
     html = (out / "matrix.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and "<style>" in html
@@ -190,9 +192,9 @@ def test_write_reports(tmp_path: Path, floors: Path) -> None:
 def test_markdown_drops_details_when_too_big(
     tmp_path: Path, floors: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(report, "MAX_MARKDOWN_BYTES", 1500)
+    monkeypatch.setattr(report_files, "MAX_MARKDOWN_BYTES", 1500)
     records = write(tmp_path / "r.jsonl", clean_row())
-    paths = report.write_reports(
+    paths = write_reports(
         [records], tmp_path / "out", baselines_dir=floors, title="t", production_strategy=PROD
     )
     md = paths[0].read_text()
@@ -317,7 +319,7 @@ def test_old_records_without_the_production_strategy_are_not_gated(
     g = m.gates["cpu", ("2.10.0", "5.6.0")]
     assert g.status == "not gated" and not g.gated and not g.reasons
     assert m.passed  # the gated H200 row passed; the old row is no failure
-    paths = report.write_reports(
+    paths = write_reports(
         [write(tmp_path / "r.jsonl", clean_row() + old)], tmp_path / "out",
         baselines_dir=floors, title="t", production_strategy=PROD,
     )  # fmt: skip
@@ -357,7 +359,7 @@ def _tables(html: str) -> list[list[list[str]]]:
 def test_no_empty_tables_rows_or_columns_and_no_emoji(floors: Path, tmp_path: Path) -> None:
     gpu = [*clean_row(), make_record(strategy="singleton", nested=1, tps=None)]
     cpu = [cpu_record(strategy="per_device", torch="2.10.0"), cpu_record(strategy="processes")]
-    paths = report.write_reports(
+    paths = write_reports(
         [write(tmp_path / "r.jsonl", gpu + cpu)], tmp_path / "out",
         baselines_dir=floors, title="t", production_strategy=PROD,
     )  # fmt: skip
@@ -393,7 +395,7 @@ def test_run_page_shows_error_text_and_stacks(floors: Path, tmp_path: Path) -> N
     hung = dataclasses.replace(hung, stacks="Thread 0x1 (most recent call first):\n  File x.py")
     hung.threads[0].error = "Hang: no step in 60 s"  # thread 0 is the one that hung
     hung.threads[0].error_text = "Hang: no step in 60 s\nfull chain"
-    report.write_reports(
+    write_reports(
         [write(tmp_path / "r.jsonl", [*clean_row(), hung])], tmp_path / "out",
         baselines_dir=floors, title="t", production_strategy=PROD,
     )  # fmt: skip
@@ -414,7 +416,7 @@ def test_one_readable_chart_per_preset(tmp_path: Path) -> None:
         for p, t in (("small", 40_000.0), ("tiny", 9_000.0))
         for i in range(12)
     ]  # 12 version pairs: more than a 10-colour cycle
-    paths = report.write_reports(
+    paths = write_reports(
         [write(tmp_path / "r.jsonl", many)], tmp_path / "out",
         baselines_dir=floors_dir, title="t", production_strategy=PROD,
     )  # fmt: skip
@@ -709,7 +711,7 @@ def test_another_workloads_runs_get_a_section_and_a_verdict_of_their_own(
     assert not any("below the floor" in r for r in mine.gate.reasons)  # the drafter's 40,000
     path = write(tmp_path / "runs.jsonl", [*clean_row(), *theirs])
     out = tmp_path / "out"
-    report.write_reports([path], out, baselines_dir=floors, title="t", production_strategy=PROD)
+    write_reports([path], out, baselines_dir=floors, title="t", production_strategy=PROD)
     md = (out / "matrix.md").read_text()
     assert "## h200x2 · workload my.step:make" in md
     assert "no floor in baselines/h200x2.json" in md and "baselines/h200x2 · " not in md

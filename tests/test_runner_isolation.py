@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge.decide import run_scenario
 from harness.judge.gate import EXIT_UNDECIDED
-from harness.judge.suite import run_case
+from harness.pipeline import run_case, run_scenario
 from harness.record import append_jsonl, read_jsonl
 from harness.scenario import make_scenario
 

@@ -169,6 +169,24 @@ def test_entry_script_without_a_command_prints_usage() -> None:
 
 
 @pytest.mark.process
+def test_entry_script_tests_the_torch_of_the_python_that_runs_it() -> None:
+    """A python with torch, transformers and the pytest plugins (a GPU host's image): its own
+    versions, said first; no venv made, nothing installed."""
+    from importlib.metadata import version
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RACEGATE_")}
+    proc = subprocess.run(
+        [sys.executable, str(ENTRY), "race", "--version"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    tested = f"torch {version('torch')}, transformers {version('transformers')}, python"
+    assert first.startswith(f"racegate: testing {tested}"), first
+    assert f"({sys.executable};" in first
+    assert "making" not in proc.stderr and "installing" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.process
 def test_entry_script_reuses_a_ready_env(tmp_path: Path) -> None:
     """An env whose stamp matches requirements/ci.txt is used as is: nothing is installed."""
     env = tmp_path / "env"

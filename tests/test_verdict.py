@@ -219,7 +219,8 @@ def _suite(tmp_path: Path, knob: str, *extra: str) -> tuple[subprocess.Completed
     results = tmp_path / "runs.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RACEGATE_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "cases/test_race.py::test_race", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "harness/cases/test_race.py::test_race",
+         "-p", "no:cacheprovider",
          "--workload", "tests.race_knob_workload:make_workload",
          "--preset", knob, "--strategies", "warmup_locked", "--devices", "cpu",
          "--threads-per-device", "2", "--results", str(results), "-W", "ignore", *extra],
@@ -295,7 +296,7 @@ def _rc(**kw: object) -> RacegateConfig:
 
 
 def test_cases_skip_one_thread_and_put_the_control_first() -> None:
-    from cases.test_race import (
+    from harness.case_plan import (
         case_repeats,
         case_strategies,
         production_runs_done,

@@ -2,7 +2,7 @@
 
 `decide(evidence)` is pure (no subprocess, no clock, no torch): exit statuses, each thread's
 report and steps, cache proof and deleted bytes go in; nothing else assigns or downgrades an
-outcome. `run_scenario` runs a scenario (harness.run.runner.collect) and decides it.
+outcome. harness.pipeline.run_scenario runs a scenario and decides it.
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ import signal
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from harness.judge import metrics, outcomes
 from harness.record import UNREPORTED_DEVICE, RunRecord, ThreadRecord
-from harness.run import runner
 from harness.run.cache_state import proves_warm
 from harness.run.protocol import (
     CacheEvidence,
@@ -575,26 +573,3 @@ def decide(ev: RunEvidence) -> RunRecord:
         test_slowdown=ev.test_slowdown,
         containment=ev.containment,
     )
-
-
-def run_scenario(
-    scenario: Scenario,
-    *,
-    command: str = "",
-    repeat_index: int = 0,
-    work_dir: Path | None = None,
-    keep: bool = False,
-    timing_valid: bool = True,
-    primes: runner.SharedPrimes | None = None,
-) -> RunRecord:
-    """Run one scenario in fresh processes and decide it (see harness.run.runner.collect)."""
-    evidence = runner.collect(
-        scenario,
-        command=command,
-        repeat_index=repeat_index,
-        work_dir=work_dir,
-        keep=keep,
-        timing_valid=timing_valid,
-        primes=primes,
-    )
-    return decide(evidence)

@@ -6,47 +6,27 @@ the failure a table row predicts; any other failure still fails the case.
 
 from __future__ import annotations
 
-import contextlib
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import pytest
 
-from harness.judge.decide import run_scenario
 from harness.judge.outcomes import is_spurious_recompile, worst
 from harness.judge.race_evidence import timed_out
 from harness.judge.race_expectations import ExpectedFailure
-from harness.record import RunRecord, append_jsonl
-from harness.run.runner import SharedPrimes
-from harness.scenario import Scenario
-from harness.vocab import CacheState, Outcome, Schedule, Strategy, StrategySpec
+from harness.options import RunOptions
+from harness.record import RunRecord
+from harness.vocab import Outcome
 
 
-@dataclass(frozen=True)
-class RacegateConfig:
-    """The resolved plugin settings for this session."""
+@dataclass(frozen=True, kw_only=True)
+class RacegateConfig(RunOptions):
+    """The resolved plugin settings for this session: the run options and what the plugin adds."""
 
     gpus: int
-    devices: tuple[str, ...]
-    threads_per_device: tuple[int, ...]
-    cache_states: tuple[CacheState, ...]
-    strategies: tuple[str, ...]  # the workload's (harness.options.bind_roles)
-    schedule: Schedule
-    switch_interval: float
-    stall: float  # --stall: seconds unchanged and idle before a run is a hang
-    preset: str
-    repeat: int
-    run_timeout: float | None  # --run-timeout; None: each case splits its own budget
-    results: Path | None
-    workload: str
-    production: str
     expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
     versions: dict[str, str]
     overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
     case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only)
-    control: str = str(Strategy.PER_DEVICE)  # the positive control (the known-bad strategy)
-    strategy_specs: dict[str, StrategySpec] = field(default_factory=dict)  # the workload's own
 
     def run_timeout_within(self, budget_s: float) -> float:
         """Seconds per isolated run: --run-timeout when given, never more than the case's share
@@ -54,7 +34,7 @@ class RacegateConfig:
         return min(self.run_timeout, budget_s) if self.run_timeout else budget_s
 
 
-# Where the root conftest stashes the resolved settings; cases read them through it.
+# Where the pytest plugin stashes the resolved settings; cases read them through it.
 racegate_key = pytest.StashKey[RacegateConfig]()
 
 
@@ -67,56 +47,6 @@ OUTCOME_ERRORS: dict[Outcome, type[RaceOutcomeError]] = {
     for o in Outcome
     if o is not Outcome.OK
 }
-
-
-def run_case(
-    scenario: Scenario,
-    repeat: int,
-    results: Path | None,
-    command: str,
-    *,
-    stop_on_failure: bool = False,
-    timing_valid: bool = True,
-    first_index: int = 0,
-    jobs: int = 1,
-    primes: SharedPrimes | None = None,
-) -> list[RunRecord]:
-    """`repeat` isolated runs of `scenario`; each record is appended to `results` as it lands.
-
-    stop_on_failure: end after the first run that is not `ok` (the case has failed; a hang
-    would otherwise cost every remaining run its whole timeout); with `jobs` > 1 the batch in
-    flight finishes first. Detection rates come from `python -m harness run --repeat N`, which
-    runs them all. first_index: the repeat index of the first of these runs, for a case that
-    calls this more than once. jobs: runs at once, in batches (their records then say
-    timing_valid False: they overlapped each other). primes: the priming runs to share (a
-    caller that calls this more than once for one case passes its own); by default the
-    case's warm/deleted runs share one priming run, made here and removed at the end.
-    """
-    jobs = max(1, min(jobs, repeat))
-    timing_valid = timing_valid and jobs == 1
-    records: list[RunRecord] = []
-    indices = list(range(first_index, first_index + repeat))
-    with contextlib.ExitStack() as stack, ThreadPoolExecutor(max_workers=jobs) as pool:
-        if primes is None:
-            primes = stack.enter_context(SharedPrimes())
-        for start in range(0, repeat, jobs):
-            batch = pool.map(
-                lambda k: run_scenario(
-                    scenario,
-                    command=command,
-                    repeat_index=k,
-                    timing_valid=timing_valid,
-                    primes=primes,
-                ),
-                indices[start : start + jobs],
-            )
-            for record in batch:
-                if results is not None:
-                    append_jsonl(results, record)
-                records.append(record)
-            if stop_on_failure and any(r.outcome != Outcome.OK for r in records):
-                break
-    return records
 
 
 SPURIOUS_NOTE = (

@@ -5,12 +5,10 @@ first (docs/gate.md).
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import state
 from harness.ab import (
     AB_POOLS,
     AB_RECORDS,
@@ -20,7 +18,6 @@ from harness.ab import (
     ab_files,
     cut_ab,
     cut_ab_dirs,
-    is_ab_file,
     pooled_samples,
     power_summary,
     read_ab,
@@ -28,7 +25,7 @@ from harness.ab import (
 from harness.judge.baselines import Verdict, memory_flat
 from harness.judge.compare import Comparison
 from harness.judge.gate import Decision, Word, combine, decide_gate
-from harness.judge.inputs import read_record_file, read_records, record_files, unnamed_roles
+from harness.judge.inputs import read_record_file, read_records, record_files
 from harness.judge.metrics import wilson_interval
 from harness.judge.race_evidence import shows_race
 from harness.judge.verdict import Status, StrategyVerdict
@@ -40,15 +37,13 @@ from harness.report.matrix import (
     Group,
     Matrix,
     PoolEntry,
-    build_matrix,
     gate,
     section_parts,
 )
 from harness.vocab import SEVERITY, TEST_SLOWDOWN_ENV, Outcome
 
-__all__ = ["gate", "memory_flat", "render_markdown", "write_reports"]
+__all__ = ["gate", "memory_flat", "render_markdown"]
 
-MAX_MARKDOWN_BYTES = 400_000  # a GitHub step summary holds 1 MiB; leave room for other steps
 MAX_REASONS_SHOWN = 3
 NO_DATA = "NO DATA"  # a strategy with no run in this group (the verdict's NOT RUN)
 FILES = ("matrix.md", "matrix.html", "runs.html", "summary.json", "gate.json")  # + charts
@@ -607,52 +602,3 @@ def read_ab_entries(
     for d in cut_ab_dirs(paths):
         entries.append(ABEntry(_shown(d, paths), cut_ab(), runs(by_dir.get(d, []))))
     return entries, list(pooled.values()), frozenset(taken)
-
-
-def write_reports(
-    record_paths: list[Path],
-    out_dir: Path,
-    *,
-    baselines_dir: Path,
-    title: str,
-    production_strategy: str | None = None,
-    race_only: bool = False,
-) -> list[Path]:
-    """Write the report files into `out_dir`; return their paths (gate.json last).
-
-    Whether a run's tokens/s count is its record's `timing_valid`, set when the record was
-    made; the report only reads it."""
-    from harness.report.html import render_html
-    from harness.report.png import plot_throughput
-    from harness.report.runs import render_runs
-
-    out_dir = Path(out_dir)
-    # Never written through a link, the folder's or a file's: refused before anything is read.
-    state.refuse_link(out_dir, "the report folder")
-    for name in FILES:
-        state.refuse_link(out_dir / name, "the report file")
-    record_paths = [Path(p) for p in record_paths]
-    inputs_ = [p for p in record_paths if not (p.is_file() and is_ab_file(p))]
-    entries, pools, ab_runs = read_ab_entries(record_paths)
-    records, sources = (
-        read_sourced(inputs_, ab_runs, allow_none=bool(entries)) if inputs_ else ([], [])
-    )
-    # Each section is judged by the roles its records ran under; `production_strategy` only
-    # for records that name none (older ones; by default the project's: inputs.unnamed_roles).
-    production = production_strategy or unnamed_roles()[0]
-    m = build_matrix(records, baselines_dir, production, race_only)
-    m.ab, m.pools = entries, pools
-    out_dir.mkdir(parents=True, exist_ok=True)
-    inputs = [str(p) for p in record_paths]
-    shown = ", ".join(inputs) if len(inputs) <= 3 else f"{len(inputs)} paths"
-    md = render_markdown(m, title, shown)
-    if len(md.encode()) > MAX_MARKDOWN_BYTES:
-        md = render_markdown(m, title, shown, with_details=False)
-    md_path, html_path, runs_path, summary_path, gate_path = (out_dir / f for f in FILES)
-    charts = plot_throughput(m, out_dir, title)
-    md_path.write_text(md)
-    html_path.write_text(render_html(m, title, shown, LEGEND, charts))
-    runs_path.write_text(render_runs(m, records, sources, title))
-    summary_path.write_text(json.dumps(summary_json(m, title, inputs), indent=2) + "\n")
-    gate_path.write_text(json.dumps(gate_json(m), indent=2) + "\n")
-    return [md_path, html_path, runs_path, *charts, summary_path, gate_path]

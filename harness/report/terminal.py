@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -31,52 +30,8 @@ PROBES_PROPERTY = "racegate_probes"  # user property carrying a probe run's verd
 EVIDENCE_PROPERTY = "racegate_evidence"
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("racegate", "racegate: cross-thread compile race gate")
-    default = verdict.Calibration()
-    group.addoption(
-        "--control-repeat",
-        dest="racegate_control_repeat",
-        type=int,
-        default=default.control_repeat,
-        help="runs per control case, all run: its detection rate sets the production "
-        "strategy's runs (default: %(default)s, or --repeat if higher)",
-    )
-    group.addoption(
-        "--records-from",
-        dest="racegate_records_from",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="also judge the records in this JSON Lines file or folder (repeatable); the "
-        "verdict block says how many it merged from each (default: only this session's own)",
-    )
-    group.addoption(
-        "--racegate-gate",
-        dest="racegate_gate",
-        action="store_true",
-        default=True,
-        help="when race cases ran, pytest's exit status is the gate's decision: 0 SAFE, "
-        "1 UNSAFE, 7 UNDECIDED (docs/vocabulary.md#verdict-words; the default)",
-    )
-    group.addoption(
-        "--no-racegate-gate",
-        dest="racegate_gate",
-        action="store_false",
-        help="pytest's exit status is its own (tests passed or failed), whatever the verdict: "
-        "for testing racegate itself (`racegate.py test`), not for gating an upgrade",
-    )
-    group.addoption(
-        "--power-cap",
-        dest="racegate_power_cap",
-        type=int,
-        default=default.cap,
-        help="most runs per production case that power may ask for (default: %(default)s)",
-    )
-
-
-@pytest.hookimpl(trylast=True)  # after conftest.py's: the control is the workload's (its roles)
+# Registered by harness.pytest_plugin from its own pytest_configure, once the settings are stashed
+# (the control is the workload's: its roles); its options are harness.options.PYTEST_ONLY.
 def pytest_configure(config: pytest.Config) -> None:
     opt = config.getoption
     rc = config.stash.get(racegate_key, None)

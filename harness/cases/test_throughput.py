@@ -17,11 +17,12 @@ import pytest
 from harness.judge import baselines
 from harness.judge.baselines import Verdict
 from harness.judge.race_evidence import shows_race
-from harness.judge.suite import judge, run_case
+from harness.judge.suite import judge
+from harness.pipeline import run_case
 from harness.scenario import make_scenario
 from harness.vocab import Outcome, Strategy, strategies_where
 
-BASELINES = Path(__file__).resolve().parent.parent / "baselines"
+BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 # Steady steps per run: ~5 s of steady state for `small` (35 ms steps), ~30 s for qwen3-8b
 # (3 s steps). More steps did not tame small's run-to-run spread (20 steps: 23% over 4 runs;
 # 150 steps: 21% over 3 runs on an H200): its floors carry 25% (baselines/h200x2.json).

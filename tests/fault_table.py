@@ -1,7 +1,7 @@
 """Run every fault workload once and write the table: fault × outcome × race evidence ×
 records intact × processes left × files outside the root × wall.
 
-    python scripts/fault_table.py [--out results/fault-injection/README.md]
+    python tests/fault_table.py [--out results/fault-injection/README.md]
 
 Each fault runs as `tests/test_faults.py` runs it (CPU, tiny module, real fault). This process
 gives itself a fresh, empty HOME and TMPDIR first, so a file a run leaves outside its own root
@@ -25,8 +25,8 @@ sys.path.insert(0, str(REPO))
 
 import pytest  # noqa: E402
 
-from harness.judge.decide import run_scenario  # noqa: E402
 from harness.judge.race_evidence import shows_race  # noqa: E402
+from harness.pipeline import run_scenario  # noqa: E402
 from harness.record import append_jsonl, read_jsonl  # noqa: E402
 from tests.fault_kit import fault_scenario, files_under, isolate_parent, left_behind  # noqa: E402
 from tests.fault_workloads import FAULTS  # noqa: E402
@@ -47,7 +47,7 @@ def row(fault: str, ledger: Path, watched: tuple[Path, Path]) -> dict[str, objec
         else []
     )
     t0 = time.monotonic()
-    record = run_scenario(fault_scenario(fault), command="scripts/fault_table.py")
+    record = run_scenario(fault_scenario(fault), command="tests/fault_table.py")
     wall = time.monotonic() - t0
     append_jsonl(ledger, record)
     after = [json.dumps(r.to_json(), sort_keys=True) for r in read_jsonl(ledger)]
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated faults (default: all)")
     args = parser.parse_args(argv)
     faults = [f for f in args.only.split(",") if f] or list(FAULTS)
-    command = shlex.join(["python", "scripts/fault_table.py", *(argv or sys.argv[1:])])
+    command = shlex.join(["python", "tests/fault_table.py", *(argv or sys.argv[1:])])
     scratch, home, tmp = private_parent()
     ledger = scratch / "ledger.jsonl"
     t0 = time.monotonic()

@@ -16,11 +16,19 @@ import sys
 
 import pytest
 
+from harness.case_plan import (
+    case_repeats,
+    case_strategies,
+    control_cells,
+    production_runs_left,
+    topologies,
+)
 from harness.judge import race_expectations
-from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, judge, racegate_key, run_case
-from harness.judge.verdict import Calibration, cell_label, cell_of, control_rates, repeats_for
+from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, judge, racegate_key
+from harness.judge.verdict import Calibration, cell_label
+from harness.pipeline import run_case
+from harness.pytest_plugin import calibration, session_records
 from harness.record import RunRecord
-from harness.report.terminal import calibration_key, session_records
 from harness.run.runner import SharedPrimes
 from harness.scenario import Scenario, make_scenario
 from harness.vocab import Outcome
@@ -29,94 +37,11 @@ from harness.vocab import Outcome
 CASE_TIMEOUT_S = 900
 
 
-def topologies(rc: RacegateConfig) -> list[tuple[tuple[str, ...], int]]:
-    """(devices, threads per device) the race cases cover; one thread in all cannot race."""
-    if rc.devices == ("cpu",):
-        out = [(("cpu",), t) for t in rc.threads_per_device]
-    else:
-        out = []
-        for t in rc.threads_per_device:
-            out.append((rc.devices[:1], t))
-            if len(rc.devices) > 1:
-                out.append((rc.devices, t))
-    return [(devices, t) for devices, t in out if len(devices) * t > 1]
-
-
-def case_strategies(rc: RacegateConfig, cal: Calibration) -> list[str]:
-    """The strategies in collection order: the control first (added when the production
-    strategy is selected without it), so its rate is known when the production case runs."""
-    control = cal.control
-    chosen = list(rc.strategies)
-    if rc.production in chosen and control not in chosen:
-        chosen.append(control)
-    return sorted(chosen, key=lambda s: s != control)  # stable: the rest keep their order
-
-
-def case_repeats(strategy: str, rc: RacegateConfig, cal: Calibration) -> tuple[int, bool, str]:
-    """(runs, stop at the first failure, why) for a case that is not the production strategy's."""
-    if strategy == cal.control:
-        n = max(rc.repeat, cal.control_repeat)
-        return n, False, f"positive control: all {n} runs, for its detection rate"
-    return rc.repeat, True, f"--repeat {rc.repeat}"
-
-
-def production_runs_left(
-    done: int,
-    cell: str,
-    rc: RacegateConfig,
-    cal: Calibration,
-    records: list,
-    control_selected: bool = True,
-) -> tuple[int, str]:
-    """(runs still to make, why) after `done` clean production runs in `cell`; 0 when enough.
-
-    Under pytest-xdist the control's case may still be running beside this one (workers do not
-    keep collection order): until all its runs in the cell have landed, one run at a time. A
-    landed run counts whether or not it reached its cache state; only those that did measure
-    the rate. The cap always ends the case. Where the control's case for the cell is not in
-    this session (`-k`, `-m`), no rate will come: the default --repeat, not the cap one by one
-    (the verdict then reads the strategy INCONCLUSIVE there)."""
-    if done >= cal.cap:
-        return 0, f"the {cal.cap}-run cap (--power-cap) ends it"
-    if not control_selected:
-        return max(0, rc.repeat - done), (
-            f"{cal.control} is not selected in {cell} in this session: the default {rc.repeat}"
-        )
-    control_runs = max(rc.repeat, cal.control_repeat)
-    landed = sum(1 for r in records if r.scenario["strategy"] == cal.control and cell_of(r) == cell)
-    if landed < control_runs:
-        return 1, f"{cal.control} has {landed} of {control_runs} runs in {cell} so far"
-    needed, why = repeats_for(
-        control_rates(records, cal.control).get(cell), default=rc.repeat, cal=cal
-    )
-    return max(0, min(needed, cal.cap) - done), why
-
-
-def production_runs_done(
-    done: int, cell: str, rc: RacegateConfig, cal: Calibration, records: list
-) -> tuple[bool, str]:
-    """(enough, why): production_runs_left has nothing left."""
-    left, why = production_runs_left(done, cell, rc, cal, records)
-    return left == 0, why
-
-
-def control_cells(items: list[pytest.Item], control: str) -> set[str]:
-    """The cells ('cold 1×2') whose control case this session runs (its selected items)."""
-    out = set()
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        case = callspec.params.get("race_case") if callspec is not None else None
-        if case is not None and case[0] == control:
-            _, cache_state, devices, tpd = case
-            out.add(cell_label(cache_state, len(devices), tpd))
-    return out
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "race_case" not in metafunc.fixturenames:
         return
     rc = metafunc.config.stash[racegate_key]
-    cal = metafunc.config.stash[calibration_key]
+    cal = calibration(metafunc.config)
     params = []
     for strategy in case_strategies(rc, cal):
         # The control runs all its repeats and the production case as many as power asks:
@@ -165,7 +90,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     strategy, cache_state, devices, tpd = race_case
     rc = racegate_config
-    cal = pytestconfig.stash[calibration_key]
+    cal = calibration(pytestconfig)
     cell = cell_label(cache_state, len(devices), tpd)
     scenario = make_scenario(
         preset=rc.preset,

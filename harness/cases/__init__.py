@@ -1,0 +1,1 @@
+"""The race suite shipped with racegate: race cases, probe cases and throughput gates."""

@@ -1,0 +1,90 @@
+"""The run stage driven end to end: a scenario run in fresh processes and decided, a case's runs.
+
+Both front doors (harness/cli.py and the pytest plugin's cases) run scenarios through here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from harness.judge.decide import decide
+from harness.record import RunRecord, append_jsonl
+from harness.run import runner
+from harness.run.runner import SharedPrimes
+from harness.scenario import Scenario
+from harness.vocab import Outcome
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    command: str = "",
+    repeat_index: int = 0,
+    work_dir: Path | None = None,
+    keep: bool = False,
+    timing_valid: bool = True,
+    primes: runner.SharedPrimes | None = None,
+) -> RunRecord:
+    """Run one scenario in fresh processes and decide it (see harness.run.runner.collect)."""
+    evidence = runner.collect(
+        scenario,
+        command=command,
+        repeat_index=repeat_index,
+        work_dir=work_dir,
+        keep=keep,
+        timing_valid=timing_valid,
+        primes=primes,
+    )
+    return decide(evidence)
+
+
+def run_case(
+    scenario: Scenario,
+    repeat: int,
+    results: Path | None,
+    command: str,
+    *,
+    stop_on_failure: bool = False,
+    timing_valid: bool = True,
+    first_index: int = 0,
+    jobs: int = 1,
+    primes: SharedPrimes | None = None,
+) -> list[RunRecord]:
+    """`repeat` isolated runs of `scenario`; each record is appended to `results` as it lands.
+
+    stop_on_failure: end after the first run that is not `ok` (the case has failed; a hang
+    would otherwise cost every remaining run its whole timeout); with `jobs` > 1 the batch in
+    flight finishes first. Detection rates come from `python -m harness run --repeat N`, which
+    runs them all. first_index: the repeat index of the first of these runs, for a case that
+    calls this more than once. jobs: runs at once, in batches (their records then say
+    timing_valid False: they overlapped each other). primes: the priming runs to share (a
+    caller that calls this more than once for one case passes its own); by default the
+    case's warm/deleted runs share one priming run, made here and removed at the end.
+    """
+    jobs = max(1, min(jobs, repeat))
+    timing_valid = timing_valid and jobs == 1
+    records: list[RunRecord] = []
+    indices = list(range(first_index, first_index + repeat))
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(max_workers=jobs) as pool:
+        if primes is None:
+            primes = stack.enter_context(SharedPrimes())
+        for start in range(0, repeat, jobs):
+            batch = pool.map(
+                lambda k: run_scenario(
+                    scenario,
+                    command=command,
+                    repeat_index=k,
+                    timing_valid=timing_valid,
+                    primes=primes,
+                ),
+                indices[start : start + jobs],
+            )
+            for record in batch:
+                if results is not None:
+                    append_jsonl(results, record)
+                records.append(record)
+            if stop_on_failure and any(r.outcome != Outcome.OK for r in records):
+                break
+    return records

@@ -1,0 +1,80 @@
+"""How many race cases run side by side on this host: the pytest-xdist arguments of the race
+selection (racegate.py's `race` and `racegate race`), sized to its cores and GPUs.
+
+Standard library only: racegate.py imports it before any environment exists.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+# GPU memory one race case may hold on each GPU it uses: the worst `small` race run on 2xH200
+# peaked at 10.4 GiB on one device (median 4.4 GiB), plus its CUDA context.
+RACE_CASE_GPU_BYTES = 12 * 2**30
+
+
+def host_race_workers(cores: int, gpus: int, gpu_bytes: int) -> int:
+    """Race cases at once: min(cores // 2, GPU memory // 12 GiB × GPUs), never below 1.
+
+    Half the cores: each case's child steps two threads and compiles at once, so more cases than
+    cores/2 slow every run towards its timeout. GPU memory: the smallest GPU's over
+    RACE_CASE_GPU_BYTES, times the GPUs (--share-gpus spreads the cases over them). One H200
+    with 16 cores: min(8, 11) = 8; the 2-core CPU box: 1. No GPU (0 bytes): the cores' bound.
+    """
+    by_cores = cores // 2
+    by_memory = (gpu_bytes // RACE_CASE_GPU_BYTES) * gpus if gpu_bytes else by_cores
+    return max(1, min(by_cores, by_memory))
+
+
+def gpus_here() -> tuple[int, int]:
+    """(CUDA GPUs visible, the smallest one's memory in bytes) from nvidia-smi; (0, 0) without.
+    CUDA is not initialised here (the cases' children use the GPUs)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0, 0
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return 0, 0
+    mib = [int(x) for x in out.split() if x.strip().isdigit()]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    n = len(mib) if visible is None else min(len(mib), len([v for v in visible.split(",") if v]))
+    return n, (min(mib) * 2**20 if mib and n else 0)
+
+
+def chooses_workers(args: Sequence[str]) -> bool:
+    """The user's pytest arguments already say how to run (-n, --numprocesses, --dist, or
+    pytest-xdist disabled): sizing adds nothing then."""
+    for i, a in enumerate(args):
+        if a in ("-n", "--numprocesses", "--dist") or a.startswith(("--numprocesses=", "--dist=")):
+            return True
+        if a.startswith("-n") and a[2:].lstrip("=").isalnum():
+            return True
+        if (a == "no:xdist" and i and args[i - 1] == "-p") or a == "-pno:xdist":
+            return True
+    return False
+
+
+def race_args(user_args: Sequence[str]) -> tuple[list[str], str]:
+    """(pytest arguments to add, one line saying why) for the race selection on this host.
+
+    Cases run side by side under pytest-xdist with --share-gpus on a GPU host (every worker
+    uses every GPU, so two-GPU cases keep both); the positive control's cases are collected
+    first (harness.case_plan.case_strategies) and pytest-xdist hands cases out in that order.
+    Outcomes stay valid side by side; throughput cases, whose timings would not, skip under -n.
+    """
+    if chooses_workers(user_args):
+        return [], "side by side: as your -n/--dist/-p says"
+    cores = len(os.sched_getaffinity(0))
+    gpus, gpu_bytes = gpus_here()
+    workers = host_race_workers(cores, gpus, gpu_bytes)
+    where = f"{gpus} GPU(s), {cores} cores" if gpus else f"CPU, {cores} cores"
+    if workers < 2:
+        return [], f"one case at a time ({where}); the control's cases first"
+    args = ["-n", str(workers), *(["--share-gpus"] if gpus else [])]
+    return args, f"{workers} cases side by side ({where}: {' '.join(args)}); the control's first"

@@ -1,0 +1,29 @@
+"""The race selection's side-by-side size: the host rule and when the user's arguments decide."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import sizing
+
+H200 = 141 * 2**30
+
+
+def test_workers_follow_cores_and_gpu_memory() -> None:
+    assert sizing.host_race_workers(16, 1, H200) == 8  # one H200, 16 cores: the cores' bound
+    assert sizing.host_race_workers(32, 2, H200) == 16
+    assert sizing.host_race_workers(64, 1, 24 * 2**30) == 2  # a 24 GiB card holds two cases
+    assert sizing.host_race_workers(2, 0, 0) == 1  # the 2-core CPU box: one at a time
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-n", "4"], ["-n4"], ["-n=auto"], ["--numprocesses=2"], ["-p", "no:xdist"], ["--dist", "no"]],
+)
+def test_the_users_own_choice_is_kept(args: list[str]) -> None:
+    assert sizing.chooses_workers(args)
+    assert sizing.race_args(args)[0] == []
+
+
+def test_other_arguments_leave_the_sizing_to_the_host() -> None:
+    assert not sizing.chooses_workers(["-k", "per_device", "--devices", "cpu", "-x"])
