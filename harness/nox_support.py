@@ -407,13 +407,13 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
         session, "harness/cases", "-m", f"{both}throughput", junit=tp_junit, ok_codes=(0, 1, 5),
         posargs=rest,
     )  # fmt: skip
-    # The race cases in one pytest: the production strategy's case runs beside the rest, one
-    # run at a time until the control's runs in its cell have landed, then as many as the
-    # control's rate asks for (harness/cases/test_race.py). A second wave after the rest left
-    # the host idle: on one H200 it began ~283 s into the cell, and for the ~130 s before, 0-5 race runs
-    # were in flight on 16 cores (results/h200-cell-control-detection). In one pytest the cell took
-    # 328 s through nox (results/h200-cell-one-pytest).
-    # The race session judges the records it writes itself (not the throughput part's).
+    # The race cases in one pytest: the production strategy's case runs beside the rest, one run at
+    # a time until the control's runs in its cell have landed, then as many as the control's rate
+    # asks for (harness/cases/test_race.py). A second wave after the rest left the host idle: on one
+    # H200 it began ~283 s into the cell, and for the ~130 s before, 0-5 race runs were in flight on
+    # 16 cores (results/h200-cell-control-detection). In one pytest the cell took 328 s through nox
+    # (results/h200-cell-one-pytest). The race session judges the records it writes itself (not the
+    # throughput part's).
     race_junit = out / "junit-race.xml"
     race_junit.unlink(missing_ok=True)
     run_suite(
