@@ -3,6 +3,7 @@ verdicts, and the probes read from a real interpreter (the one running these tes
 
 from __future__ import annotations
 
+import pytest
 import torch
 from packaging.version import Version
 
@@ -35,6 +36,7 @@ def test_a_gating_probe_that_hung_failed_or_is_missing_is_never_safe() -> None:
     assert probe_decision({}, ()).word is Word.SAFE  # --probe none: the race cases decide
 
 
+@pytest.mark.process
 def test_probes_and_versions_read_from_an_interpreter() -> None:
     here = Runner(envs.current())
     got = installed(here)

@@ -21,6 +21,7 @@ from harness.judge.gate import EXIT_USAGE
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("probe", sorted(repro.TEMPLATES))
 def test_each_reproducer_is_standalone_and_short(probe: str) -> None:
     text = repro.render(probe, "  (results)", "r.py")
@@ -36,6 +37,7 @@ def test_each_reproducer_is_standalone_and_short(probe: str) -> None:
     assert ast.get_docstring(tree)
 
 
+@pytest.mark.process
 def test_the_nested_fx_reproducer_exits_as_this_torch_says() -> None:
     here = Runner(envs.current())
     code, last = repro.run_text(repro.render("compiled_call_during_make_fx", ""), here)
@@ -44,6 +46,7 @@ def test_the_nested_fx_reproducer_exits_as_this_torch_says() -> None:
     assert torch.__version__ in last
 
 
+@pytest.mark.process
 def test_verified_refuses_a_pair_that_does_not_differ() -> None:
     here = Runner(envs.current())
     ok, _, report = repro.verified("compiled_call_during_make_fx", here, here)
@@ -67,6 +70,7 @@ def test_bad_bisect_and_repro_input_exits_2(argv: list[str], capsys) -> None:
     assert len(err) == 1 and err[0].startswith("racegate: error:")
 
 
+@pytest.mark.process
 def test_bisect_help_runs() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "harness", "bisect", "--help"],

@@ -38,6 +38,7 @@ def test_parse_changes_refuses_with_one_line(texts: list[str]) -> None:
     assert "torch, transformers" in message or "a second time" in message
 
 
+@pytest.mark.process
 def test_candidate_changes_transformers_only_and_leaves_the_base(tmp_path: Path) -> None:
     """A real venv: transformers 5.8.1 (and the tokenizers it pins) in the candidate, torch
     and every other package from the base, which is left as it was; asked again, reused."""
@@ -67,6 +68,7 @@ def test_candidate_changes_transformers_only_and_leaves_the_base(tmp_path: Path)
     assert again == cand and "reused" in lines[-1]
 
 
+@pytest.mark.process
 def test_candidate_failed_install_is_one_line(tmp_path: Path) -> None:
     base = envs.current()
     with pytest.raises(envs.EnvError) as caught:

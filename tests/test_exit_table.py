@@ -184,6 +184,7 @@ def exits(
     return out
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("word", list(CASES), ids=str)
 def test_every_command_exits_as_the_table_says_from_real_records(
     word: Word,
@@ -202,6 +203,7 @@ def test_every_command_exits_as_the_table_says_from_real_records(
     assert found["pytest -m race"][1] == found["python -m harness report"][1] == str(word), found
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("case", OWN_ROLES)
 def test_a_workloads_own_roles_give_one_word_at_pytests_gate_and_the_report(
     case: str,

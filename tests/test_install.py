@@ -10,6 +10,10 @@ import subprocess
 import venv
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.process  # installs into a fresh venv, runs pytest in it
+
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = """[project]
 name = "someone-elses"

@@ -771,7 +771,7 @@ def test_an_undecided_groups_gate_badge_is_amber_not_red(tmp_path: Path, floors:
     """UNDECIDED shows no failure: its badge is the MASKED/INCONCLUSIVE amber, never UNSAFE's
     red (it was `fail`, red, wherever the group's gate did not pass)."""
     records = write(tmp_path / "r.jsonl", [make_record() for _ in range(3)])  # no control ran
-    report.write_reports(
+    write_reports(
         [records], tmp_path / "out", baselines_dir=floors, title="t", production_strategy=PROD
     )
     html = (tmp_path / "out" / "matrix.html").read_text()
