@@ -163,7 +163,7 @@ def test_a_scenario_carries_its_own_strategys_spec() -> None:
     assert again == sc and again.spec is not None
     # A racegate strategy's spec is the registry's, and its record keeps its old form.
     builtin = make_scenario(strategy="processes")
-    assert builtin.spec.processes and "strategy_spec" not in builtin.to_json()
+    assert builtin.spec.one_process_per_worker and "strategy_spec" not in builtin.to_json()
     with pytest.raises(ValueError, match="unknown strategy 'upfront'; choose from: per_device"):
         make_scenario(strategy="upfront")
 

@@ -312,7 +312,7 @@ def installed_versions() -> dict[str, str]:
 
 def child_specs(scenario: Scenario, base: Path) -> list[dict[str, Any]]:
     """One spec per child: one child for threads; one per thread of it under `processes`."""
-    if not scenario.spec.processes:
+    if not scenario.spec.one_process_per_worker:
         return [{"scenario": scenario.to_json(), "mode": "run"}]
     per_process = [d for d in scenario.devices for _ in range(scenario.threads_per_device)]
     return [

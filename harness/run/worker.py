@@ -144,7 +144,7 @@ def build_runs(child: Child, workload: Workload) -> list[threads.ThreadRun]:
     sc, spec = child.scenario, child.spec
     mode = spec["mode"]
     strategy = str(sc.strategy)
-    if sc.spec.processes and strategy not in workload.strategies():
+    if sc.spec.one_process_per_worker and strategy not in workload.strategies():
         # `processes` is harness-level: a workload that does not list it runs per_device in each.
         strategy = str(Strategy.PER_DEVICE)
     devices = list(spec.get("process_devices", sc.devices))
