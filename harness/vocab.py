@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
+from harness import env_names
+
 E = TypeVar("E", bound=StrEnum)
 
 
@@ -232,7 +234,7 @@ SEVERITY: tuple[Outcome, ...] = (
 # The built-in workload's injected slowdown, a TEST TOOL (model.workload.SlowedReplica): the
 # fraction of a step added as real extra work. A/B calibrations set it on the candidate; an A/B
 # reads it from a side's environment to know a calibration from an upgrade (harness.ab).
-TEST_SLOWDOWN_ENV = "RACEGATE_TEST_SLOWDOWN"
+TEST_SLOWDOWN_ENV = env_names.TEST_SLOWDOWN
 
 
 def injected_slowdown(env: Mapping[str, str]) -> str | None:

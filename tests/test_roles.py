@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import options
+from harness import env_names, options
 from harness.cli import main
 from harness.judge.verdict import Calibration, decide, render
 from harness.record import read_jsonl
@@ -68,8 +68,8 @@ def light(roles: WorkloadRoles | None = OWN, strategies=("singleton", "upfront")
 @pytest.fixture
 def no_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No env and no [tool.racegate] role settings: a folder of its own as the project."""
-    for name in ("PRODUCTION_STRATEGY", "CONTROL_STRATEGY", "WORKLOAD"):
-        monkeypatch.delenv(f"RACEGATE_{name}", raising=False)
+    for name in env_names.SETTING.values():
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.racegate]\n")
     return tmp_path

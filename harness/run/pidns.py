@@ -34,12 +34,13 @@ import sys
 import time
 from pathlib import Path
 
+from harness import env_names
 from harness.run import lifeline
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CONTAINED = "pid_namespace"  # the record's `containment` when the namespace was made
-SWITCH = "RACEGATE_PID_NAMESPACE"  # "0": make none (the record says so)
+SWITCH = env_names.PID_NAMESPACE  # "0": make none (the record says so)
 ANNOUNCE = "worker.json"  # in the run dir: the worker's pid (as the runner sees it), containment
 LEFT = "namespace_left.json"  # in the run dir: pids the kernel killed with the namespace
 

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import private_root, versions
+from harness import env_names, private_root, versions
 from harness.run import activity, cache_state, lifeline, pidns, stacks, stall
 from harness.run.protocol import (
     CacheEvidence,
@@ -53,7 +53,7 @@ def child_env(scenario: Scenario, root: Path, run_id: str) -> tuple[dict[str, st
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     env[lifeline.RUN_MARKER] = run_id
-    env["RACEGATE_RUNNER_PID"] = str(os.getpid())
+    env[env_names.RUNNER_PID] = str(os.getpid())
     if not scenario.uses_cuda:
         # One compile worker: a subprocess pool costs more than it saves on a 2-core CI box.
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import signal
 
+from harness import env_names
 from harness.run import lifeline
 
-_runner = os.environ.get("RACEGATE_RUNNER_PID")
+_runner = os.environ.get(env_names.RUNNER_PID)
 lifeline.die_with_parent(int(_runner) if _runner and _runner.isdigit() else None)
 # The runner's stall watch signals (harness.run.stall) must never kill a child that has not
 # armed their handlers yet: ignored until then.
