@@ -25,7 +25,7 @@ from harness.vocab import STRATEGIES, Outcome, Schedule
 from harness.workload_api import DEFAULT_WORKLOAD
 
 SCHEMA_VERSION = 1
-DEFAULT_TOLERANCE = 0.10
+FLOOR_TOLERANCE = 0.10
 MEMORY_GROWTH_LIMIT = 0.02  # peak memory may grow ≤ 2% across steady-state steps
 REFRESH_COMMAND = "python -m harness baseline --update <records.jsonl>"
 # nested_fx_off is per_device with the nested-FX error switched off, so it is held to the floor
@@ -85,7 +85,7 @@ class Floor:
     """One floor: median steady-state tokens/s of passing runs of one scenario shape."""
 
     tokens_per_s: float
-    tolerance: float = DEFAULT_TOLERANCE
+    tolerance: float = FLOOR_TOLERANCE
     spread: float | None = None  # (max − min) / median of the runs' tokens/s
     window_spread: float | None = None  # median over runs of the within-run window spread
     n_runs: int = 0
@@ -175,7 +175,7 @@ def parse_floor(raw: object, where: str) -> Floor:
     inputs.keys(raw, where, required=("tokens_per_s",), allowed=FLOOR_FIELDS)
     floor = Floor(
         tokens_per_s=inputs.positive_number(raw["tokens_per_s"], f"{where}: tokens_per_s"),
-        tolerance=inputs.tolerance(raw.get("tolerance", DEFAULT_TOLERANCE), f"{where}: tolerance"),
+        tolerance=inputs.tolerance(raw.get("tolerance", FLOOR_TOLERANCE), f"{where}: tolerance"),
         spread=inputs.optional_number(raw.get("spread"), f"{where}: spread"),
         window_spread=inputs.optional_number(raw.get("window_spread"), f"{where}: window_spread"),
     )
@@ -391,7 +391,7 @@ def no_floor_source(
 
 
 def update_from_records(
-    paths: list[Path], baselines_dir: Path, tolerance: float = DEFAULT_TOLERANCE
+    paths: list[Path], baselines_dir: Path, tolerance: float = FLOOR_TOLERANCE
 ) -> list[Path]:
     """Write floors (median tokens/s of runs whose outcome is ok) into one file per hardware.
 
