@@ -1,6 +1,6 @@
 """The one decision point: all the evidence of a run → its outcome, the reasons, its RunRecord.
 
-`decide(evidence)` is pure (no subprocess, no clock, no torch): exit statuses, each thread's
+`record_run(evidence)` is pure (no subprocess, no clock, no torch): exit statuses, each thread's
 report and steps, cache proof and deleted bytes go in; nothing else assigns or downgrades an
 outcome. `run_scenario` runs a scenario (harness.run.runner.collect) and decides it.
 """
@@ -493,7 +493,7 @@ def _notes(
     return notes
 
 
-def decide(ev: RunEvidence) -> RunRecord:
+def record_run(ev: RunEvidence) -> RunRecord:
     """The run's record: every thread classified, every finding folded into one outcome."""
     scenario = Scenario.from_json(ev.scenario)
     findings, reports, reported, placeholders = _children(ev, scenario)
@@ -597,4 +597,4 @@ def run_scenario(
         timing_valid=timing_valid,
         primes=primes,
     )
-    return decide(evidence)
+    return record_run(evidence)
