@@ -41,7 +41,7 @@ REFRESH_COMMAND = "python -m harness baseline --update <records.jsonl>"
 JUDGED_BY = {str(s): spec.judged_by for s, spec in STRATEGIES.items() if spec.judged_by}
 
 
-class Verdict(StrEnum):
+class FloorCall(StrEnum):
     """What the throughput gate says about one run (or one cell's median)."""
 
     PASS = "pass"
@@ -52,12 +52,12 @@ class Verdict(StrEnum):
     TIMING_VOID = "timing_void"  # the run overlapped other runs: its tokens/s are not judged
 
 
-FAILING = frozenset({Verdict.BELOW_FLOOR, Verdict.ABOVE_FLOOR, Verdict.NO_THROUGHPUT})
+FAILING = frozenset({FloorCall.BELOW_FLOOR, FloorCall.ABOVE_FLOOR, FloorCall.NO_THROUGHPUT})
 
 
 @dataclass
 class GateResult:
-    verdict: Verdict
+    verdict: FloorCall
     message: str  # one line, `<key> on <hardware>: <detail>`; names the refresh command
     key: str = ""
     hardware: str = ""
@@ -72,7 +72,7 @@ class GateResult:
 
     @property
     def skipped(self) -> bool:
-        return self.verdict in (Verdict.NO_BASELINE, Verdict.TIMING_VOID)
+        return self.verdict in (FloorCall.NO_BASELINE, FloorCall.TIMING_VOID)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -260,28 +260,28 @@ def check_tokens(
     key: str, hardware: str, tokens_per_s: float | None, baseline: Baseline | None
 ) -> GateResult:
     """The throughput verdict for a measured rate (one run's, or a cell's median)."""
-    result = GateResult(Verdict.PASS, "", key=key, hardware=hardware, tokens_per_s=tokens_per_s)
+    result = GateResult(FloorCall.PASS, "", key=key, hardware=hardware, tokens_per_s=tokens_per_s)
     floor = baseline.floors.get(key) if baseline else None
     if baseline is None:
-        result.verdict = Verdict.NO_BASELINE
+        result.verdict = FloorCall.NO_BASELINE
         result.detail = (
             f"gate skipped, no baseline for hardware {hardware!r} (baselines/{hardware}.json); "
             f"record one with `{REFRESH_COMMAND}`"
         )
     elif floor is None:
-        result.verdict = Verdict.NO_BASELINE
+        result.verdict = FloorCall.NO_BASELINE
         result.detail = (
             f"gate skipped, {baseline.path or hardware} has no floor for this key; "
             f"record one with `{REFRESH_COMMAND}`"
         )
     elif tokens_per_s is None:
-        result.verdict = Verdict.NO_THROUGHPUT
+        result.verdict = FloorCall.NO_THROUGHPUT
         result.detail = (
             f"no tokens/s measured, floor {_fmt(floor.tokens_per_s)}; the run must finish "
             f"steady-state steps (refresh, if intended: `{REFRESH_COMMAND}`)"
         )
     elif not _measured(tokens_per_s):  # NaN compares false with everything: it must not pass
-        result.verdict = Verdict.NO_THROUGHPUT
+        result.verdict = FloorCall.NO_THROUGHPUT
         result.detail = (
             f"tokens/s is {tokens_per_s!r}, not a finite number > 0; floor "
             f"{_fmt(floor.tokens_per_s)}: the run measured nothing that can be judged"
@@ -295,13 +295,13 @@ def check_tokens(
             f"the floor {_fmt(floor.tokens_per_s)} (tolerance {floor.tolerance:.0%})"
         )
         if delta < -floor.tolerance:
-            result.verdict = Verdict.BELOW_FLOOR
+            result.verdict = FloorCall.BELOW_FLOOR
             result.detail = (
                 f"{vs}: a throughput regression; if the slowdown is accepted, "
                 f"refresh with `{REFRESH_COMMAND}`"
             )
         elif delta > floor.tolerance:
-            result.verdict = Verdict.ABOVE_FLOOR
+            result.verdict = FloorCall.ABOVE_FLOOR
             result.detail = f"{vs}: the floor is stale, refresh it with `{REFRESH_COMMAND}`"
         else:
             result.detail = f"{vs}: ok"
@@ -316,7 +316,7 @@ def check(record: RunRecord, baseline: Baseline | None) -> GateResult:
     key, hardware = floor_key(record.scenario), hardware_key(record)
     if not record.timed:
         detail = f"not gated: {record.why_untimed}"
-        return GateResult(Verdict.TIMING_VOID, f"{key} on {hardware}: {detail}", key, hardware,
+        return GateResult(FloorCall.TIMING_VOID, f"{key} on {hardware}: {detail}", key, hardware,
                           record.tokens_per_s, detail=detail)  # fmt: skip
     return check_tokens(key, hardware, record.tokens_per_s, baseline)
 
