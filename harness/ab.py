@@ -742,7 +742,7 @@ def pooled_samples(path: Path, side: str) -> list[RunSample]:
     return out
 
 
-def power(
+def power_comparisons(
     reference: list[RunSample],
     candidate: list[RunSample],
     per_side: int,
@@ -839,8 +839,10 @@ def power_summary(
     tolerance: float = CHANGE_TOLERANCE,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> PowerSummary:
-    """power()'s comparisons, with each pool's spread and the runs per side `slowdown` needs."""
-    aa, ab = power(reference, candidate, per_side, tolerance=tolerance, confidence=confidence)
+    """power_comparisons(), with each pool's spread and the runs per side `slowdown` needs."""
+    aa, ab = power_comparisons(
+        reference, candidate, per_side, tolerance=tolerance, confidence=confidence
+    )
     pools = []
     for name, pool in (("reference", reference), ("candidate", candidate)):
         if len(pool) >= 2:
