@@ -184,9 +184,32 @@ class CacheState(StrEnum):
     DELETED = "deleted"  # filled, then removed while the run is in progress
 
     @property
+    def spec(self) -> CacheStateSpec:
+        return CACHE_STATES[self]
+
+    @property
     def primed(self) -> bool:
         """A priming run fills the cache before the run (warm, deleted)."""
-        return self is not CacheState.COLD
+        return self.spec.primed
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheStateSpec:
+    """What a cache state is, as data: the runner, worker, CLI and decide read these fields, so
+    adding a state is a row here, its effect where a new field is read, and its docs row."""
+
+    primed: bool  # a single-threaded priming run fills the private cache first (runner)
+    proven_by_hits: bool  # the run must show cache hits, else the state was not reached (decide)
+    # The cache is deleted at the first steady step while the run goes on (worker); a run
+    # that deleted nothing did not reach the state (decide); needs a second shape (CLI).
+    deleted_mid_run: bool
+
+
+CACHE_STATES: dict[CacheState, CacheStateSpec] = {
+    CacheState.COLD: CacheStateSpec(primed=False, proven_by_hits=False, deleted_mid_run=False),
+    CacheState.WARM: CacheStateSpec(primed=True, proven_by_hits=True, deleted_mid_run=False),
+    CacheState.DELETED: CacheStateSpec(primed=True, proven_by_hits=False, deleted_mid_run=True),
+}
 
 
 class Schedule(StrEnum):

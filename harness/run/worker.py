@@ -45,7 +45,7 @@ from harness.run import cache_state, threads  # noqa: E402
 from harness.run.protocol import STEPPING, ChildReport, ProgressEvent, ThreadReport  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
 from harness.versions import hardware, software  # noqa: E402
-from harness.vocab import CacheState, Strategy  # noqa: E402
+from harness.vocab import Strategy  # noqa: E402
 from harness.workload_api import Workload, WorkloadSpec, check_replica, load_workload  # noqa: E402
 
 
@@ -199,7 +199,7 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
         start = time.monotonic()  # the event's `at` is its end: the judge counts the span
         child.emit("cache_deleted", bytes=cache_state.delete_cache(root), start=start)
 
-    is_deleted = sc.cache_state is CacheState.DELETED
+    is_deleted = sc.cache_state.spec.deleted_mid_run
     gate = spec.get("start_gate")
     plan = threads.Plan(
         schedule=sc.schedule,
