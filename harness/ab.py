@@ -37,8 +37,8 @@ from typing import Any
 from harness import checked, private_root
 from harness.judge.baselines import MEMORY_GROWTH_LIMIT
 from harness.judge.compare import (
+    CHANGE_TOLERANCE,
     DEFAULT_CONFIDENCE,
-    DEFAULT_TOLERANCE,
     Change,
     Comparison,
     compare,
@@ -504,7 +504,7 @@ def run_ab(
     run_args: Sequence[str],
     *,
     runs: int,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = CHANGE_TOLERANCE,
     confidence: float = DEFAULT_CONFIDENCE,
     timeout_s: float = 900.0,
     records_dir: Path | None = None,
@@ -741,12 +741,12 @@ def pooled_samples(path: Path, side: str) -> list[RunSample]:
     return out
 
 
-def power(
+def power_comparisons(
     reference: list[RunSample],
     candidate: list[RunSample],
     per_side: int,
     *,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = CHANGE_TOLERANCE,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> tuple[list[Comparison], list[Comparison]]:
     """(A/A comparisons, reference-vs-candidate comparisons), each set disjoint within itself.
@@ -835,11 +835,13 @@ def power_summary(
     per_side: int,
     *,
     slowdown: float = 0.05,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = CHANGE_TOLERANCE,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> PowerSummary:
-    """power()'s comparisons, with each pool's spread and the runs per side `slowdown` needs."""
-    aa, ab = power(reference, candidate, per_side, tolerance=tolerance, confidence=confidence)
+    """power_comparisons(), with each pool's spread and the runs per side `slowdown` needs."""
+    aa, ab = power_comparisons(
+        reference, candidate, per_side, tolerance=tolerance, confidence=confidence
+    )
     pools = []
     for name, pool in (("reference", reference), ("candidate", candidate)):
         if len(pool) >= 2:
@@ -886,7 +888,7 @@ def build_parser(prog: str = "python -m harness.ab") -> argparse.ArgumentParser:
         )
     c.add_argument("--runs", type=int, default=5, help="runs per side (default: %(default)s)")
     c.add_argument(
-        "--tolerance", type=float, default=DEFAULT_TOLERANCE, help="(default: %(default)s)"
+        "--tolerance", type=float, default=CHANGE_TOLERANCE, help="(default: %(default)s)"
     )
     c.add_argument(
         "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="(default: %(default)s)"
@@ -907,7 +909,7 @@ def build_parser(prog: str = "python -m harness.ab") -> argparse.ArgumentParser:
         "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="(default: %(default)s)"
     )
     p.add_argument(
-        "--tolerance", type=float, default=DEFAULT_TOLERANCE, help="(default: %(default)s)"
+        "--tolerance", type=float, default=CHANGE_TOLERANCE, help="(default: %(default)s)"
     )
     p.add_argument(
         "--slowdown",

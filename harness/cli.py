@@ -29,7 +29,6 @@ from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, append_jsonl
 from harness.scenario import Scenario, check_devices_present, make_scenario
 from harness.versions import ABSENT
-from harness.vocab import CacheState
 from harness.workload_api import WorkloadError, has_strategies
 
 EXIT_OK, EXIT_FAILED = 0, 1  # the commands that gate nothing (probe, baseline, expectations)
@@ -238,7 +237,7 @@ def validate_against_workload(scenarios: list[Scenario], where: str = "--workloa
                 f"strategy {str(sc.strategy)!r} is not implemented by workload {workload.name!r}; "
                 f"it has: {', '.join(allowed)}"
             )
-        if sc.cache_state is CacheState.DELETED and len(workload.shapes()) < 2:
+        if sc.cache_state.spec.deleted_mid_run and len(workload.shapes()) < 2:
             raise ValueError(
                 "cache state 'deleted' needs a workload with ≥ 2 shapes (one is new after deletion)"
             )

@@ -9,7 +9,7 @@ import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.judge.decide import decide
+from harness.judge.decide import record_run
 from harness.record import RunRecord, append_jsonl
 from harness.run import runner
 from harness.run.runner import SharedPrimes
@@ -37,7 +37,7 @@ def run_scenario(
         timing_valid=timing_valid,
         primes=primes,
     )
-    return decide(evidence)
+    return record_run(evidence)
 
 
 def run_case(

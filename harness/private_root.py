@@ -22,12 +22,13 @@ import stat
 import tempfile
 from pathlib import Path
 
+from harness import env_names
 from harness.run import cache_state
 
 ROOT_PREFIX = "racegate-root-"
 OWNER = "owner.json"  # {"pid", "start", "boot", "pidns", "kept"}: who made the root
-ENV_ROOT = "RACEGATE_PRIVATE_ROOT"  # the root, for the processes this one starts
-ENV_USER = "RACEGATE_USER_ENV"  # JSON: each variable enter() set → the user's value, or null
+ENV_ROOT = env_names.PRIVATE_ROOT  # the root, for the processes this one starts
+ENV_USER = env_names.USER_ENV  # JSON: each variable enter() set → the user's value, or null
 # Temp dirs are always moved into the root (the user's TMPDIR is where the root is made); the
 # cache dirs only when the user did not name one. Not XDG_CONFIG/DATA/STATE_HOME: those hold the
 # user's settings (git's, say), not caches; a run's children get private ones (cache_state).

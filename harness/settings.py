@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from harness import env_names
 from harness.vocab import Strategy, parse_choice
 from harness.workload_api import DEFAULT_WORKLOAD
 
@@ -62,7 +63,7 @@ def setting(name: str, explicit: Any = None, *, pyproject: Path | None = None) -
     """(value, where it came from) for setting `name` under the precedence rule above."""
     if explicit is not None:
         return explicit, "option"
-    env_name = f"RACEGATE_{name.upper()}"
+    env_name = env_names.SETTING[name]
     if os.environ.get(env_name):
         return os.environ[env_name], f"env {env_name}"
     table = load_table(pyproject if pyproject is not None else find_pyproject())

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
+from harness import env_names
+
 E = TypeVar("E", bound=StrEnum)
 
 
@@ -31,14 +33,19 @@ class Strategy(StrEnum):
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StrategySpec:
-    """What a strategy is, as data: every list, check and report reads these fields."""
+    """What a strategy is, as data: every list, check and report reads these fields.
+
+    Keyword-only, and every field is read somewhere (model/strategies.py, harness/run/*,
+    harness/options.py, the judge): adding a strategy is a row here, its kernel in
+    model/strategies.py if it has a new one, and its row in docs/vocabulary.md.
+    """
 
     compiled: bool  # calls a torch.compile'd kernel (so a silent eager fallback can exist)
     warmed_up: bool  # compiled single-threaded up front, then set_stance("fail_on_recompile")
     locked: bool  # the compiled call runs under one process-wide lock
-    processes: bool  # one process per worker, no threads (the harness's topology)
+    one_process_per_worker: bool  # one process per worker, no threads (the harness's topology)
     counts_fallbacks: bool  # the replica counts its compiled kernel's eager fallbacks
     trains_on_cpu: bool  # has a CPU training path (flex has no CPU backward)
     in_suite: bool  # the race suite runs it by default
@@ -48,22 +55,100 @@ class StrategySpec:
     races_lazily: bool
     # Stands in for another strategy's floor: the same compiled step without the race.
     judged_by: str | None = None
+    # Sets dynamo's error_on_nested_fx_trace=False in the replica's thread: the incident's
+    # silent "fix", which turns the race into a silent eager fallback.
+    nested_fx_trace_off: bool = False
     # Has a throughput case of its own against a measured floor (harness/cases/test_throughput.py).
     has_floor: bool = False
 
 
-_S = StrategySpec
 STRATEGIES: dict[Strategy, StrategySpec] = {
-    Strategy.PER_DEVICE: _S(True, False, False, False, True, True, True, True, has_floor=True),
-    Strategy.SINGLETON: _S(True, False, False, False, False, False, True, True),
-    Strategy.WARMUP: _S(True, True, False, False, True, True, True, False, has_floor=True),
-    Strategy.WARMUP_LOCKED: _S(
-        True, True, True, False, True, True, True, False, "warmup", has_floor=True
+    Strategy.PER_DEVICE: StrategySpec(
+        compiled=True,
+        warmed_up=False,
+        locked=False,
+        one_process_per_worker=False,
+        counts_fallbacks=True,
+        trains_on_cpu=True,
+        in_suite=True,
+        races_lazily=True,
+        has_floor=True,
     ),
-    Strategy.PROCESSES: _S(True, False, False, True, True, True, True, False),
-    Strategy.NESTED_FX_OFF: _S(True, False, False, False, True, True, True, True, "warmup"),
-    Strategy.EAGER: _S(False, False, False, False, False, False, False, False),
-    Strategy.SDPA_DENSE: _S(False, False, False, False, False, True, False, False),
+    Strategy.SINGLETON: StrategySpec(
+        compiled=True,
+        warmed_up=False,
+        locked=False,
+        one_process_per_worker=False,
+        counts_fallbacks=False,
+        trains_on_cpu=False,
+        in_suite=True,
+        races_lazily=True,
+    ),
+    Strategy.WARMUP: StrategySpec(
+        compiled=True,
+        warmed_up=True,
+        locked=False,
+        one_process_per_worker=False,
+        counts_fallbacks=True,
+        trains_on_cpu=True,
+        in_suite=True,
+        races_lazily=False,
+        has_floor=True,
+    ),
+    Strategy.WARMUP_LOCKED: StrategySpec(
+        compiled=True,
+        warmed_up=True,
+        locked=True,
+        one_process_per_worker=False,
+        counts_fallbacks=True,
+        trains_on_cpu=True,
+        in_suite=True,
+        races_lazily=False,
+        judged_by="warmup",
+        has_floor=True,
+    ),
+    Strategy.PROCESSES: StrategySpec(
+        compiled=True,
+        warmed_up=False,
+        locked=False,
+        one_process_per_worker=True,
+        counts_fallbacks=True,
+        trains_on_cpu=True,
+        in_suite=True,
+        races_lazily=False,
+    ),
+    Strategy.NESTED_FX_OFF: StrategySpec(
+        compiled=True,
+        warmed_up=False,
+        locked=False,
+        one_process_per_worker=False,
+        counts_fallbacks=True,
+        trains_on_cpu=True,
+        in_suite=True,
+        races_lazily=True,
+        judged_by="warmup",
+        nested_fx_trace_off=True,
+    ),
+    Strategy.EAGER: StrategySpec(
+        compiled=False,
+        warmed_up=False,
+        locked=False,
+        one_process_per_worker=False,
+        counts_fallbacks=False,
+        trains_on_cpu=False,
+        in_suite=False,
+        races_lazily=False,
+    ),
+    Strategy.SDPA_DENSE: StrategySpec(
+        compiled=False,
+        warmed_up=False,
+        locked=False,
+        one_process_per_worker=False,
+        counts_fallbacks=False,
+        trains_on_cpu=True,
+        in_suite=False,
+        races_lazily=False,
+    ),
 }
 
 
@@ -99,9 +184,32 @@ class CacheState(StrEnum):
     DELETED = "deleted"  # filled, then removed while the run is in progress
 
     @property
+    def spec(self) -> CacheStateSpec:
+        return CACHE_STATES[self]
+
+    @property
     def primed(self) -> bool:
         """A priming run fills the cache before the run (warm, deleted)."""
-        return self is not CacheState.COLD
+        return self.spec.primed
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheStateSpec:
+    """What a cache state is, as data: the runner, worker, CLI and decide read these fields, so
+    adding a state is a row here, its effect where a new field is read, and its docs row."""
+
+    primed: bool  # a single-threaded priming run fills the private cache first (runner)
+    proven_by_hits: bool  # the run must show cache hits, else the state was not reached (decide)
+    # The cache is deleted at the first steady step while the run goes on (worker); a run
+    # that deleted nothing did not reach the state (decide); needs a second shape (CLI).
+    deleted_mid_run: bool
+
+
+CACHE_STATES: dict[CacheState, CacheStateSpec] = {
+    CacheState.COLD: CacheStateSpec(primed=False, proven_by_hits=False, deleted_mid_run=False),
+    CacheState.WARM: CacheStateSpec(primed=True, proven_by_hits=True, deleted_mid_run=False),
+    CacheState.DELETED: CacheStateSpec(primed=True, proven_by_hits=False, deleted_mid_run=True),
+}
 
 
 class Schedule(StrEnum):
@@ -149,7 +257,7 @@ SEVERITY: tuple[Outcome, ...] = (
 # The built-in workload's injected slowdown, a TEST TOOL (model.workload.SlowedReplica): the
 # fraction of a step added as real extra work. A/B calibrations set it on the candidate; an A/B
 # reads it from a side's environment to know a calibration from an upgrade (harness.ab).
-TEST_SLOWDOWN_ENV = "RACEGATE_TEST_SLOWDOWN"
+TEST_SLOWDOWN_ENV = env_names.TEST_SLOWDOWN
 
 
 def injected_slowdown(env: Mapping[str, str]) -> str | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from harness.vocab import STRATEGIES as REGISTRY
-from harness.vocab import strategies_where
+from harness.vocab import Strategy, strategies_where
 from model import attention
 from model.attention import Attend
 
@@ -51,12 +51,13 @@ def make_strategy(name: str, device: torch.device) -> AttentionStrategy:
             f"strategy {name!r} needs a CUDA device (flex_attention has no CPU backward); "
             f"on {device.type} choose from: {cpu_ok}"
         )
-    if name == "nested_fx_off":
+    spec = REGISTRY[Strategy(name)]
+    if spec.nested_fx_trace_off:
         torch._dynamo.config.error_on_nested_fx_trace = False
     if name in COMPILED:
         mask_kind = "block" if attention.kernel_kind(device) == "flex" else "dense"
         attend = attention.compiled_for_device(device)
-        if name == "warmup_locked":
+        if spec.locked:
             attend = attention.serialized(attend)
         return AttentionStrategy(name, attend, mask_kind, True)
     if name == "singleton":

@@ -83,7 +83,7 @@ def _samples(side: str, values: list[float]) -> list[ab.RunSample]:
 def test_power_draws_disjoint_comparisons() -> None:
     ref = _samples("reference", [100.0, 101.0, 99.0, 100.5] * 3)  # 12 runs
     slow = _samples("candidate", [90.0, 90.5, 89.5, 91.0, 90.2, 89.8, 90.1])  # 7 runs
-    aa, vs = ab.power(ref, slow, 2)
+    aa, vs = ab.power_comparisons(ref, slow, 2)
     assert len(aa) == 3 + 1 and len(vs) == 3  # 12 // 4 + 7 // 4 A/A, min(12, 7) // 2 A/B
     assert all(c.change is Change.NONE for c in aa)
     assert all(c.change is Change.LOWER for c in vs)

@@ -11,7 +11,7 @@ import pytest
 
 from harness import cli
 from harness.judge import baselines
-from harness.judge.baselines import REFRESH_COMMAND, Verdict
+from harness.judge.baselines import REFRESH_COMMAND, FloorCall
 from harness.judge.outcomes import count, worst
 from harness.record import RunRecord, ThreadRecord, append_jsonl, read_jsonl
 from harness.scenario import make_scenario
@@ -135,7 +135,7 @@ def test_a_floor_judges_only_runs_of_its_own_length(tmp_path: Path) -> None:
     base = baselines.load(tmp_path, "h200x2")
     assert base is not None and base.floors["small/warmup/2x1/150steps"].steps == 150
     race_run = make_record(tps=9_000.0, steps=8)
-    assert baselines.check(race_run, base).verdict is Verdict.NO_BASELINE
+    assert baselines.check(race_run, base).verdict is FloorCall.NO_BASELINE
     assert baselines.check(make_record(tps=9_000.0, steps=150), base).failed
 
 
@@ -159,19 +159,19 @@ def test_update_round_trip_and_checks(tmp_path: Path) -> None:
     assert floor.command.startswith("python -m harness run")
     assert base.floors["small/per_device/2x1/6steps"].tokens_per_s == 90.0
 
-    assert baselines.check(make_record(tps=106.0), base).verdict is Verdict.PASS
+    assert baselines.check(make_record(tps=106.0), base).verdict is FloorCall.PASS
     below = baselines.check(make_record(tps=100.0), base)
-    assert below.verdict is Verdict.BELOW_FLOOR and below.failed
+    assert below.verdict is FloorCall.BELOW_FLOOR and below.failed
     assert "9.1% below" in below.message and REFRESH_COMMAND in below.message
     above = baselines.check(make_record(tps=120.0), base)
-    assert above.verdict is Verdict.ABOVE_FLOOR and above.failed
+    assert above.verdict is FloorCall.ABOVE_FLOOR and above.failed
     assert "stale" in above.message and REFRESH_COMMAND in above.message
     none = baselines.check(make_record(tps=None), base)
-    assert none.verdict is Verdict.NO_THROUGHPUT and none.failed
+    assert none.verdict is FloorCall.NO_THROUGHPUT and none.failed
     other_key = baselines.check(make_record(preset="tiny"), base)
-    assert other_key.verdict is Verdict.NO_BASELINE and other_key.skipped
+    assert other_key.verdict is FloorCall.NO_BASELINE and other_key.skipped
     no_file = baselines.check(make_record(), baselines.load(tmp_path / "b", "cpu"))
-    assert no_file.verdict is Verdict.NO_BASELINE
+    assert no_file.verdict is FloorCall.NO_BASELINE
     assert "h200x2" in no_file.message and REFRESH_COMMAND in no_file.message
 
 
@@ -244,7 +244,7 @@ def test_nested_fx_off_is_held_to_the_clean_compiled_floor(tmp_path: Path) -> No
     base = baselines.load(tmp_path, "h200x2")
     assert base is not None and set(base.floors) == {"small/warmup/2x1/6steps"}
     hack = baselines.check(make_record(strategy="nested_fx_off", tps=12_800.0), base)
-    assert hack.verdict is Verdict.BELOW_FLOOR and hack.key == "small/warmup/2x1/6steps"
+    assert hack.verdict is FloorCall.BELOW_FLOOR and hack.key == "small/warmup/2x1/6steps"
 
 
 def test_warmup_locked_is_held_to_warmups_floor(tmp_path: Path) -> None:
@@ -255,9 +255,9 @@ def test_warmup_locked_is_held_to_warmups_floor(tmp_path: Path) -> None:
     base = baselines.load(tmp_path, "h200x2")
     assert base is not None and set(base.floors) == {"small/warmup/2x1/6steps"}
     slow = baselines.check(make_record(strategy="warmup_locked", tps=30_000.0), base)
-    assert slow.verdict is Verdict.BELOW_FLOOR and slow.key == "small/warmup/2x1/6steps"
+    assert slow.verdict is FloorCall.BELOW_FLOOR and slow.key == "small/warmup/2x1/6steps"
     same = baselines.check(make_record(strategy="warmup_locked", tps=40_500.0), base)
-    assert same.verdict is Verdict.PASS
+    assert same.verdict is FloorCall.PASS
 
 
 def test_runs_under_the_test_slowdown_are_never_a_floor_nor_judged(tmp_path: Path) -> None:
@@ -275,7 +275,7 @@ def test_runs_under_the_test_slowdown_are_never_a_floor_nor_judged(tmp_path: Pat
     floor = base.floors["small/warmup/2x1/6steps"]
     assert floor.tokens_per_s == 40_000.0 and floor.refused_runs == 2
     verdict = baselines.check(slowed[0], base)
-    assert verdict.verdict is Verdict.TIMING_VOID and not verdict.failed
+    assert verdict.verdict is FloorCall.TIMING_VOID and not verdict.failed
     assert f"not gated: it ran under {tool}, a test tool" in verdict.message
 
 
@@ -289,4 +289,4 @@ def test_overlapped_runs_are_never_a_floor_nor_judged(tmp_path: Path) -> None:
     floor = base.floors["small/warmup/2x1/6steps"]
     assert floor.tokens_per_s == 40_000.0 and floor.n_runs == 3 and floor.refused_runs == 5
     verdict = baselines.check(beside[0], base)
-    assert verdict.verdict is Verdict.TIMING_VOID and verdict.skipped and not verdict.failed
+    assert verdict.verdict is FloorCall.TIMING_VOID and verdict.skipped and not verdict.failed

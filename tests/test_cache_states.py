@@ -47,7 +47,7 @@ def test_the_runs_of_a_warm_case_share_one_priming_run_and_each_proves_warm(tmp_
     import dataclasses
     import shutil
 
-    from harness.judge.decide import decide
+    from harness.judge.decide import record_run
     from harness.pipeline import run_case
     from harness.run.runner import Primed, SharedPrimes, collect
 
@@ -66,7 +66,7 @@ def test_the_runs_of_a_warm_case_share_one_priming_run_and_each_proves_warm(tmp_
             def get(self, scenario) -> Primed:
                 return dataclasses.replace(primed, root=moved)
 
-        records.append(decide(collect(scenario, primes=Moved())))
+        records.append(record_run(collect(scenario, primes=Moved())))
     assert not primed.root.exists()
     for record in records:
         assert record.outcome == "ok", record.detail

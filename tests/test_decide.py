@@ -1,4 +1,4 @@
-"""decide(): the one decision point, tested as a pure function on hand-made evidence."""
+"""record_run(): the one decision point, tested as a pure function on hand-made evidence."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.judge.decide import COACTIVE_SHARE, CONCURRENCY_SHARE, decide
+from harness.judge.decide import COACTIVE_SHARE, CONCURRENCY_SHARE, record_run
 from harness.judge.metrics import coactivity, merge, overlap_share
 from harness.run.protocol import (
     CacheEvidence,
@@ -111,7 +111,7 @@ def ok_threads(spans=TOGETHER) -> list[ThreadReport]:
 
 
 def test_clean_concurrent_run_is_ok() -> None:
-    rec = decide(evidence(child(ok_threads())))
+    rec = record_run(evidence(child(ok_threads())))
     assert rec.outcome == "ok", rec.detail
     assert rec.threads_concurrent == 2
     assert all(t.overlap_share and t.overlap_share > 0.9 for t in rec.threads)
@@ -120,20 +120,20 @@ def test_clean_concurrent_run_is_ok() -> None:
 def test_exit_after_every_thread_reported_is_a_crash() -> None:
     """A non-zero exit after every thread reported used to reach only `detail`, the run `ok`."""
     for rc, words in ((7, "exit code 7"), (-signal.SIGSEGV, "SIGSEGV")):
-        rec = decide(evidence(child(ok_threads(), rc=rc)))
+        rec = record_run(evidence(child(ok_threads(), rc=rc)))
         assert rec.outcome == "crash" and words in (rec.detail or ""), rec.detail
 
 
 def test_clean_exit_without_a_result_is_a_crash() -> None:
     built = ProgressEvent("built", 0.0, {"threads": 2, "hardware": {"device_name": "cpu"}})
-    rec = decide(evidence(child(None, progress=(built,))))
+    rec = record_run(evidence(child(None, progress=(built,))))
     assert rec.outcome == "crash" and "without a result" in (rec.detail or "")
     assert len(rec.threads) == 2 and rec.hardware["device_name"] == "cpu"
     assert rec.versions == {"torch": "p"}  # the parent's reading
 
 
 def test_serial_steps_are_not_concurrent() -> None:
-    rec = decide(evidence(child(ok_threads(APART))))
+    rec = record_run(evidence(child(ok_threads(APART))))
     assert rec.outcome == "not_concurrent"
     assert "thread 0's steady steps overlapped other threads' steps for 0%" in rec.detail
     assert rec.threads_concurrent == 0
@@ -148,7 +148,7 @@ def test_threads_that_take_turns_are_not_concurrent() -> None:
     """A workload whose steps all hold one lock was `ok`, its steps overlapping
     by their times. The runner's looks never find its threads running at once."""
     looks = tuple(trace(w, 3.2, tid=k) for k, w in enumerate(TURNS))
-    rec = decide(evidence(child(ok_threads(), activity=looks)))
+    rec = record_run(evidence(child(ok_threads(), activity=looks)))
     assert rec.outcome == "not_concurrent", rec.detail
     # Each 0.5 s turn is a stretch alone of at least half a turn (1 s steps, 2 threads: 0.25 s).
     assert "the share not in a turn alone was thread 0 0%, thread 1 0%" in rec.detail
@@ -158,13 +158,13 @@ def test_threads_that_take_turns_are_not_concurrent() -> None:
     assert all(t.overlap_share and t.overlap_share > 0.9 for t in rec.threads)  # spans overlap
     assert rec.threads_concurrent == 0
     together = tuple(trace([(0, 3.1, 1.0)], 3.2, tid=k) for k in range(2))
-    rec = decide(evidence(child(ok_threads(), activity=together)))
+    rec = record_run(evidence(child(ok_threads(), activity=together)))
     assert rec.outcome == "ok" and rec.threads[0].coactive_share == pytest.approx(1.0)
     # Thread 1 found running at 6 of each 10 looks (waiting for the GIL the rest): thread 0's
     # stretches alone last 4 looks (15 ms), hand-overs, not turns. At one instant (any stretch
     # alone a turn) 0.6 of thread 0's looks had company.
     partial = (trace([(0, 3.1, 1.0)], 3.2, tid=0), trace([(0, 3.1, 0.6)], 3.2, tid=1))
-    rec = decide(evidence(child(ok_threads(), activity=partial)))
+    rec = record_run(evidence(child(ok_threads(), activity=partial)))
     assert rec.outcome == "ok", rec.detail
     assert [t.coactive_share for t in rec.threads] == [1.0, 1.0]
     mine, theirs = ((t.times, t.running) for t in partial)
@@ -185,7 +185,7 @@ def test_turns_beside_a_thread_of_long_steps_are_still_turns() -> None:
         [(3.0, 3.2, 1.0), (3.4, 3.6, 1.0), (3.8, 4.0, 1.0)],
     ]
     looks = tuple(trace(w, 5.9, tid=k) for k, w in enumerate(ran))
-    rec = decide(evidence(child(ok_threads(spans), activity=looks)))
+    rec = record_run(evidence(child(ok_threads(spans), activity=looks)))
     assert rec.outcome == "not_concurrent", rec.detail
     assert [t.coactive_share for t in rec.threads] == [0.0, 0.0]
 
@@ -195,7 +195,7 @@ def test_one_thread_in_company_is_enough() -> None:
     thread 0 runs, thread 1 does too. Under a lock neither has company; here one has."""
     hog = trace([(0, 3.1, 1.0)], 3.2, tid=1)
     starved = trace([(0, 0.3, 1.0), (2.7, 3.1, 1.0)], 3.2, tid=0)
-    rec = decide(evidence(child(ok_threads(), activity=(starved, hog))))
+    rec = record_run(evidence(child(ok_threads(), activity=(starved, hog))))
     assert rec.outcome == "ok", rec.detail
     assert rec.threads[0].coactive_share == 1.0
     # In company 0.3 s of the 1.9 s both were steady (1.1-3.0 s): alone, below the bar.
@@ -212,7 +212,7 @@ def test_steady_steps_beside_a_compile_are_not_judged_as_turns() -> None:
     ]
     busy = [[(0, 1, 1.0), (1, 3.5, 1.0)], [(0, 2, 0.0), (2, 3, 1.0)]]
     looks = tuple(trace(w, 3.6, tid=k) for k, w in enumerate(busy))
-    rec = decide(evidence(child(ok_threads(spans), activity=looks)))
+    rec = record_run(evidence(child(ok_threads(spans), activity=looks)))
     assert rec.outcome == "ok", rec.detail
     assert [t.coactive_share for t in rec.threads] == [pytest.approx(1.0), pytest.approx(1.0)]
 
@@ -228,7 +228,7 @@ def test_co_activity_not_shown_fails_closed() -> None:
         tuple(trace([], 3.2, tid=k) for k in range(2)): "0 of the runner's looks",
     }
     for looks, words in cases.items():
-        rec = decide(evidence(child(ok_threads(), activity=looks)))
+        rec = record_run(evidence(child(ok_threads(), activity=looks)))
         assert rec.outcome == "not_concurrent" and words in rec.detail, rec.detail
         assert "thread 1's work beside other threads' is not shown" in rec.detail
 
@@ -237,11 +237,11 @@ def test_a_starved_sampler_still_tells_turns_from_work_done_together() -> None:
     """Looks 0.07 s apart (a sampler starved of a core), each 0.5 s turn's hand-over inside the
     gap: each look is an instant, so turns still read as turns and threads that both worked 1."""
     turns = tuple(trace(w, 3.2, every=0.07, tid=k) for k, w in enumerate(TURNS))
-    rec = decide(evidence(child(ok_threads(), activity=turns)))
+    rec = record_run(evidence(child(ok_threads(), activity=turns)))
     assert rec.outcome == "not_concurrent", rec.detail
     assert all(t.coactive_share is not None and t.coactive_share < 0.15 for t in rec.threads)
     both = tuple(trace([(0, 3.1, 1.0)], 3.2, every=0.07, tid=k) for k in range(2))
-    rec = decide(evidence(child(ok_threads(), activity=both)))
+    rec = record_run(evidence(child(ok_threads(), activity=both)))
     assert rec.outcome == "ok", rec.detail
 
 
@@ -267,7 +267,7 @@ def test_each_steps_cpu_demand_and_each_threads_share_are_recorded() -> None:
     """Recorded for reading (GPU cells): a thread's steady share is its steps' demand over their
     time; a thread with a step without demand (no schedstat) has no share."""
     threads = [thread(0, TOGETHER[0], busy=0.5), thread(1, TOGETHER[1], busy=None)]
-    rec = decide(evidence(child(threads)))
+    rec = record_run(evidence(child(threads)))
     assert rec.outcome == "ok", rec.detail  # recorded, not judged (decide.demand_shares)
     assert rec.threads[0].step_demand_s == pytest.approx([0.5, 0.5, 0.5])
     assert rec.threads[0].demand_share == pytest.approx(0.5)
@@ -276,14 +276,14 @@ def test_each_steps_cpu_demand_and_each_threads_share_are_recorded() -> None:
 
 
 def test_a_single_thread_is_exempt_from_concurrency() -> None:
-    rec = decide(evidence(child([thread(0, APART[0])]), threads=1))
+    rec = record_run(evidence(child([thread(0, APART[0])]), threads=1))
     assert rec.outcome == "ok" and rec.threads_concurrent == 1
 
 
 def test_share_below_the_bar_names_the_thread_and_the_share() -> None:
     # Thread 1's two steady steps: one overlaps thread 0's steps, one runs alone (50% - ε).
     spans = [[(0, 1), (1, 2), (2, 2.9)], [(0, 1), (1, 2), (2.9, 4)]]
-    rec = decide(evidence(child(ok_threads(spans))))
+    rec = record_run(evidence(child(ok_threads(spans))))
     assert rec.outcome == "not_concurrent", rec.detail
     assert "thread 1's" in rec.detail and f"needs ≥ {CONCURRENCY_SHARE:.0%}" in rec.detail
 
@@ -293,20 +293,22 @@ def test_share_below_the_bar_names_the_thread_and_the_share() -> None:
     [(1, "oom", "OOM killer"), (0, "crash", "SIGKILL"), (None, "crash", "unreadable")],
 )
 def test_sigkill_is_oom_only_with_the_oom_killers_count(oom_kills, outcome, words) -> None:
-    rec = decide(evidence(child(None, rc=-signal.SIGKILL, oom_kills=oom_kills)))
+    rec = record_run(evidence(child(None, rc=-signal.SIGKILL, oom_kills=oom_kills)))
     assert rec.outcome == outcome and words in rec.detail, rec.detail
 
 
 def test_memory_errors_are_oom() -> None:
-    rec = decide(evidence(child([thread(0, TOGETHER[0], "MemoryError"), thread(1, TOGETHER[1])])))
+    rec = record_run(
+        evidence(child([thread(0, TOGETHER[0], "MemoryError"), thread(1, TOGETHER[1])]))
+    )
     assert rec.outcome == "oom"
     tail = "Traceback (most recent call last):\n  File x\nMemoryError\nsome later warning\n"
-    rec = decide(evidence(child(None, rc=1, stderr=tail)))
+    rec = record_run(evidence(child(None, rc=1, stderr=tail)))
     assert rec.outcome == "oom" and "MemoryError" in rec.detail
 
 
 def test_a_timeout_is_a_hang_whatever_the_threads_say() -> None:
-    rec = decide(evidence(child(ok_threads(), rc=-signal.SIGKILL, timed_out=True)))
+    rec = record_run(evidence(child(ok_threads(), rc=-signal.SIGKILL, timed_out=True)))
     assert rec.outcome == "hang" and "timeout" in rec.detail
 
 
@@ -315,7 +317,7 @@ def test_the_runs_stall_is_each_childs_hang_and_a_missed_stall_says_what_the_wat
     is the run's, told once, and every child it stopped is a hang for it."""
     stopped = child([thread(0, TOGETHER[0], "TimeoutError: racegate deadline: the run stalled")])
     ev = evidence(stopped, stopped, watch=WatchEvidence(stalled_s=12.4))
-    rec = decide(ev)
+    rec = record_run(ev)
     assert rec.outcome == "hang", rec.detail
     assert (
         rec.detail.count("child stalled: every stack unchanged, its processes idle, for 12 s;") == 2
@@ -323,11 +325,11 @@ def test_the_runs_stall_is_each_childs_hang_and_a_missed_stall_says_what_the_wat
     assert "killed at the" not in rec.detail
     note = "stall watch: last CPU 0.90 cores, 3 dump(s) taken"
     timed = child(ok_threads(), rc=-signal.SIGKILL, timed_out=True)
-    rec = decide(evidence(timed, timed, watch=WatchEvidence(note=note)))
+    rec = record_run(evidence(timed, timed, watch=WatchEvidence(note=note)))
     assert rec.outcome == "hang" and rec.detail.count(note) == 1, rec.detail
     assert "stalled" not in rec.detail and rec.stalled_s is None
     # Without the watch's call, a child that exited 0 with its report is not a hang.
-    assert decide(evidence(child(ok_threads()))).outcome == "ok"
+    assert record_run(evidence(child(ok_threads()))).outcome == "ok"
 
 
 def test_a_stalled_priming_run_leaves_the_cache_state_unreached() -> None:
@@ -337,43 +339,43 @@ def test_a_stalled_priming_run_leaves_the_cache_state_unreached() -> None:
         strategy="per_device",
     )  # fmt: skip
     stalled = replace(ok, cache=replace(ok.cache, prime_watch=WatchEvidence(stalled_s=9.0)))
-    assert decide(ok).cache["prime_ok"] is True
-    rec = decide(stalled)
+    assert record_run(ok).cache["prime_ok"] is True
+    rec = record_run(stalled)
     assert rec.cache["prime_ok"] is False and "priming failed" in rec.detail, rec.detail
 
 
 def test_flops_failure_is_not_ok() -> None:
-    rec = decide(evidence(child(ok_threads(), flops_error="ValueError: no")))
+    rec = record_run(evidence(child(ok_threads(), flops_error="ValueError: no")))
     assert rec.outcome == "other_error" and "flops_per_step raised" in rec.detail
 
 
 def test_missing_threads_are_not_ok() -> None:
-    rec = decide(evidence(child(ok_threads()[:1])))
+    rec = record_run(evidence(child(ok_threads()[:1])))
     assert rec.outcome == "other_error" and "only 1 of 2 threads reported" in rec.detail
 
 
 def test_no_thread_at_all_is_a_crash() -> None:
-    assert decide(evidence(child([]))).outcome == "crash"
+    assert record_run(evidence(child([]))).outcome == "crash"
 
 
 def test_unproven_cache_states_are_never_ok() -> None:
     good_prime = child([thread(0, [(0, 1)])])
     run = child(ok_threads())
     kw = dict(strategy="per_device")
-    warm = decide(evidence(run, cache="warm", prime=good_prime, counters={}, **kw))
+    warm = record_run(evidence(run, cache="warm", prime=good_prime, counters={}, **kw))
     assert warm.outcome == "other_error" and "not proven" in warm.detail
     hits = {"inductor.fxgraph_cache_hit": 2}
-    warm = decide(evidence(run, cache="warm", prime=good_prime, counters=hits, **kw))
+    warm = record_run(evidence(run, cache="warm", prime=good_prime, counters=hits, **kw))
     assert warm.outcome == "ok", warm.detail
     bad_prime = replace(good_prime, returncode=-signal.SIGSEGV)
-    warm = decide(evidence(run, cache="warm", prime=bad_prime, counters=hits, **kw))
+    warm = record_run(evidence(run, cache="warm", prime=bad_prime, counters=hits, **kw))
     assert warm.outcome == "other_error" and "priming failed" in warm.detail
-    deleted = decide(evidence(run, cache="deleted", prime=good_prime, deleted=0, **kw))
+    deleted = record_run(evidence(run, cache="deleted", prime=good_prime, deleted=0, **kw))
     assert deleted.outcome == "other_error" and "nothing was deleted" in deleted.detail
-    deleted = decide(evidence(run, cache="deleted", prime=good_prime, deleted=10, **kw))
+    deleted = record_run(evidence(run, cache="deleted", prime=good_prime, deleted=10, **kw))
     assert deleted.outcome == "ok"
     # Nothing compiles under an uncompiled strategy, so there is nothing to prove.
-    eager = decide(evidence(run, cache="warm", prime=good_prime, counters={}))
+    eager = record_run(evidence(run, cache="warm", prime=good_prime, counters={}))
     assert eager.outcome == "ok"
 
 
@@ -395,7 +397,7 @@ def test_the_cache_deletion_keeps_the_other_threads_company() -> None:
         data = {"bytes": 10} if start is None else {"bytes": 10, "start": start}
         deleted = ProgressEvent("cache_deleted", 3.0, data)
         run = child([thread(0, t0), thread(1, t1)], progress=(deleted,), activity=looks)
-        rec = decide(evidence(run, cache="deleted", prime=good_prime, deleted=10,
+        rec = record_run(evidence(run, cache="deleted", prime=good_prime, deleted=10,
                               strategy="per_device"))  # fmt: skip
         assert rec.outcome == outcome, rec.detail
     assert "thread 1's steady steps overlapped other threads' steps for 8%" in (rec.detail or "")
@@ -403,10 +405,10 @@ def test_the_cache_deletion_keeps_the_other_threads_company() -> None:
 
 def test_processes_are_judged_across_children() -> None:
     a, b = child([thread(0, TOGETHER[0])]), child([thread(1, TOGETHER[1])])
-    rec = decide(evidence(a, b, strategy="processes"))
+    rec = record_run(evidence(a, b, strategy="processes"))
     assert rec.outcome == "ok" and rec.threads_concurrent == 2
     a, b = child([thread(0, APART[0])]), child([thread(1, APART[1])])
-    assert decide(evidence(a, b, strategy="processes")).outcome == "not_concurrent"
+    assert record_run(evidence(a, b, strategy="processes")).outcome == "not_concurrent"
 
 
 def _on_gpu(i: int, spans: list[tuple[float, float]], peaks: list[int]) -> ThreadReport:
@@ -421,12 +423,12 @@ def test_peak_memory_adds_up_over_processes_on_one_device() -> None:
     gb = 2**30
     a = child([_on_gpu(0, TOGETHER[0], [9 * gb, 2 * gb, 2 * gb])])
     b = child([_on_gpu(1, TOGETHER[1], [9 * gb, 3 * gb, 3 * gb])])
-    rec = decide(evidence(a, b, strategy="processes"))
+    rec = record_run(evidence(a, b, strategy="processes"))
     assert rec.outcome == "ok"
     assert rec.peak_mem_bytes == {"cuda:0": 5 * gb} and rec.mem_series == {"cuda:0": [5 * gb] * 2}
     one = child([_on_gpu(0, TOGETHER[0], [9 * gb, 4 * gb, 4 * gb]),
                  _on_gpu(1, TOGETHER[1], [9 * gb, 4 * gb, 4 * gb])])  # fmt: skip
-    assert decide(evidence(one)).peak_mem_bytes == {"cuda:0": 4 * gb}
+    assert record_run(evidence(one)).peak_mem_bytes == {"cuda:0": 4 * gb}
 
 
 def test_a_start_gate_that_timed_out_is_named_in_the_detail() -> None:
@@ -435,11 +437,11 @@ def test_a_start_gate_that_timed_out_is_named_in_the_detail() -> None:
     late = (ProgressEvent("start_gate", 0.0, {"met": False}),)
     a = child([thread(0, APART[0])], progress=late)
     b = child([thread(1, APART[1])], progress=(ProgressEvent("start_gate", 0.0, {"met": True}),))
-    rec = decide(evidence(a, b, strategy="processes"))
+    rec = record_run(evidence(a, b, strategy="processes"))
     assert rec.outcome == "not_concurrent"
     assert "1 process(es) started without their siblings" in (rec.detail or "")
     a = child([thread(0, TOGETHER[0])], progress=(ProgressEvent("start_gate", 0.0, {"met": True}),))
-    assert "siblings" not in (decide(evidence(a, b, strategy="processes")).detail or "")
+    assert "siblings" not in (record_run(evidence(a, b, strategy="processes")).detail or "")
 
 
 def test_overlap_share() -> None:
@@ -456,16 +458,18 @@ def test_steps_kept_as_company_past_the_quota_are_not_judged() -> None:
     """A thread that has its steps keeps the others company; its last such step may run alone
     (seen on CPU: a 0.5 s step after the other thread stopped) and proves nothing either way."""
     spans = [[(0, 1), (1, 2), (2, 3)], [(0, 1), (1, 2), (2, 3), (3, 9)]]
-    rec = decide(evidence(child(ok_threads(spans))))
+    rec = record_run(evidence(child(ok_threads(spans))))
     assert rec.outcome == "ok", rec.detail
 
 
 def test_every_outcome_but_ok_has_a_reason() -> None:
     hung = ThreadReport(1, "cpu", False, None, 0, steps((0, 1)))
-    rec = decide(evidence(child([thread(0, TOGETHER[0]), hung])))
+    rec = record_run(evidence(child([thread(0, TOGETHER[0]), hung])))
     assert rec.outcome == "hang"
     assert "thread 1 hang: did not finish its steps" in rec.detail
-    rec = decide(evidence(child([thread(0, TOGETHER[0], "ValueError: x"), thread(1, TOGETHER[1])])))
+    rec = record_run(
+        evidence(child([thread(0, TOGETHER[0], "ValueError: x"), thread(1, TOGETHER[1])]))
+    )
     assert rec.outcome == "other_error" and "thread 0 other_error: ValueError: x" in rec.detail
 
 
@@ -475,7 +479,7 @@ def test_busy_at_the_deadline_only_when_nothing_but_hangs_failed() -> None:
     busy = WatchEvidence(note="stall watch: last CPU 1.20 cores", busy_at_end=True)
     late = "TimeoutError: racegate deadline: deadline reached after 0 of 9 steps"
     hung = [thread(0, TOGETHER[0], late), thread(1, TOGETHER[1], late)]
-    rec = decide(evidence(child(hung), watch=busy))
+    rec = record_run(evidence(child(hung), watch=busy))
     # Overload, not a hang: `timeout`, each thread's too (neither clean nor failed).
     assert rec.outcome == "timeout" and rec.busy_at_deadline is True, rec.detail
     assert [t.outcome for t in rec.threads] == ["timeout", "timeout"], rec.threads
@@ -483,18 +487,18 @@ def test_busy_at_the_deadline_only_when_nothing_but_hangs_failed() -> None:
     assert "busy at the deadline" in (rec.detail or "")
     nested = "RuntimeError: Detected that you are using FX to symbolically trace a dynamo-optimized"
     raced = [thread(0, TOGETHER[0], nested), thread(1, TOGETHER[1], late)]
-    rec = decide(evidence(child(raced), watch=busy))
+    rec = record_run(evidence(child(raced), watch=busy))
     assert rec.outcome == "hang" and rec.busy_at_deadline is None, rec.detail
     assert "busy at the deadline" not in (rec.detail or "")
     # The watch saw no work (off, or its last look found the run idle): a hang, fail closed.
-    blind = decide(evidence(child(hung)))
+    blind = record_run(evidence(child(hung)))
     assert blind.outcome == "hang" and blind.busy_at_deadline is None, blind.detail
 
 
 def test_a_silent_fallback_says_how_often_it_fell_back() -> None:
     """Its detail read "did not finish its steps" for a thread that finished every step."""
     fell = ThreadReport(1, "cpu", True, None, 3, steps(*TOGETHER[1]))
-    rec = decide(evidence(child([thread(0, TOGETHER[0]), fell]), strategy="per_device"))
+    rec = record_run(evidence(child([thread(0, TOGETHER[0]), fell]), strategy="per_device"))
     assert rec.outcome == "silent_fallback", rec.detail
     assert "thread 1 silent_fallback: its compiled kernel fell back to eager 3 times" in (
         rec.detail or ""
@@ -506,6 +510,6 @@ def test_a_crash_before_any_thread_reported_says_nothing_of_co_activity() -> Non
     """A child that died before its threads reported gave the judge no looks to judge: its
     detail read "the share not in a turn alone was  (needs ≥ 40%", with no value."""
     built = ProgressEvent("built", 0.0, {"threads": 2, "hardware": {"device_name": "cpu"}})
-    rec = decide(evidence(child(None, rc=-signal.SIGSEGV, progress=(built,))))
+    rec = record_run(evidence(child(None, rc=-signal.SIGSEGV, progress=(built,))))
     assert rec.outcome == "crash" and "SIGSEGV" in (rec.detail or ""), rec.detail
     assert "not in a turn alone" not in (rec.detail or ""), rec.detail

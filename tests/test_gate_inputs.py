@@ -17,7 +17,7 @@ import pytest
 from harness import cli
 from harness.checked import GateInputError
 from harness.judge import baselines
-from harness.judge.baselines import Verdict
+from harness.judge.baselines import FloorCall
 from harness.judge.inputs import read_records
 from tests.test_baselines import make_record, write
 
@@ -109,7 +109,7 @@ def test_a_rate_that_is_not_a_finite_positive_number_never_passes(
     baseline_file(tmp_path, {KEY: floor()})
     base = baselines.load(tmp_path, "h200x2")
     result = baselines.check_tokens(KEY, "h200x2", tps, base)
-    assert result.verdict is Verdict.NO_THROUGHPUT and result.failed
+    assert result.verdict is FloorCall.NO_THROUGHPUT and result.failed
     assert "not a finite number > 0" in result.message
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from harness import cli
 from harness.judge import baselines
-from harness.judge.decide import decide
+from harness.judge.decide import record_run
 from harness.record import RunRecord
 from tests.test_baselines import make_record, write
 from tests.test_decide import child, evidence, ok_threads, thread, trace
@@ -195,17 +195,17 @@ def test_decide_writes_ok_only_with_every_thread_concurrent() -> None:
     threads_concurrent 1 of 2: a record the reader now refuses."""
     hog = trace([(0, 3.1, 1.0)], 3.2, tid=1)
     starved = trace([(0, 0.3, 1.0), (2.7, 3.1, 1.0)], 3.2, tid=0)
-    rec = decide(evidence(child(ok_threads(), activity=(starved, hog))))
+    rec = record_run(evidence(child(ok_threads(), activity=(starved, hog))))
     assert rec.outcome == "ok" and rec.threads_concurrent == rec.threads_asked == 2, rec
     assert RunRecord.from_json(json.loads(json.dumps(rec.to_json()))) == rec
 
 
 def test_decide_never_calls_ok_a_thread_short_of_its_steps_or_a_thread_too_many() -> None:
     short = [thread(0, [(0, 1), (1, 2)]), thread(1, [(0, 1.1), (1.1, 2.1)])]  # 2 of 3 steps
-    rec = decide(evidence(child(short)))
+    rec = record_run(evidence(child(short)))
     assert rec.outcome == "other_error", rec.detail
     assert "reported finished after 2 of 3 steps" in (rec.detail or "")
-    rec = decide(evidence(child(ok_threads()), threads=1))  # 2 reported, 1 asked
+    rec = record_run(evidence(child(ok_threads()), threads=1))  # 2 reported, 1 asked
     assert rec.outcome == "other_error" and "2 of 1 threads reported" in (rec.detail or "")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import options
+from harness import env_names, options
 from harness.cli import main
 from harness.judge.gate import decide_gate
 from harness.judge.verdict import Calibration, decide, render
@@ -69,8 +69,8 @@ def light(roles: WorkloadRoles | None = OWN, strategies=("singleton", "upfront")
 @pytest.fixture
 def no_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No env and no [tool.racegate] role settings: a folder of its own as the project."""
-    for name in ("PRODUCTION_STRATEGY", "CONTROL_STRATEGY", "WORKLOAD"):
-        monkeypatch.delenv(f"RACEGATE_{name}", raising=False)
+    for name in env_names.SETTING.values():
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.racegate]\n")
     return tmp_path
@@ -164,7 +164,7 @@ def test_a_scenario_carries_its_own_strategys_spec() -> None:
     assert again == sc and again.spec is not None
     # A racegate strategy's spec is the registry's, and its record keeps its old form.
     builtin = make_scenario(strategy="processes")
-    assert builtin.spec.processes and "strategy_spec" not in builtin.to_json()
+    assert builtin.spec.one_process_per_worker and "strategy_spec" not in builtin.to_json()
     with pytest.raises(ValueError, match="unknown strategy 'upfront'; choose from: per_device"):
         make_scenario(strategy="upfront")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.judge import baselines
-from harness.judge.baselines import Verdict
+from harness.judge.baselines import FloorCall
 from harness.judge.race_evidence import shows_race
 from harness.judge.suite import judge
 from harness.pipeline import run_case
@@ -120,7 +120,7 @@ def test_nested_fx_off_never_passes_the_gate(racegate_config) -> None:
     # (a nested-FX error or a stall in the compiler from 2.12 on: the one rule of
     # harness.judge.race_evidence), or by the floor; a crash or a stale floor is not.
     by_detector = shows_race(record)
-    by_floor = result.verdict is Verdict.BELOW_FLOOR
+    by_floor = result.verdict is FloorCall.BELOW_FLOOR
     assert by_detector or by_floor, (
         f"nested_fx_off passed the gate: outcome {record.outcome}, {result.message}; the silent "
         "fallback detector and the throughput floor both missed it"
@@ -128,7 +128,7 @@ def test_nested_fx_off_never_passes_the_gate(racegate_config) -> None:
     # The gate asks for both legs: a fallback that ran its steps must also show below a floor
     # measured for this scenario; without such a floor that leg is reported, not judged.
     if record.outcome == Outcome.SILENT_FALLBACK:
-        assert result.verdict is not Verdict.ABOVE_FLOOR, f"stale floor: {result.message}"
-        assert result.verdict is not Verdict.PASS, (
+        assert result.verdict is not FloorCall.ABOVE_FLOOR, f"stale floor: {result.message}"
+        assert result.verdict is not FloorCall.PASS, (
             f"the detector caught the fallback, throughput missed it: {result.message}"
         )

@@ -26,7 +26,7 @@ from harness.vocab import STRATEGIES, Outcome, Schedule
 from harness.workload_api import DEFAULT_WORKLOAD
 
 SCHEMA_VERSION = 1
-DEFAULT_TOLERANCE = 0.10
+FLOOR_TOLERANCE = 0.10
 MEMORY_GROWTH_LIMIT = 0.02  # peak memory may grow ≤ 2% across steady-state steps
 REFRESH_COMMAND = "python -m harness baseline --update <records.jsonl>"
 # nested_fx_off is per_device with the nested-FX error switched off, so it is held to the floor
@@ -42,7 +42,7 @@ REFRESH_COMMAND = "python -m harness baseline --update <records.jsonl>"
 JUDGED_BY = {str(s): spec.judged_by for s, spec in STRATEGIES.items() if spec.judged_by}
 
 
-class Verdict(StrEnum):
+class FloorCall(StrEnum):
     """What the throughput gate says about one run (or one cell's median)."""
 
     PASS = "pass"
@@ -53,12 +53,12 @@ class Verdict(StrEnum):
     TIMING_VOID = "timing_void"  # the run overlapped other runs: its tokens/s are not judged
 
 
-FAILING = frozenset({Verdict.BELOW_FLOOR, Verdict.ABOVE_FLOOR, Verdict.NO_THROUGHPUT})
+FAILING = frozenset({FloorCall.BELOW_FLOOR, FloorCall.ABOVE_FLOOR, FloorCall.NO_THROUGHPUT})
 
 
 @dataclass
 class GateResult:
-    verdict: Verdict
+    verdict: FloorCall
     message: str  # one line, `<key> on <hardware>: <detail>`; names the refresh command
     key: str = ""
     hardware: str = ""
@@ -73,7 +73,7 @@ class GateResult:
 
     @property
     def skipped(self) -> bool:
-        return self.verdict in (Verdict.NO_BASELINE, Verdict.TIMING_VOID)
+        return self.verdict in (FloorCall.NO_BASELINE, FloorCall.TIMING_VOID)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -86,7 +86,7 @@ class Floor:
     """One floor: median steady-state tokens/s of passing runs of one scenario shape."""
 
     tokens_per_s: float
-    tolerance: float = DEFAULT_TOLERANCE
+    tolerance: float = FLOOR_TOLERANCE
     spread: float | None = None  # (max − min) / median of the runs' tokens/s
     window_spread: float | None = None  # median over runs of the within-run window spread
     n_runs: int = 0
@@ -176,7 +176,7 @@ def parse_floor(raw: object, where: str) -> Floor:
     checked.keys(raw, where, required=("tokens_per_s",), allowed=FLOOR_FIELDS)
     floor = Floor(
         tokens_per_s=checked.positive_number(raw["tokens_per_s"], f"{where}: tokens_per_s"),
-        tolerance=checked.tolerance(raw.get("tolerance", DEFAULT_TOLERANCE), f"{where}: tolerance"),
+        tolerance=checked.tolerance(raw.get("tolerance", FLOOR_TOLERANCE), f"{where}: tolerance"),
         spread=checked.optional_number(raw.get("spread"), f"{where}: spread"),
         window_spread=checked.optional_number(raw.get("window_spread"), f"{where}: window_spread"),
     )
@@ -261,28 +261,28 @@ def check_tokens(
     key: str, hardware: str, tokens_per_s: float | None, baseline: Baseline | None
 ) -> GateResult:
     """The throughput verdict for a measured rate (one run's, or a cell's median)."""
-    result = GateResult(Verdict.PASS, "", key=key, hardware=hardware, tokens_per_s=tokens_per_s)
+    result = GateResult(FloorCall.PASS, "", key=key, hardware=hardware, tokens_per_s=tokens_per_s)
     floor = baseline.floors.get(key) if baseline else None
     if baseline is None:
-        result.verdict = Verdict.NO_BASELINE
+        result.verdict = FloorCall.NO_BASELINE
         result.detail = (
             f"gate skipped, no baseline for hardware {hardware!r} (baselines/{hardware}.json); "
             f"record one with `{REFRESH_COMMAND}`"
         )
     elif floor is None:
-        result.verdict = Verdict.NO_BASELINE
+        result.verdict = FloorCall.NO_BASELINE
         result.detail = (
             f"gate skipped, {baseline.path or hardware} has no floor for this key; "
             f"record one with `{REFRESH_COMMAND}`"
         )
     elif tokens_per_s is None:
-        result.verdict = Verdict.NO_THROUGHPUT
+        result.verdict = FloorCall.NO_THROUGHPUT
         result.detail = (
             f"no tokens/s measured, floor {_fmt(floor.tokens_per_s)}; the run must finish "
             f"steady-state steps (refresh, if intended: `{REFRESH_COMMAND}`)"
         )
     elif not _measured(tokens_per_s):  # NaN compares false with everything: it must not pass
-        result.verdict = Verdict.NO_THROUGHPUT
+        result.verdict = FloorCall.NO_THROUGHPUT
         result.detail = (
             f"tokens/s is {tokens_per_s!r}, not a finite number > 0; floor "
             f"{_fmt(floor.tokens_per_s)}: the run measured nothing that can be judged"
@@ -296,13 +296,13 @@ def check_tokens(
             f"the floor {_fmt(floor.tokens_per_s)} (tolerance {floor.tolerance:.0%})"
         )
         if delta < -floor.tolerance:
-            result.verdict = Verdict.BELOW_FLOOR
+            result.verdict = FloorCall.BELOW_FLOOR
             result.detail = (
                 f"{vs}: a throughput regression; if the slowdown is accepted, "
                 f"refresh with `{REFRESH_COMMAND}`"
             )
         elif delta > floor.tolerance:
-            result.verdict = Verdict.ABOVE_FLOOR
+            result.verdict = FloorCall.ABOVE_FLOOR
             result.detail = f"{vs}: the floor is stale, refresh it with `{REFRESH_COMMAND}`"
         else:
             result.detail = f"{vs}: ok"
@@ -317,7 +317,7 @@ def check(record: RunRecord, baseline: Baseline | None) -> GateResult:
     key, hardware = floor_key(record.scenario), hardware_key(record)
     if not record.timed:
         detail = f"not gated: {record.why_untimed}"
-        return GateResult(Verdict.TIMING_VOID, f"{key} on {hardware}: {detail}", key, hardware,
+        return GateResult(FloorCall.TIMING_VOID, f"{key} on {hardware}: {detail}", key, hardware,
                           record.tokens_per_s, detail=detail)  # fmt: skip
     return check_tokens(key, hardware, record.tokens_per_s, baseline)
 
@@ -392,7 +392,7 @@ def no_floor_source(
 
 
 def update_from_records(
-    paths: list[Path], baselines_dir: Path, tolerance: float = DEFAULT_TOLERANCE
+    paths: list[Path], baselines_dir: Path, tolerance: float = FLOOR_TOLERANCE
 ) -> list[Path]:
     """Write floors (median tokens/s of runs whose outcome is ok) into one file per hardware.
 

@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 SCHEMA_VERSION = 1
-DEFAULT_TOLERANCE = 0.03  # a change smaller than 3% is not called, however significant
+CHANGE_TOLERANCE = 0.03  # a change smaller than 3% is not called, however significant
 DEFAULT_CONFIDENCE = 0.95
 MIN_RUNS = 2  # per side: one run has no spread, so no interval
 
@@ -219,7 +219,7 @@ def ratio_interval(
     return math.exp(diff), math.exp(diff - half), math.exp(diff + half)
 
 
-def call(ratio: float, low: float, high: float, tolerance: float = DEFAULT_TOLERANCE) -> Change:
+def call(ratio: float, low: float, high: float, tolerance: float = CHANGE_TOLERANCE) -> Change:
     """LOWER only if the whole interval lies below 1 and the ratio below 1 − tolerance;
     HIGHER the mirror image (above 1, ratio above 1 + tolerance); else no significant change."""
     if not 0.0 <= tolerance < 1.0:
@@ -236,7 +236,7 @@ def compare(
     candidate: list[float],
     *,
     metric: str = "tokens_per_s",
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = CHANGE_TOLERANCE,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> Comparison:
     """Compare one metric's per-run samples; ValueError names a bad metric or sample."""
@@ -268,7 +268,7 @@ def runs_needed(
     spread: float,
     slowdown: float,
     *,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = CHANGE_TOLERANCE,
     confidence: float = DEFAULT_CONFIDENCE,
     power: float = 0.9,
     most: int = 1000,

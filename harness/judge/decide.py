@@ -1,6 +1,6 @@
 """The one decision point: all the evidence of a run → its outcome, the reasons, its RunRecord.
 
-`decide(evidence)` is pure (no subprocess, no clock, no torch): exit statuses, each thread's
+`record_run(evidence)` is pure (no subprocess, no clock, no torch): exit statuses, each thread's
 report and steps, cache proof and deleted bytes go in; nothing else assigns or downgrades an
 outcome. harness.pipeline.run_scenario runs a scenario and decides it.
 """
@@ -25,7 +25,7 @@ from harness.run.protocol import (
     WatchEvidence,
 )
 from harness.scenario import Scenario
-from harness.vocab import CacheState, Outcome
+from harness.vocab import Outcome
 
 N_WINDOWS = 3  # tokens/s is the median of this many steady-state windows
 # Each thread's steady steps must have overlapped other threads' steps (compiling or steady)
@@ -360,7 +360,7 @@ def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[dict, list
         out["prime_copied"] = cache.prime_copied  # a copy of one priming run the runs shared
         if prime_exit is not None:
             out["prime_error"] = cache.prime.stderr_tail[-1000:]
-    if state is CacheState.WARM:
+    if state.spec.proven_by_hits:
         out["proven_warm"] = proves_warm(cache.counters)
     if not scenario.spec.compiled:
         return out, []  # nothing compiles: there is no cache state to prove
@@ -368,11 +368,11 @@ def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[dict, list
         found.append(
             Finding(Outcome.OTHER_ERROR, f"cache state {str(state)!r} not reached: priming failed")
         )
-    elif state is CacheState.WARM and not out["proven_warm"]:
-        why = f"cache state 'warm' not proven: counters {cache.counters}"
+    elif state.spec.proven_by_hits and not out["proven_warm"]:
+        why = f"cache state {str(state)!r} not proven: counters {cache.counters}"
         found.append(Finding(Outcome.OTHER_ERROR, why))
-    elif state is CacheState.DELETED and not cache.deleted_bytes:
-        why = "cache state 'deleted' not reached: nothing was deleted mid-run"
+    elif state.spec.deleted_mid_run and not cache.deleted_bytes:
+        why = f"cache state {str(state)!r} not reached: nothing was deleted mid-run"
         found.append(Finding(Outcome.OTHER_ERROR, why))
     return out, found
 
@@ -491,7 +491,7 @@ def _notes(
     return notes
 
 
-def decide(ev: RunEvidence) -> RunRecord:
+def record_run(ev: RunEvidence) -> RunRecord:
     """The run's record: every thread classified, every finding folded into one outcome."""
     scenario = Scenario.from_json(ev.scenario)
     findings, reports, reported, placeholders = _children(ev, scenario)

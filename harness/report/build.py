@@ -22,7 +22,7 @@ from harness.ab import (
     power_summary,
     read_ab,
 )
-from harness.judge.baselines import Verdict, memory_flat
+from harness.judge.baselines import FloorCall, memory_flat
 from harness.judge.compare import Comparison
 from harness.judge.gate import Decision, Word, combine, decide_gate
 from harness.judge.inputs import read_record_file, read_records, record_files
@@ -126,15 +126,15 @@ def throughput_text(cell: Cell) -> str:
         return "tok/s not gated (" + ("test slowdown" if cell.slowed else "runs overlapped") + ")"
     if t is None:
         return f"{kilo(cell.tokens_per_s)} tok/s (no floor)" if cell.tokens_per_s else ""
-    if t.verdict is Verdict.NO_BASELINE:
+    if t.verdict is FloorCall.NO_BASELINE:
         return f"{kilo(cell.tokens_per_s)} tok/s (no floor)"
-    if t.verdict is Verdict.NO_THROUGHPUT or cell.tokens_per_s is None or not t.floor:
+    if t.verdict is FloorCall.NO_THROUGHPUT or cell.tokens_per_s is None or not t.floor:
         return f"no tok/s measured (floor {kilo(t.floor)}): below floor"
     ratio = cell.tokens_per_s / t.floor
     where = {
-        Verdict.PASS: "at floor",
-        Verdict.BELOW_FLOOR: "BELOW floor",
-        Verdict.ABOVE_FLOOR: "ABOVE floor (stale)",
+        FloorCall.PASS: "at floor",
+        FloorCall.BELOW_FLOOR: "BELOW floor",
+        FloorCall.ABOVE_FLOOR: "ABOVE floor (stale)",
     }[t.verdict]
     return (
         f"{kilo(cell.tokens_per_s)} tok/s = {ratio:.2f}x floor {kilo(t.floor)}"
@@ -158,9 +158,9 @@ def cell_flags(cells: list[Cell]) -> list[str]:
     """What else is wrong with a strategy's cells besides its race verdict: throughput, memory."""
     flags = []
     verdict_set = {c.throughput.verdict for c in cells if c.throughput}
-    if verdict_set & {Verdict.BELOW_FLOOR, Verdict.NO_THROUGHPUT}:
+    if verdict_set & {FloorCall.BELOW_FLOOR, FloorCall.NO_THROUGHPUT}:
         flags.append("tok/s below floor")
-    if Verdict.ABOVE_FLOOR in verdict_set:
+    if FloorCall.ABOVE_FLOOR in verdict_set:
         flags.append("tok/s above floor")
     if not all(c.memory_ok for c in cells):
         flags.append("memory grew")

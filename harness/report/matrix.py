@@ -396,7 +396,7 @@ def unjudged(
         f"timed ({why}); rerun with --jobs 1, or gate race evidence only (`report --race-only`)"
     )
     return baselines.GateResult(
-        baselines.Verdict.TIMING_VOID, f"{key} on {hardware}: {detail}", key, hardware,
+        baselines.FloorCall.TIMING_VOID, f"{key} on {hardware}: {detail}", key, hardware,
         floor=floor.tokens_per_s, tolerance=floor.tolerance, detail=detail,
     )  # fmt: skip
 
@@ -430,14 +430,14 @@ def gate_row(
         reasons.append(f"{production} {decided.status}: {decided.why}")
     unjudged_tps = [
         f"{c.column.key}: {c.throughput.detail}" for c in mine
-        if c.throughput and c.throughput.verdict is baselines.Verdict.TIMING_VOID and not c.slowed
+        if c.throughput and c.throughput.verdict is baselines.FloorCall.TIMING_VOID and not c.slowed
     ]  # fmt: skip
     reasons += [] if race_only else unjudged_tps
     if void := [c for c in mine if c.timings_void and not c.slowed]:
         notes.append(f"{THROUGHPUT_SKIPPED}: runs overlapped others: {len(void)} of {len(mine)}")
     floorless = [
         c.throughput for c in mine
-        if c.throughput and c.throughput.verdict is baselines.Verdict.NO_BASELINE
+        if c.throughput and c.throughput.verdict is baselines.FloorCall.NO_BASELINE
     ]  # fmt: skip
     notes += sorted({t.detail for t in floorless})  # e.g. no baselines/<hardware>.json
     status = GateStatus.FAIL if reasons else GateStatus.PASS

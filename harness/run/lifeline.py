@@ -15,13 +15,15 @@ import sys
 import time
 from collections.abc import Iterator
 
+from harness import env_names
+
 PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
 THREAD_PREFIX = "racegate-"  # the stepping threads' names, in Python and for the kernel
 PR_SET_CHILD_SUBREAPER = 36
 # Every process of a run carries this variable (inherited through fork/exec, kept by setsid),
 # so what is left of a run can be found however it re-parented or re-sessioned itself.
-RUN_MARKER = "RACEGATE_RUN_ID"
+RUN_MARKER = env_names.RUN_ID
 # The runner's two requests to a child: dump every stack (faulthandler), give up your threads.
 # Real-time signals, not SIGUSR1/SIGUSR2: LLVM, inside triton, installs its own handlers for
 # those two at a process's first GPU compile, over ours. Measured on an H200 (torch 2.11,

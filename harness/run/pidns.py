@@ -35,12 +35,13 @@ import sys
 import time
 from pathlib import Path
 
+from harness import env_names
 from harness.run import lifeline
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CONTAINED = "pid_namespace"  # the record's `containment` when the namespace was made
-SWITCH = "RACEGATE_PID_NAMESPACE"  # "0": make none (the record says so); GPU: set by the runner
+SWITCH = env_names.PID_NAMESPACE  # "0": make none (the record says so); GPU: set by the runner
 # The runner's value of SWITCH for a run on a GPU: no namespace. On one H200 (torch 2.11, CUDA
 # 13.0) every worker started in one failed CUDA's first call (cudaGetDeviceCount: error 304,
 # "OS call failed or operation not supported on this OS"), so such a run keeps the death

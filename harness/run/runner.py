@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import private_root, versions
+from harness import env_names, private_root, versions
 from harness.run import activity, cache_state, lifeline, pidns, stacks, stall
 from harness.run.protocol import (
     CacheEvidence,
@@ -53,7 +53,7 @@ def child_env(scenario: Scenario, root: Path, run_id: str) -> tuple[dict[str, st
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     env[lifeline.RUN_MARKER] = run_id
-    env["RACEGATE_RUNNER_PID"] = str(os.getpid())
+    env[env_names.RUNNER_PID] = str(os.getpid())
     if scenario.uses_cuda:
         env.setdefault(pidns.SWITCH, pidns.GPU)  # no PID namespace: CUDA fails in one (pidns)
     else:
@@ -314,7 +314,7 @@ def installed_versions() -> dict[str, str]:
 
 def child_specs(scenario: Scenario, base: Path) -> list[dict[str, Any]]:
     """One spec per child: one child for threads; one per thread of it under `processes`."""
-    if not scenario.spec.processes:
+    if not scenario.spec.one_process_per_worker:
         return [{"scenario": scenario.to_json(), "mode": "run"}]
     per_process = [d for d in scenario.devices for _ in range(scenario.threads_per_device)]
     return [

@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import signal
 
+from harness import env_names
 from harness.run import lifeline
 
-_runner = os.environ.get("RACEGATE_RUNNER_PID")
+_runner = os.environ.get(env_names.RUNNER_PID)
 lifeline.die_with_parent(int(_runner) if _runner and _runner.isdigit() else None)
 # The runner's stall watch signals (harness.run.stall) must never kill a child that has not
 # armed their handlers yet: ignored until then.
@@ -44,7 +45,7 @@ from harness.run import cache_state, threads  # noqa: E402
 from harness.run.protocol import STEPPING, ChildReport, ProgressEvent, ThreadReport  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
 from harness.versions import hardware, software  # noqa: E402
-from harness.vocab import CacheState, Strategy  # noqa: E402
+from harness.vocab import Strategy  # noqa: E402
 from harness.workload_api import Workload, WorkloadSpec, check_replica, load_workload  # noqa: E402
 
 
@@ -144,7 +145,7 @@ def build_runs(child: Child, workload: Workload) -> list[threads.ThreadRun]:
     sc, spec = child.scenario, child.spec
     mode = spec["mode"]
     strategy = str(sc.strategy)
-    if sc.spec.processes and strategy not in workload.strategies():
+    if sc.spec.one_process_per_worker and strategy not in workload.strategies():
         # `processes` is harness-level: a workload that does not list it runs per_device in each.
         strategy = str(Strategy.PER_DEVICE)
     devices = list(spec.get("process_devices", sc.devices))
@@ -198,7 +199,7 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
         start = time.monotonic()  # the event's `at` is its end: the judge counts the span
         child.emit("cache_deleted", bytes=cache_state.delete_cache(root), start=start)
 
-    is_deleted = sc.cache_state is CacheState.DELETED
+    is_deleted = sc.cache_state.spec.deleted_mid_run
     gate = spec.get("start_gate")
     plan = threads.Plan(
         schedule=sc.schedule,
