@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness import options, private_root, state
+from harness import options, private_root, state, upgrade
 from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from
 from harness.judge.summary import failure_lines, format_table, summarise
@@ -152,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     base.add_argument("--baselines", type=Path, default=None, help=BASELINES_HELP)
     base.add_argument("--tolerance", type=float, default=0.10, help="(default: %(default)s)")
     add_expectations_parser(sub)
+    upgrade.add_parser(sub)
     sub.add_parser(
         "ab",
         add_help=False,
@@ -489,6 +490,7 @@ COMMANDS = {
     "report": cmd_report,
     "baseline": cmd_baseline,
     "expectations": cmd_expectations,
+    "upgrade": upgrade.cmd_upgrade,
 }
 
 
