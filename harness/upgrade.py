@@ -140,27 +140,28 @@ def run_side(
     return SideResult(name, env, records, decision, block, wall)
 
 
-def strategy_args(pytest_args: Sequence[str]) -> list[str]:
-    """`--strategies <control>,<production>` (the project's roles: [tool.racegate], else the
-    workload's roles()), unless the user's pytest options name strategies themselves."""
+def roles(pytest_args: Sequence[str]) -> tuple[str, str] | None:
+    """(control, production): the project's roles ([tool.racegate], else the workload's
+    roles()); None when the user's pytest options name the strategies themselves."""
     if any(a.startswith("--strateg") for a in pytest_args):
-        return []
+        return None
     from harness import options, workload_api
 
     workload, _where, production, control = options.project_settings(None)
-    names = [control.name, production.name]
+    names = (control.name, production.name)
     if "default" in (production.where, control.where):
         loaded = workload_api.load_workload(workload_api.WorkloadSpec(workload))
-        roles = workload_api.roles_of(loaded, workload)
-        names = [
-            roles.control if control.where == "default" else control.name,
-            roles.production if production.where == "default" else production.name,
-        ]
-    return ["--strategies", ",".join(names)]
+        own = workload_api.roles_of(loaded, workload)
+        names = (
+            own.control if control.where == "default" else control.name,
+            own.production if production.where == "default" else production.name,
+        )
+    return names
 
 
-def first_failure(records: Path, strategy: str) -> str:
-    """The first failed run of `strategy` in the records, as 'outcome: detail' (one line)."""
+def first_failure(records: Path, strategy: str | None, control: str | None) -> str:
+    """The first failed run of `strategy` (None: of any strategy but the control) in the
+    records, as 'strategy outcome: detail' (one line)."""
     from harness.judge import inputs
 
     try:
@@ -168,9 +169,11 @@ def first_failure(records: Path, strategy: str) -> str:
     except (OSError, ValueError):
         return ""
     for rec in recs:
-        if rec.scenario.get("strategy") == strategy and rec.outcome not in CLEAN:
+        name = rec.scenario.get("strategy")
+        mine = name == strategy if strategy else name != control
+        if mine and rec.outcome not in CLEAN:
             detail = " ".join((rec.detail or "").split())[:300]
-            return f"{rec.outcome}: {detail}" if detail else rec.outcome
+            return f"{name} {rec.outcome}: {detail}" if detail else f"{name} {rec.outcome}"
     return ""
 
 
@@ -236,10 +239,12 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         print(f"racegate upgrade: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        pytest_args = [*strategy_args(pytest_args), *pytest_args]
+        named = roles(pytest_args)
     except ValueError as exc:
         print(f"racegate upgrade: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if named is not None:
+        pytest_args = ["--strategies", ",".join(named), *pytest_args]
     ab_left = "A/B" if args.ab_runs else "no A/B (--ab-runs 0)"
     current = run_side("current", base, root, pytest_args, f"candidate's race selection, {ab_left}")
     candidate = run_side("candidate", cand, root, pytest_args, f"{ab_left}, decision")
@@ -251,7 +256,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         [candidate.decision, *([ab_decision] if ab_decision else [])],
         empty="no decision",
     )
-    lines = _decision_block(args, changes, hardware, current, candidate, ab_line, decision)
+    lines = _decision_block(args, changes, hardware, current, candidate, ab_line, decision, named)
     wall = time.monotonic() - started
     print("\n".join(lines))
     print(f"(wall time {wall:.0f} s; exit {decision.exit_code})")
@@ -323,6 +328,7 @@ def _decision_block(
     candidate: SideResult,
     ab_line: str,
     decision: Decision,
+    named: tuple[str, str] | None,
 ) -> list[str]:
     out = [" racegate upgrade ".center(WIDTH, "=")]
     masked = [s for s in (current, candidate) if _masked(s)]
@@ -347,8 +353,8 @@ def _decision_block(
     if decision.word is Word.SAFE:
         out.append(f"{what}: SAFE")
     elif decision.word is Word.UNSAFE:
-        strategy = decision.reason.split(" ", 1)[0]
-        error = first_failure(candidate.records, strategy)
+        control, production = named or (None, None)
+        error = first_failure(candidate.records, production, control)
         out.append(f"{what}: UNSAFE ({decision.reason}" + (f"; error: {error})" if error else ")"))
     else:
         add = decision.next or decision.reason
