@@ -33,6 +33,8 @@ _BLOCK_TITLE = " racegate verdict "
 # Where the race does not show on CPU (docs/torch-releases.md, expectations/probes.toml): the
 # newest torch whose CPU runs still fire it.
 LAST_CPU_FIRING_TORCH = "2.12"
+# How the verdict names a probe's finding (harness.judge.verdict's MASKED and gone reasons).
+_PROBE_SAYS = r"probe (\w+) (shows the hazard(?: on torch [\w.+]*\w)?|says the hazard is \w+)"
 CLEAN = (Outcome.OK, Outcome.NOT_CONCURRENT)  # runs that show no failure
 
 
@@ -112,7 +114,7 @@ def run_side(
     name: str, env: envs.Environment, root: Path, pytest_args: Sequence[str], left: str
 ) -> SideResult:
     records = state.new_run(root)
-    cmd = [str(env.python), "-m", "pytest", "-m", "race", "-p", "no:cacheprovider"]
+    cmd = [str(env.python), "-m", "pytest", "-m", "race", "-v", "-p", "no:cacheprovider"]
     cmd += ["--results", str(records), *pytest_args]
     _say(f"race selection, {name} ({env.describe()}): running; left: {left}")
     _say(f"  {shlex.join(cmd)}")
@@ -194,13 +196,16 @@ def _hardware(records: Path) -> tuple[str, str]:
 
 
 def _masked(side: SideResult) -> bool:
-    return "MASKED" in side.decision.reason or any(
-        "MASKED" in ln and "production" in ln.lower() for ln in side.block
-    )
+    """Undecided, with the verdict calling a strategy MASKED (the control never failed here,
+    while a probe shows the hazard in this torch)."""
+    return side.decision.word is Word.UNDECIDED and any("MASKED" in ln for ln in side.block)
 
 
 def _probe_lines(side: SideResult) -> list[str]:
-    return [ln.strip() for ln in side.block if "probe" in ln.lower()][:3]
+    """What the side's probes said about the hazard (the verdict block names the probe)."""
+    text = " ".join(" ".join(ln.split()) for ln in side.block)
+    found = re.findall(_PROBE_SAYS, text)
+    return [f"probe {name} {what.strip()}" for name, what in dict(found).items()][:3]
 
 
 def _what(changes: dict[str, str]) -> str:
