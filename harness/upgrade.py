@@ -124,7 +124,12 @@ def run_side(
     with (
         log.open("w") as out,
         subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=root
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=root,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # per-case progress as it happens
         ) as proc,
     ):
         assert proc.stdout is not None
