@@ -89,6 +89,8 @@ class SideResult:
     decision: Decision
     block: list[str]  # its verdict block, as pytest printed it
     wall_s: float
+    # pytest ended by a signal or Ctrl-C (its exit 2): the user stopped it, nothing to judge
+    interrupted: bool = False
 
 
 def _say(line: str) -> None:
@@ -144,7 +146,7 @@ def run_side(
     if code not in DECIDED_EXITS:
         block = [*block, *lines[-5:]]
     _say(f"race selection, {name}: {decision.word} in {wall:.0f} s (records: {records})")
-    return SideResult(name, env, records, decision, block, wall)
+    return SideResult(name, env, records, decision, block, wall, code < 0 or code == 2)
 
 
 def roles(pytest_args: Sequence[str]) -> tuple[str, str] | None:
@@ -257,7 +259,13 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         pytest_args = ["--strategies", ",".join(named), *pytest_args]
     ab_left = "A/B" if args.ab_runs else "no A/B (--ab-runs 0)"
     current = run_side("current", base, root, pytest_args, f"candidate's race selection, {ab_left}")
+    if current.interrupted:
+        print("racegate upgrade: interrupted; records already written are kept", file=sys.stderr)
+        return 130
     candidate = run_side("candidate", cand, root, pytest_args, f"{ab_left}, decision")
+    if candidate.interrupted:
+        print("racegate upgrade: interrupted; records already written are kept", file=sys.stderr)
+        return 130
     key, hardware = _hardware(candidate.records)
     if key == "unknown":
         key, hardware = _hardware(current.records)
