@@ -102,7 +102,13 @@ def _decision_from(lines: Sequence[str], exit_code: int) -> tuple[Decision, list
     a side that did not decide is UNDECIDED, naming how it ended (fail closed)."""
     start = max((i for i, ln in enumerate(lines) if _BLOCK_TITLE in ln), default=None)
     block = list(lines[start:]) if start is not None else []
-    for ln in reversed(block):
+    logical: list[str] = []  # the block wraps long lines: an indented line continues the last
+    for ln in block:
+        if ln[:1].isspace() and logical:
+            logical[-1] += " " + ln.strip()
+        else:
+            logical.append(ln)
+    for ln in reversed(logical):
         m = _DECISION_LINE.match(ln.strip())
         if m and int(m.group(3)) == exit_code:
             word = Word(m.group(1))

@@ -65,3 +65,12 @@ def test_the_probe_that_shows_the_hazard_is_quoted_from_a_wrapped_block() -> Non
     got = upgrade._probe_lines(side)
     assert got == ["probe compiled_call_during_make_fx shows the hazard on torch 2.13.0"]
     assert upgrade._masked(side)
+
+
+def test_a_wrapped_decision_line_is_read_whole() -> None:
+    made = Decision(Word.UNDECIDED, "r", "run warmup_locked again before upgrading: 0 of 3 failed")
+    text = made.line()
+    cut = text.index("failed")
+    lines = [" racegate verdict ", text[:cut], "           " + text[cut:], "=== 11 passed ==="]
+    got, _ = upgrade._decision_from(lines, EXIT_UNDECIDED)
+    assert got.word is Word.UNDECIDED and got.reason.startswith("run warmup_locked again")
