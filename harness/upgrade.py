@@ -334,13 +334,21 @@ def _ab(
     return line, None
 
 
-def _rerun(args: argparse.Namespace, extra: str = "") -> str:
+def _rerun(args: argparse.Namespace, extra: str = "", *, drop_caps: bool = False) -> str:
+    """The command again; drop_caps leaves out --power-cap/--control-repeat given to pytest, so
+    their defaults (more runs) apply."""
     cmd = ["python", "-m", "harness", "upgrade", *args.changes]
     if args.python:
         cmd += ["--python", str(args.python)]
     for link in args.find_links:
         cmd += ["--find-links", str(link)]
-    tail = [*args.pytest_args, *shlex.split(extra)]
+    given = list(args.pytest_args)
+    if drop_caps:
+        for flag in ("--power-cap", "--control-repeat"):
+            while flag in given[:-1]:
+                i = given.index(flag)
+                del given[i : i + 2]
+    tail = [*given, *shlex.split(extra)]
     return shlex.join([*cmd, *(["--pytest-args", shlex.join(tail)] if tail else [])])
 
 
@@ -355,16 +363,15 @@ def _decision_block(
     named: tuple[str, str] | None,
 ) -> list[str]:
     out = [" racegate upgrade ".center(WIDTH, "=")]
-    masked = [s for s in (current, candidate) if _masked(s)]
-    if masked:
-        torch = masked[0].env.versions["torch"]
-        probes = _probe_lines(masked[0]) or ["(no probe line in its verdict block)"]
+    if _masked(candidate):  # the decision is the candidate's: its masking comes first
+        torch = candidate.env.versions["torch"]
+        probes = _probe_lines(candidate) or ["(no probe line in its verdict block)"]
         out.append(
-            f"MASKED: torch {torch} on {hardware} masks the race (the positive control never "
-            f"fails here), so these runs cannot show it. Checked instead, the probes (is the "
-            f"hazard in this torch?): {' / '.join(probes)}. The command that can decide: "
-            f"`{_rerun(args)}` on a GPU host, or with --python naming an environment with "
-            f"torch <= {LAST_CPU_FIRING_TORCH} (the race fires on CPU there)."
+            f"MASKED: with torch {torch} on {hardware} the positive control never failed in the "
+            f"candidate's runs, so they cannot show the race. Checked instead, the probes (is "
+            f"the hazard in this torch?): {' / '.join(probes)}. The command that can decide: "
+            f"`{_rerun(args, drop_caps=True)}` on a GPU host, or with --python naming an "
+            f"environment with torch <= {LAST_CPU_FIRING_TORCH} (the race fires on CPU there)."
         )
     for side in (current, candidate):
         out.append(
@@ -382,7 +389,7 @@ def _decision_block(
         out.append(f"{what}: UNSAFE ({decision.reason}" + (f"; error: {error})" if error else ")"))
     else:
         add = decision.next or decision.reason
-        out.append(f"{what}: UNDECIDED ({add}; the command: `{_rerun(args)}`)")
+        out.append(f"{what}: UNDECIDED ({add}; the command: `{_rerun(args, drop_caps=True)}`)")
     return out
 
 
