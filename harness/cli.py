@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness import options, private_root, sizing, state
+from harness import options, private_root, sizing, state, upgrade
 from harness.bisect import command as bisect_command
 from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from
@@ -153,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     base.add_argument("--baselines", type=Path, default=None, help=BASELINES_HELP)
     base.add_argument("--tolerance", type=float, default=0.10, help="(default: %(default)s)")
     add_expectations_parser(sub)
+    upgrade.add_parser(sub)
     sub.add_parser(
         "ab",
         add_help=False,
@@ -509,6 +510,7 @@ COMMANDS = {
     "baseline": cmd_baseline,
     "expectations": cmd_expectations,
     **bisect_command.COMMANDS,
+    "upgrade": upgrade.cmd_upgrade,
 }
 
 

@@ -1,0 +1,406 @@
+"""`racegate upgrade`: one decision on upgrading torch or transformers, on this hardware.
+
+`python -m harness upgrade transformers==5.8.1 [torch==X]` builds the candidate environment
+beside the current one (harness.envs), runs the race selection (`pytest -m race`, the control
+and the production strategy) with the current env's python and with the candidate's, each
+judging its own records into its own run folder, then the interleaved throughput A/B of the
+production strategy between the two (harness.ab, where this hardware has a throughput floor),
+and prints one decision (harness.judge.gate) whose exit code it returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import envs, state
+from harness.judge.gate import DECIDED_EXITS, EXIT_USAGE, Decision, Word, combine
+from harness.vocab import Outcome
+
+WIDTH = 78
+# The verdict block's last line (harness.judge.gate.Decision.line).
+_DECISION_LINE = re.compile(r"^(SAFE|UNSAFE|UNDECIDED): (.*) \(exit (\d+); words: [^)]*\)\s*$")
+_BLOCK_TITLE = " racegate verdict "
+# Where the race does not show on CPU (docs/torch-releases.md, expectations/probes.toml): the
+# newest torch whose CPU runs still fire it.
+LAST_CPU_FIRING_TORCH = "2.12"
+# How the verdict names a probe's finding (harness.judge.verdict's MASKED and gone reasons).
+_PROBE_SAYS = r"probe (\w+) (shows the hazard(?: on torch [\w.+]*\w)?|says the hazard is \w+)"
+CLEAN = (Outcome.OK, Outcome.NOT_CONCURRENT)  # runs that show no failure
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "upgrade",
+        help="check an upgrade of torch or transformers on this hardware, in a candidate venv",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument("changes", nargs="+", help="transformers==VERSION and/or torch==VERSION")
+    p.add_argument(
+        "--python",
+        type=Path,
+        default=None,
+        help="the current environment's python (default: this one)",
+    )
+    p.add_argument(
+        "--find-links",
+        type=Path,
+        action="append",
+        default=[],
+        help="a folder of wheels (a wheelhouse): install from it only, offline (--no-index)",
+    )
+    p.add_argument(
+        "--ab-runs",
+        type=int,
+        default=3,
+        help="A/B runs per side (0: no A/B; default: %(default)s)",
+    )
+    p.add_argument(
+        "--ab",
+        choices=("auto", "always"),
+        default="auto",
+        help="auto: the A/B only where baselines/ has a throughput floor for this hardware "
+        "(the gate judges throughput there); always: run it anyway (default: %(default)s)",
+    )
+    p.add_argument(
+        "--pytest-args",
+        type=shlex.split,
+        default=[],
+        help="more options for both sides' `pytest -m race`, one string "
+        "(e.g. --pytest-args '--repeat 5 -n 8'); default: the production strategy and its "
+        "control, the suite's other defaults",
+    )
+
+
+@dataclass(frozen=True)
+class SideResult:
+    name: str  # "current" or "candidate"
+    env: envs.Environment
+    records: Path
+    decision: Decision
+    block: list[str]  # its verdict block, as pytest printed it
+    wall_s: float
+    # pytest ended by a signal or Ctrl-C (its exit 2): the user stopped it, nothing to judge
+    interrupted: bool = False
+
+
+def _say(line: str) -> None:
+    print(f"racegate upgrade: {line}", file=sys.stderr, flush=True)
+
+
+def _decision_from(lines: Sequence[str], exit_code: int) -> tuple[Decision, list[str]]:
+    """The side's decision from its verdict block's last line (pytest's exit code must agree);
+    a side that did not decide is UNDECIDED, naming how it ended (fail closed)."""
+    start = max((i for i, ln in enumerate(lines) if _BLOCK_TITLE in ln), default=None)
+    block = list(lines[start:]) if start is not None else []
+    logical: list[str] = []  # the block wraps long lines: an indented line continues the last
+    for ln in block:
+        if ln[:1].isspace() and logical:
+            logical[-1] += " " + ln.strip()
+        else:
+            logical.append(ln)
+    for ln in reversed(logical):
+        m = _DECISION_LINE.match(ln.strip())
+        if m and int(m.group(3)) == exit_code:
+            word = Word(m.group(1))
+            return Decision(word, m.group(2), m.group(2) if word is not Word.SAFE else ""), block
+    tail = [ln.strip() for ln in lines if ln.strip()][-1:] or ["(no output)"]
+    why = f"pytest -m race exited {exit_code} without a decision; its last line: {tail[0]}"
+    return Decision(Word.UNDECIDED, why, "fix what stopped it, then run again"), block
+
+
+def run_side(
+    name: str, env: envs.Environment, root: Path, pytest_args: Sequence[str], left: str
+) -> SideResult:
+    records = state.new_run(root)
+    cmd = [str(env.python), "-m", "pytest", "-m", "race", "-v", "-p", "no:cacheprovider"]
+    cmd += ["--results", str(records), *pytest_args]
+    _say(f"race selection, {name} ({env.describe()}): running; left: {left}")
+    _say(f"  {shlex.join(cmd)}")
+    log = records.parent / "pytest.txt"
+    started = time.monotonic()
+    lines: list[str] = []
+    with (
+        log.open("w") as out,
+        subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=root,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # per-case progress as it happens
+        ) as proc,
+    ):
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.write(line)
+            lines.append(line.rstrip("\n"))
+            if line.startswith(("cases/", "tests/")) or "PASSED" in line or "FAILED" in line:
+                print(f"  [{name}] {line.rstrip()}", file=sys.stderr, flush=True)
+        code = proc.wait()
+    wall = time.monotonic() - started
+    decision, block = _decision_from(lines, code)
+    if code not in DECIDED_EXITS:
+        block = [*block, *lines[-5:]]
+    _say(f"race selection, {name}: {decision.word} in {wall:.0f} s (records: {records})")
+    return SideResult(name, env, records, decision, block, wall, code < 0 or code == 2)
+
+
+def roles(pytest_args: Sequence[str]) -> tuple[str, str] | None:
+    """(control, production): the project's roles ([tool.racegate], else the workload's
+    roles()); None when the user's pytest options name the strategies themselves."""
+    if any(a.startswith("--strateg") for a in pytest_args):
+        return None
+    from harness import options, workload_api
+
+    workload, _where, production, control = options.project_settings(None)
+    names = (control.name, production.name)
+    if "default" in (production.where, control.where):
+        loaded = workload_api.load_workload(workload_api.WorkloadSpec(workload))
+        own = workload_api.roles_of(loaded, workload)
+        names = (
+            own.control if control.where == "default" else control.name,
+            own.production if production.where == "default" else production.name,
+        )
+    return names
+
+
+def first_failure(records: Path, strategy: str | None, control: str | None) -> str:
+    """The first failed run of `strategy` (None: of any strategy but the control) in the
+    records, as 'strategy outcome: detail' (one line)."""
+    from harness.judge import inputs
+
+    try:
+        recs = inputs.read_records([records])
+    except (OSError, ValueError):
+        return ""
+    for rec in recs:
+        name = rec.scenario.get("strategy")
+        mine = name == strategy if strategy else name != control
+        if mine and rec.outcome not in CLEAN:
+            detail = " ".join((rec.detail or "").split())[:300]
+            return f"{name} {rec.outcome}: {detail}" if detail else f"{name} {rec.outcome}"
+    return ""
+
+
+def _hardware(records: Path) -> tuple[str, str]:
+    """(baselines key, words) of the hardware the side's records ran on: ('cpu', 'cpu')."""
+    from harness.judge import inputs
+    from harness.judge.baselines import hardware_key
+
+    try:
+        recs = inputs.read_records([records])
+    except (OSError, ValueError):
+        return "unknown", "this hardware"
+    if not recs:
+        return "unknown", "this hardware"
+    key = hardware_key(recs[0])
+    name = str((recs[0].hardware or {}).get("device_name") or "cpu")
+    return key, ("CPU" if key == "cpu" else f"{name} ({key})")
+
+
+def _masked(side: SideResult) -> bool:
+    """Undecided, with the verdict calling a strategy MASKED (the control never failed here,
+    while a probe shows the hazard in this torch)."""
+    return side.decision.word is Word.UNDECIDED and any("MASKED" in ln for ln in side.block)
+
+
+def _probe_lines(side: SideResult) -> list[str]:
+    """What the side's probes said about the hazard (the verdict block names the probe)."""
+    text = " ".join(" ".join(ln.split()) for ln in side.block)
+    found = re.findall(_PROBE_SAYS, text)
+    return [f"probe {name} {what.strip()}" for name, what in dict(found).items()][:3]
+
+
+def _what(changes: dict[str, str]) -> str:
+    return " and ".join(f"{k} {v}" for k, v in sorted(changes.items(), reverse=True))
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    try:
+        changes = envs.parse_changes(args.changes)
+    except ValueError as exc:
+        print(f"racegate upgrade: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.ab_runs < 0 or args.ab_runs == 1:
+        print(
+            f"racegate upgrade: error: --ab-runs {args.ab_runs}: give 0 (no A/B) or 2 or more",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    pytest_args = list(args.pytest_args)
+    started = time.monotonic()
+    root = state.checkout_root()
+    try:
+        base = envs.current(args.python)
+        same = [k for k, v in changes.items() if base.versions[k].split("+")[0] == v]
+        if same:
+            raise envs.EnvError(
+                f"the current environment already has {', '.join(same)} "
+                f"{base.versions[same[0]]}: nothing to upgrade"
+            )
+        _say(f"current environment: {base.python} ({base.describe()})")
+        _say("left: candidate environment, race selection × 2, A/B, decision")
+        cand = envs.candidate(
+            changes, base=base, where=envs.envs_dir(root), find_links=args.find_links, progress=_say
+        )
+    except (envs.EnvError, ValueError) as exc:
+        print(f"racegate upgrade: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        named = roles(pytest_args)
+    except ValueError as exc:
+        print(f"racegate upgrade: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if named is not None:
+        pytest_args = ["--strategies", ",".join(named), *pytest_args]
+    ab_left = "A/B" if args.ab_runs else "no A/B (--ab-runs 0)"
+    current = run_side("current", base, root, pytest_args, f"candidate's race selection, {ab_left}")
+    if current.interrupted:
+        print("racegate upgrade: interrupted; records already written are kept", file=sys.stderr)
+        return 130
+    candidate = run_side("candidate", cand, root, pytest_args, f"{ab_left}, decision")
+    if candidate.interrupted:
+        print("racegate upgrade: interrupted; records already written are kept", file=sys.stderr)
+        return 130
+    key, hardware = _hardware(candidate.records)
+    if key == "unknown":
+        key, hardware = _hardware(current.records)
+    ab_line, ab_decision = _ab(args, base, cand, root, key)
+    decision = combine(
+        [candidate.decision, *([ab_decision] if ab_decision else [])],
+        empty="no decision",
+    )
+    lines = _decision_block(args, changes, hardware, current, candidate, ab_line, decision, named)
+    wall = time.monotonic() - started
+    print("\n".join(lines))
+    print(f"(wall time {wall:.0f} s; exit {decision.exit_code})")
+    return decision.exit_code
+
+
+def _ab(
+    args: argparse.Namespace,
+    base: envs.Environment,
+    cand: envs.Environment,
+    root: Path,
+    key: str,
+) -> tuple[str, Decision | None]:
+    """(the throughput line, a decision where the A/B failed the upgrade, else None)."""
+    from harness import ab
+    from harness.judge.baselines import baseline_path
+
+    if args.ab_runs == 0:
+        return "throughput: A/B not run (--ab-runs 0)", None
+    floor = baseline_path(root / "baselines", key)
+    if args.ab == "auto" and not floor.is_file():
+        return (
+            f"throughput: A/B not run: baselines/ has no throughput floor for {key} "
+            f"({floor.relative_to(root)}), so the gate judges no throughput here "
+            "(--ab always runs it anyway)",
+            None,
+        )
+    _say(
+        f"A/B: {args.ab_runs} runs a side, interleaved, of the production strategy; left: decision"
+    )
+    records = state.new_run(root).parent
+    result = ab.run_ab(
+        ab.Side("reference", str(base.python)),
+        ab.Side("candidate", str(cand.python)),
+        [],
+        runs=args.ab_runs,
+        records_dir=records,
+        progress=lambda line: _say(f"  A/B {line}"),
+    )
+    (records / "ab.json").write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+    tp = result.throughput
+    ratio = (
+        f"candidate/current tokens/s {tp.ratio_text()} (95% interval), {tp.word}"
+        if tp is not None
+        else "no ratio (too few runs)"
+    )
+    line = f"throughput: {ratio}; A/B of {args.ab_runs} runs a side in {records}"
+    if result.failed:
+        why = result.why_failed or "the A/B failed"
+        return line, Decision(Word.UNSAFE, f"A/B: {why}", f"do not upgrade: {why}")
+    return line, None
+
+
+def _rerun(args: argparse.Namespace, extra: str = "", *, drop_caps: bool = False) -> str:
+    """The command again; drop_caps leaves out --power-cap/--control-repeat given to pytest, so
+    their defaults (more runs) apply."""
+    cmd = ["python", "-m", "harness", "upgrade", *args.changes]
+    if args.python:
+        cmd += ["--python", str(args.python)]
+    for link in args.find_links:
+        cmd += ["--find-links", str(link)]
+    given = list(args.pytest_args)
+    if drop_caps:
+        for flag in ("--power-cap", "--control-repeat"):
+            while flag in given[:-1]:
+                i = given.index(flag)
+                del given[i : i + 2]
+    tail = [*given, *shlex.split(extra)]
+    return shlex.join([*cmd, *(["--pytest-args", shlex.join(tail)] if tail else [])])
+
+
+def _decision_block(
+    args: argparse.Namespace,
+    changes: dict[str, str],
+    hardware: str,
+    current: SideResult,
+    candidate: SideResult,
+    ab_line: str,
+    decision: Decision,
+    named: tuple[str, str] | None,
+) -> list[str]:
+    out = [" racegate upgrade ".center(WIDTH, "=")]
+    if _masked(candidate):  # the decision is the candidate's: its masking comes first
+        torch = candidate.env.versions["torch"]
+        probes = _probe_lines(candidate) or ["(no probe line in its verdict block)"]
+        out.append(
+            f"MASKED: with torch {torch} on {hardware} the positive control never failed in the "
+            f"candidate's runs, so they cannot show the race. Checked instead, the probes (is "
+            f"the hazard in this torch?): {' / '.join(probes)}. The command that can decide: "
+            f"`{_rerun(args, drop_caps=True)}` on a GPU host, or with --python naming an "
+            f"environment with torch <= {LAST_CPU_FIRING_TORCH} (the race fires on CPU there)."
+        )
+    for side in (current, candidate):
+        out.append(
+            f"{side.name}: {side.env.describe()} ({side.env.python}): race selection "
+            f"{side.decision.word}: {side.decision.reason} [{side.wall_s:.0f} s; records "
+            f"{side.records}]"
+        )
+    out.append(ab_line)
+    what = f"upgrade to {_what(changes)} on {hardware}"
+    if decision.word is Word.SAFE:
+        out.append(f"{what}: SAFE")
+    elif decision.word is Word.UNSAFE:
+        control, production = named or (None, None)
+        error = first_failure(candidate.records, production, control)
+        out.append(f"{what}: UNSAFE ({decision.reason}" + (f"; error: {error})" if error else ")"))
+    else:
+        add = decision.next or decision.reason
+        out.append(f"{what}: UNDECIDED ({add}; the command: `{_rerun(args, drop_caps=True)}`)")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_parser(sub)
+    args = parser.parse_args(["upgrade", *(argv if argv is not None else sys.argv[1:])])
+    return cmd_upgrade(args)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
