@@ -11,6 +11,7 @@ from harness import upgrade
 from harness.judge.gate import EXIT_UNDECIDED, EXIT_UNSAFE, Decision, Word
 
 
+@pytest.mark.process  # the real command line, in a python of its own
 @pytest.mark.parametrize(
     "argv",
     [
