@@ -1,12 +1,14 @@
-"""Loads racegate's pytest plugin (harness/pytest_plugin.py) from this checkout unless racegate is
-installed: then its pytest11 entry point loads it (twice is an error), and this file must not
-name pytest_plugins at all (pytest refuses that outside the rootdir, where a project's
-`pytest -k race` collects harness/cases/ from)."""
+"""Loads racegate's pytest plugin (harness/pytest_plugin.py) from this checkout unless it is
+loaded already: by racegate's pytest11 entry point when installed (twice is an error), or by a
+project's own conftest when this file is reached as a conftest below that project's rootdir
+(collecting harness/cases/ for its `pytest -k race`), where pytest refuses pytest_plugins."""
 
 import os
+import sys
 from importlib.metadata import entry_points
 
-if not entry_points(group="pytest11", name="racegate") or os.environ.get(
-    "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+if "harness.pytest_plugin" not in sys.modules and (
+    not entry_points(group="pytest11", name="racegate")
+    or os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
 ):
     pytest_plugins = ["harness.pytest_plugin"]

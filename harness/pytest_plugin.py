@@ -137,9 +137,10 @@ def _add_race_suite(config: pytest.Config) -> None:
     """`pytest -k race` (or `-m race`) in any project collects the race suite: where its
     collection does not reach harness/cases/ already (racegate's own checkout does), the folder
     is added to what pytest collects. Without such a selection nothing is added: a project's
-    plain `pytest` runs no race case."""
+    plain `pytest` runs no race case; nor where the command line names what to collect
+    (`pytest -m race tests/test_mine.py` collects that file only, as pytest always does)."""
     selection = f"{config.option.keyword or ''} {config.option.markexpr or ''}"
-    if not _NAMES_RACE.search(selection):
+    if not _NAMES_RACE.search(selection) or config.args_source is pytest.Config.ArgsSource.ARGS:
         return
     for arg in config.args:
         path = Path(config.invocation_params.dir, arg.split("::")[0]).resolve()

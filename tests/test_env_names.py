@@ -37,7 +37,7 @@ def tracked_text() -> dict[str, str]:
     return texts
 
 
-def test_every_racegate_name_in_the_repository_is_in_the_module() -> None:
+def test_every_env_name_in_the_repository_is_in_the_module() -> None:
     unnamed = {
         f"{name} ({rel})"
         for rel, text in tracked_text().items()
@@ -48,7 +48,7 @@ def test_every_racegate_name_in_the_repository_is_in_the_module() -> None:
     assert not unnamed, f"add to harness/env_names.NAMES: {sorted(unnamed)}"
 
 
-def test_no_code_builds_a_racegate_name_from_parts() -> None:
+def test_no_code_builds_an_env_name_from_parts() -> None:
     """A name made as f"RACEGATE_{x}" hides from the check above: harness code imports it."""
     built = [
         rel
@@ -69,7 +69,7 @@ def test_every_named_variable_has_a_meaning_and_is_used() -> None:
     assert set(env_names.SETTING.values()) <= set(env_names.NAMES)
 
 
-def test_racegate_py_spells_only_known_names() -> None:
+def test_the_entry_script_spells_only_known_names() -> None:
     """racegate.py runs before install (stdlib only): it keeps literal names, checked here."""
     names = set(NAME.findall((ROOT / "racegate.py").read_text()))
     assert names and names <= set(env_names.NAMES)

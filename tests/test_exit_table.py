@@ -160,12 +160,15 @@ def exits(
         return found[-1] if found else "?"
 
     # pytest -m race: a real session, its one race case passing, judging the merged records.
-    result = pytester.runpytest_subprocess("-m", "race", *_pytest_args(pytester, evidence, "p"))
+    stub = "test_stub.py"  # named: the plugin adds its own race suite only where no path is
+    result = pytester.runpytest_subprocess(
+        "-m", "race", *_pytest_args(pytester, evidence, "p"), stub
+    )
     out["pytest -m race"] = (result.ret, said(result.stdout.str()))
     # racegate.py race: its own main, which runs that pytest in "its" venv and exits with it.
     monkeypatch.setenv("RACEGATE_VENV", str(_fake_venv(tmp_path, pytester.path)))
     capfd.readouterr()
-    rc = racegate.main(["race", *_pytest_args(pytester, evidence, "r")])
+    rc = racegate.main(["race", *_pytest_args(pytester, evidence, "r"), stub])
     out["python3 racegate.py race"] = (rc, said(capfd.readouterr().out))
     # harness run: its verdict over these records (cmd_run returns this decision's code).
     opts = options.resolve({"devices": "cpu"}, gpus=0, for_cli=True)

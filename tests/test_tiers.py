@@ -61,7 +61,7 @@ def test_a_unit_test_that_starts_a_child_process_fails_and_names_its_tier(
     assert "pytest.mark.process" in result.stdout.str()
 
 
-def test_racegate_py_test_fast_runs_the_unit_tier(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_entry_script_test_fast_runs_the_unit_tier(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = importlib.util.spec_from_file_location("racegate_entry", ROOT / "racegate.py")
     assert spec and spec.loader
     entry = importlib.util.module_from_spec(spec)
