@@ -49,6 +49,26 @@ SWITCH_INTERVAL_MAX_S = 1.0
 CLI_RUN_TIMEOUT_S = 300.0  # `harness run` has no pytest case budget to split
 
 
+# Options whose value is a path. pytest picks its rootdir from the command line's paths before
+# any plugin's options are known, so `--results x.jsonl` (two words, x existing) makes x's
+# folder the rootdir, and the checkout's conftest, ini and testpaths are lost; `--results=x`
+# is one word (harness.pytest_plugin refuses the two-word form where it did that).
+PATH_FLAGS = ("--results", "--out", "--records-from")
+
+
+def case_jobs(text: str) -> int:
+    """--case-jobs: a number ≥ 1, or auto (0: harness.case_plan.runs_at_once sizes it)."""
+    if text.strip().lower() == "auto":
+        return 0
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"--case-jobs {text!r}: give auto or a whole number ≥ 1")
+    return n
+
+
 @dataclass(frozen=True)
 class Option:
     """One run option: its flag, its namespace key, its help (default stated in the text)."""
@@ -194,11 +214,12 @@ PYTEST_ONLY: tuple[Option, ...] = (
         "--case-jobs",
         "case_jobs",
         "isolated runs of one race case at once (its control's runs, and the production "
-        "strategy's once power is known): for outcome counts, never timing; the nightly's GPU "
-        "cells set it so a case costs about one run's time (default: %(default)s)",
-        type=int,
-        default=1,
-        metavar="N",
+        "strategy's once power is known): for outcome counts, never timing; auto: the "
+        "pytest-xdist workers shared out over the race cases collected (8 workers, 2 cases: 4 "
+        "runs at once each), 1 without xdist (default: %(default)s)",
+        type=case_jobs,
+        default="auto",
+        metavar="N|auto",
     ),
     Option(
         "--control-repeat",

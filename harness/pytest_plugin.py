@@ -12,6 +12,7 @@ to a new private run folder under .racegate/runs/; plugin state lives in `config
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 import tomllib
@@ -54,7 +55,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(opt.flag, dest=f"racegate_{opt.dest}", **opt.argparse_kwargs())
 
 
-def _xdist_workers(config: pytest.Config) -> int:
+def xdist_workers(config: pytest.Config) -> int:
     """How many pytest-xdist workers run this session (1 without xdist)."""
     worker = getattr(config, "workerinput", None)
     if worker is not None:
@@ -108,8 +109,6 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
             opts = options.roles_from_json(opts, config.workerinput["racegate_roles"])
         expectations = race_expectations.load(production=opts.production)  # bad table: usage
         results = _records_path(config, opts.results)
-        if config.option.racegate_case_jobs < 1:
-            raise ValueError(f"--case-jobs must be ≥ 1, got {config.option.racegate_case_jobs}")
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
     except OSError as exc:  # the state folder cannot be made (a read-only checkout)
@@ -123,7 +122,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         gpus=gpus,
         expectations=expectations,
         versions=versions.software(),  # imports nothing: metadata for what is not loaded
-        overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
+        overlapping=xdist_workers(config) > 1,  # runs from here overlap other workers' runs
         case_jobs=config.option.racegate_case_jobs,
     )
 
@@ -149,7 +148,32 @@ def _add_race_suite(config: pytest.Config) -> None:
     config.args.append(str(CASES))
 
 
+def _rootdir_from_an_option(config: pytest.Config) -> str | None:
+    """The path option (`--results PATH`, two words) whose existing PATH pytest took for a test
+    path, making its folder the rootdir (before any plugin's options are known); None if none."""
+    args = [str(a) for a in config.invocation_params.args]
+    here, root = config.invocation_params.dir, config.rootpath
+    for flag, value in itertools.pairwise(args):
+        path = (here / value).resolve()
+        if flag not in options.PATH_FLAGS or not path.exists():
+            continue
+        folder = path if path.is_dir() else path.parent
+        # The rootdir came from the value (it holds it), and not from a config file that the
+        # invocation folder reaches as well (a results file inside the project is harmless).
+        if (root == folder or root in folder.parents) and (
+            root != here and (config.inipath is None or root not in here.parents)
+        ):
+            return f"{flag} {value}"
+    return None
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if (given := _rootdir_from_an_option(config)) is not None and not _is_worker(config):
+        flag, value = given.split(" ", 1)
+        raise pytest.UsageError(
+            f"racegate: {given}: pytest took {value} for a test path and its folder for the "
+            f"rootdir before racegate's options were known; write {flag}={value}"
+        )
     for text in MARKERS.values():
         config.addinivalue_line("markers", text)
     config.stash[racegate_key] = _resolve(config)

@@ -253,3 +253,24 @@ def test_xdist_workers_slice_or_share_the_gpus(
     else:  # each worker sees one GPU: the two-GPU case skips
         result.assert_outcomes(passed=1, skipped=2)
         result.stdout.fnmatch_lines(["*needs ≥ 2 CUDA GPUs; this machine has 1*"])
+
+
+def test_a_path_option_in_two_words_that_moved_the_rootdir_is_refused(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path_factory
+) -> None:
+    """pytest picks its rootdir from the command line's existing paths before any plugin's
+    options are known: `--results sub/r.jsonl` made sub/ the rootdir. The plugin loaded as an
+    installed one is (`-p`, as the entry point does) refuses that; `--results=` is one word."""
+    pytester.makepyfile(light_workload=LIGHT_WORKLOAD)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("RACEGATE_WORKLOAD", "light_workload:make_workload")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    pytester.makepyfile(test_cpu="def test_cpu(racegate_config):\n    assert True\n")
+    records = tmp_path_factory.mktemp("elsewhere") / "r.jsonl"
+    records.write_text("")
+    common = ["-p", "harness.pytest_plugin", "-p", "no:cacheprovider"]
+    two = pytester.runpytest_subprocess(*common, "--results", str(records))
+    assert two.ret == pytest.ExitCode.USAGE_ERROR
+    two.stderr.fnmatch_lines([f"*--results {records}: pytest took {records} for a test path*"])
+    one = pytester.runpytest_subprocess(*common, f"--results={records}")
+    one.assert_outcomes(passed=1)

@@ -21,13 +21,15 @@ from harness.case_plan import (
     case_strategies,
     control_cells,
     production_runs_left,
+    race_cases,
+    runs_at_once,
     topologies,
 )
 from harness.judge import race_expectations
 from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, judge, racegate_key
 from harness.judge.verdict import Calibration, cell_label
 from harness.pipeline import run_case
-from harness.pytest_plugin import calibration, session_records
+from harness.pytest_plugin import calibration, session_records, xdist_workers
 from harness.record import RunRecord
 from harness.run.runner import SharedPrimes
 from harness.scenario import Scenario, make_scenario
@@ -115,8 +117,11 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
         selected = cell in control_cells(request.session.items, cal.control)
+        jobs = runs_at_once(
+            rc.case_jobs, xdist_workers(pytestconfig), race_cases(request.session.items)
+        )
         records, why = _run_race_case(
-            scenario, strategy, cell, rc, cal, pytestconfig, primes, command, selected
+            scenario, strategy, cell, rc, cal, pytestconfig, primes, command, selected, jobs
         )
     judge(records)  # raises on a failed run (which ended the case unless it is the control)
     print(f"{strategy} {cell}: {len(records)} runs; {why}")
@@ -132,9 +137,10 @@ def _run_race_case(
     primes: SharedPrimes,
     command: str,
     control_selected: bool,
+    jobs: int,
 ) -> tuple[list[RunRecord], str]:
     """The case's runs (all the control's; the production strategy's as many as its power
-    asks; the others until the first failure) and why that many."""
+    asks; the others until the first failure) and why that many; `jobs` of them at once."""
     run = functools.partial(
         run_case,
         scenario,
@@ -148,7 +154,7 @@ def _run_race_case(
         # The control's runs side by side (--case-jobs); a case that stops at its first failure
         # one at a time: batching those too put ~50 runs on 16 cores on one H200 and every run
         # hung (results/h200-cell-fail-closed).
-        records = run(repeat, stop_on_failure=stop, jobs=1 if stop else rc.case_jobs)
+        records = run(repeat, stop_on_failure=stop, jobs=1 if stop else jobs)
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
         records = []
         left, why = production_runs_left(
@@ -156,7 +162,7 @@ def _run_race_case(
         )
         while left and all(r.outcome == Outcome.OK for r in records):
             # Once the control's rate is complete the runs still needed are known: a batch.
-            batch = min(rc.case_jobs, left)
+            batch = min(jobs, left)
             records += run(batch, stop_on_failure=True, first_index=len(records), jobs=batch)
             left, why = production_runs_left(
                 len(records), cell, rc, cal, session_records(pytestconfig), control_selected

@@ -26,7 +26,7 @@ class RacegateConfig(RunOptions):
     expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
     versions: dict[str, str]
     overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
-    case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only)
+    case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only); 0: auto
 
     def run_timeout_within(self, budget_s: float) -> float:
         """Seconds per isolated run: --run-timeout when given, never more than the case's share
