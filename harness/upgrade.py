@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import envs, state
+from harness import envs, sizing, state
 from harness.judge.gate import DECIDED_EXITS, EXIT_USAGE, Decision, Word, combine
 from harness.vocab import Outcome
 
@@ -68,8 +68,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--ab",
         choices=("auto", "always"),
         default="auto",
-        help="auto: the A/B only where baselines/ has a throughput floor for this hardware "
-        "(the gate judges throughput there); always: run it anyway (default: %(default)s)",
+        help="auto: the A/B on a GPU, and on a CPU only where baselines/ has a throughput floor "
+        "for it (a CPU box's tokens/s say little about a GPU fleet's); always: run it anyway "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--pytest-args",
@@ -123,7 +124,7 @@ def run_side(
 ) -> SideResult:
     records = state.new_run(root)
     cmd = [str(env.python), "-m", "pytest", "-m", "race", "-v", "-p", "no:cacheprovider"]
-    cmd += ["--results", str(records), *pytest_args]
+    cmd += [f"--results={records}", *pytest_args]  # one word: options.PATH_FLAGS says why
     _say(f"race selection, {name} ({env.describe()}): running; left: {left}")
     _say(f"  {shlex.join(cmd)}")
     log = records.parent / "pytest.txt"
@@ -225,6 +226,21 @@ def _what(changes: dict[str, str]) -> str:
     return " and ".join(f"{k} {v}" for k, v in sorted(changes.items(), reverse=True))
 
 
+def _side_by_side(base: envs.Environment, pytest_args: list[str]) -> list[str]:
+    """pytest-xdist arguments for both sides' race selections, sized to this host as the main
+    command's are (harness.sizing; the control's cases first); none where the current
+    environment has no pytest-xdist (the candidate shares its packages) or the user chose."""
+    sized, why = sizing.race_args(pytest_args)
+    if sized:
+        has = subprocess.run(
+            [str(base.python), "-c", "import xdist"], capture_output=True, check=False
+        )
+        if has.returncode != 0:
+            sized, why = [], "one case at a time: the current environment has no pytest-xdist"
+    _say(f"race selections: {why}")
+    return sized
+
+
 def cmd_upgrade(args: argparse.Namespace) -> int:
     try:
         changes = envs.parse_changes(args.changes)
@@ -263,6 +279,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if named is not None:
         pytest_args = ["--strategies", ",".join(named), *pytest_args]
+    pytest_args = [*_side_by_side(base, pytest_args), *pytest_args]
     ab_left = "A/B" if args.ab_runs else "no A/B (--ab-runs 0)"
     current = run_side("current", base, root, pytest_args, f"candidate's race selection, {ab_left}")
     if current.interrupted:
@@ -301,11 +318,10 @@ def _ab(
     if args.ab_runs == 0:
         return "throughput: A/B not run (--ab-runs 0)", None
     floor = baseline_path(root / "baselines", key)
-    if args.ab == "auto" and not floor.is_file():
+    if args.ab == "auto" and key in ("cpu", "unknown") and not floor.is_file():
         return (
-            f"throughput: A/B not run: baselines/ has no throughput floor for {key} "
-            f"({floor.relative_to(root)}), so the gate judges no throughput here "
-            "(--ab always runs it anyway)",
+            f"throughput: A/B not run: on a CPU only where baselines/ has a throughput floor "
+            f"for it ({floor.relative_to(root)} has none; --ab always runs it anyway)",
             None,
         )
     _say(
