@@ -48,7 +48,7 @@ from harness.judge.compare import (
 from harness.judge.gate import EXIT_CODES, Word
 from harness.judge.metrics import memory_growth
 from harness.record import RunRecord, append_jsonl, read_jsonl
-from harness.vocab import TEST_SLOWDOWN_ENV, Outcome, injected_slowdown
+from harness.scenario.vocab import TEST_SLOWDOWN_ENV, Outcome, injected_slowdown
 
 SCHEMA_VERSION = 1
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -87,8 +87,8 @@ class RunSample:
     peak_mem_bytes: int | None  # summed over devices; None where none was measured (CPU)
     versions: dict[str, str]
     wall_s: float
-    # The UUIDs of the GPUs the run stepped on (harness.versions.hardware); () where its record
-    # names none: a CPU run, or a record from before racegate recorded them.
+    # The UUIDs of the GPUs the run stepped on (harness.scenario.versions.hardware); () where
+    # its record names none: a CPU run, or a record from before racegate recorded them.
     gpus: tuple[str, ...] = ()
     # Each device's peak (the record's peak_mem_bytes) and relative growth of its peak over
     # the steady steps (from the record's mem_series, where the record judged growth at all);

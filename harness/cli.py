@@ -27,9 +27,9 @@ from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from
 from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, append_jsonl
-from harness.scenario import Scenario, check_devices_present, make_scenario
-from harness.versions import ABSENT
-from harness.workload_api import WorkloadError, has_strategies
+from harness.scenario.scenario import Scenario, check_devices_present, make_scenario
+from harness.scenario.versions import ABSENT
+from harness.scenario.workload_api import WorkloadError, has_strategies
 
 EXIT_OK, EXIT_FAILED = 0, 1  # the commands that gate nothing (probe, baseline, expectations)
 

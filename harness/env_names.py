@@ -7,7 +7,7 @@ fails when a RACEGATE_ name appears anywhere in the repository but not in NAMES.
 
 from __future__ import annotations
 
-# --- settings (harness.settings: option > env > pyproject [tool.racegate] > default)
+# --- settings (harness.scenario.settings: option > env > pyproject [tool.racegate] > default)
 PRODUCTION_STRATEGY = "RACEGATE_PRODUCTION_STRATEGY"
 CONTROL_STRATEGY = "RACEGATE_CONTROL_STRATEGY"
 WORKLOAD = "RACEGATE_WORKLOAD"
@@ -51,7 +51,7 @@ NAMES: dict[str, str] = {
     "RACEGATE_TEST_ORPHAN_MARKER": "tests: argv[0] of the orphan a fault test leaves behind",
 }
 
-# The setting each of harness.settings.DEFAULTS reads from the environment.
+# The setting each of harness.scenario.settings.DEFAULTS reads from the environment.
 SETTING: dict[str, str] = {
     "production_strategy": PRODUCTION_STRATEGY,
     "control_strategy": CONTROL_STRATEGY,

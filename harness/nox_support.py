@@ -131,8 +131,8 @@ def link_runner_site_packages(session: nox.Session) -> None:
 
 def check_versions(session: nox.Session, torch: str, transformers: str) -> None:
     """Fail the cell unless its Python imports the asked torch (any local tag) and transformers."""
-    # harness/versions.py, run by the cell's own Python (it imports torch there, not here)
-    got = session.run("python", "-m", "harness.versions", "--import-torch", silent=True)
+    # harness/scenario/versions.py, run by the cell's own Python (it imports torch there, not here)
+    got = session.run("python", "-m", "harness.scenario.versions", "--import-torch", silent=True)
     if got is None:
         return
     found = json.loads(got.strip().splitlines()[-1])

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness import envs, state
 from harness.judge.gate import DECIDED_EXITS, EXIT_USAGE, Decision, Word, combine
-from harness.vocab import Outcome
+from harness.scenario.vocab import Outcome
 
 WIDTH = 78
 # The verdict block's last line (harness.judge.gate.Decision.line).
@@ -160,7 +160,8 @@ def roles(pytest_args: Sequence[str]) -> tuple[str, str] | None:
     roles()); None when the user's pytest options name the strategies themselves."""
     if any(a.startswith("--strateg") for a in pytest_args):
         return None
-    from harness import options, workload_api
+    from harness import options
+    from harness.scenario import workload_api
 
     workload, _where, production, control = options.project_settings(None)
     names = (control.name, production.name)

@@ -20,7 +20,7 @@ from harness.report import build as report
 from harness.report import write as report_files
 from harness.report.matrix import build_matrix, column_of
 from harness.report.write import write_reports
-from harness.vocab import TEST_SLOWDOWN_ENV
+from harness.scenario.vocab import TEST_SLOWDOWN_ENV
 from tests.test_baselines import byo, make_record, write
 
 PROD = "warmup"

@@ -40,7 +40,7 @@ from harness.report.matrix import (
     gate,
     section_parts,
 )
-from harness.vocab import SEVERITY, TEST_SLOWDOWN_ENV, Outcome
+from harness.scenario.vocab import SEVERITY, TEST_SLOWDOWN_ENV, Outcome
 
 __all__ = ["gate", "memory_flat", "render_markdown"]
 
