@@ -27,7 +27,7 @@ from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from
 from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, append_jsonl
-from harness.scenario.scenario import Scenario, check_devices_present, make_scenario
+from harness.scenario.spec import Scenario, check_devices_present, make_scenario
 from harness.scenario.versions import ABSENT
 from harness.scenario.workload_api import WorkloadError, has_strategies
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.judge.verdict import Calibration
 from harness.scenario import settings
-from harness.scenario.scenario import STALL_S, parse_devices
+from harness.scenario.spec import STALL_S, parse_devices
 from harness.scenario.vocab import (
     CacheState,
     Schedule,

@@ -13,7 +13,7 @@ from harness.judge.decide import record_run
 from harness.record import RunRecord, append_jsonl
 from harness.run import runner
 from harness.run.runner import SharedPrimes
-from harness.scenario.scenario import Scenario
+from harness.scenario.spec import Scenario
 from harness.scenario.vocab import Outcome
 
 

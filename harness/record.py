@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import checked as values
-from harness.scenario.scenario import Scenario, make_scenario
+from harness.scenario.spec import Scenario, make_scenario
 from harness.scenario.vocab import CacheState, Outcome, Schedule, Strategy
 
 SCHEMA_VERSION = 2

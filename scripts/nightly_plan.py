@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from a checkout: harness is not
 
 from harness.record import RunRecord, append_jsonl, read_jsonl  # noqa: E402
 from harness.scenario import settings  # noqa: E402
-from harness.scenario.scenario import Scenario  # noqa: E402
+from harness.scenario.spec import Scenario  # noqa: E402
 from harness.scenario.vocab import CacheState, Outcome, Schedule  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -20,7 +20,7 @@ import pytest
 from harness import ab
 from harness.judge.compare import Change
 from harness.record import RunRecord, ThreadRecord, read_jsonl
-from harness.scenario.scenario import Scenario
+from harness.scenario.spec import Scenario
 
 REPO = Path(__file__).resolve().parents[1]
 

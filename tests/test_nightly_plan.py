@@ -21,7 +21,7 @@ import yaml
 from harness import matrix_plan
 from harness.record import RunRecord, ThreadRecord, append_jsonl
 from harness.scenario import settings
-from harness.scenario.scenario import Scenario
+from harness.scenario.spec import Scenario
 from harness.scenario.vocab import CacheState, Outcome, Schedule, Strategy
 
 ROOT = Path(__file__).resolve().parent.parent

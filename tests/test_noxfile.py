@@ -679,7 +679,7 @@ def test_the_noxfile_loads_on_an_interpreter_with_nox_alone(tmp_path: Path) -> N
 def test_report_path_imports_no_torch(tmp_path: Path) -> None:
     """`nox -s report` installs no torch, so `python -m harness report` must not import it."""
     from harness.record import RunRecord, ThreadRecord, append_jsonl
-    from harness.scenario.scenario import Scenario
+    from harness.scenario.spec import Scenario
 
     scenario = Scenario(preset="tiny", threads_per_device=2)
     done = scenario.warmup_steps + scenario.steps

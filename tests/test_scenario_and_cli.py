@@ -14,7 +14,7 @@ import pytest
 from harness.cli import main
 from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, ThreadRecord
-from harness.scenario.scenario import make_scenario, parse_devices, scenario_key
+from harness.scenario.spec import make_scenario, parse_devices, scenario_key
 from harness.scenario.vocab import CacheState, Strategy
 
 

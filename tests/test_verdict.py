@@ -26,7 +26,7 @@ from harness.judge.verdict import (
     runs_for_power,
 )
 from harness.record import RunRecord, ThreadRecord, read_jsonl
-from harness.scenario.scenario import make_scenario
+from harness.scenario.spec import make_scenario
 from harness.scenario.vocab import Outcome, Schedule, Strategy
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ from harness.judge.baselines import FloorCall
 from harness.judge.race_evidence import shows_race
 from harness.judge.suite import judge
 from harness.pipeline import run_case
-from harness.scenario.scenario import make_scenario
+from harness.scenario.spec import make_scenario
 from harness.scenario.vocab import Outcome, Strategy, strategies_where
 
 BASELINES = Path(__file__).resolve().parents[2] / "baselines"

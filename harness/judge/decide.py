@@ -24,7 +24,7 @@ from harness.run.protocol import (
     ThreadReport,
     WatchEvidence,
 )
-from harness.scenario.scenario import Scenario
+from harness.scenario.spec import Scenario
 from harness.scenario.vocab import Outcome
 
 N_WINDOWS = 3  # tokens/s is the median of this many steady-state windows

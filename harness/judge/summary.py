@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from harness.judge.metrics import wilson_interval
 from harness.record import RunRecord
-from harness.scenario.scenario import scenario_key
+from harness.scenario.spec import scenario_key
 from harness.scenario.vocab import Outcome
 
 

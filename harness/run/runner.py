@@ -39,7 +39,7 @@ from harness.run.protocol import (
     WatchEvidence,
 )
 from harness.scenario import versions
-from harness.scenario.scenario import Scenario
+from harness.scenario.spec import Scenario
 from harness.scenario.vocab import injected_slowdown
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -43,7 +43,7 @@ import torch  # noqa: E402
 
 from harness.run import cache_state, threads  # noqa: E402
 from harness.run.protocol import STEPPING, ChildReport, ProgressEvent, ThreadReport  # noqa: E402
-from harness.scenario.scenario import Scenario  # noqa: E402
+from harness.scenario.spec import Scenario  # noqa: E402
 from harness.scenario.versions import hardware, software  # noqa: E402
 from harness.scenario.vocab import Strategy  # noqa: E402
 from harness.scenario.workload_api import Workload, WorkloadSpec, check_replica, load_workload  # noqa: E402
