@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import checked, private_root
+from harness import checked
 from harness.judge.baselines import MEMORY_GROWTH_LIMIT
 from harness.judge.compare import (
     CHANGE_TOLERANCE,
@@ -48,6 +48,7 @@ from harness.judge.compare import (
 from harness.judge.gate import EXIT_CODES, Word
 from harness.judge.metrics import memory_growth
 from harness.record import RunRecord, append_jsonl, read_jsonl
+from harness.run import private_root
 from harness.scenario.vocab import TEST_SLOWDOWN_ENV, Outcome, injected_slowdown
 
 SCHEMA_VERSION = 1

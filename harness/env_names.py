@@ -25,7 +25,7 @@ NAMES: dict[str, str] = {
     WORKLOAD: "module:factory of the workload under test (setting workload)",
     RUNNER_PID: "set for a child: its runner's pid, so the child dies with its runner",
     RUN_ID: "set for a child: the run's id, the marker lifeline finds a run's processes by",
-    PRIVATE_ROOT: "set for a child: the run's private 0700 root (harness.private_root)",
+    PRIVATE_ROOT: "set for a child: the run's private 0700 root (harness.run.private_root)",
     USER_ENV: "set for a child: JSON of the user's values of the variables the root replaced",
     PID_NAMESPACE: '"0": run children without their own PID namespace (the record says so)',
     TEST_SLOWDOWN: "seconds of sleep per step, a deliberate slowdown for A/B and report tests",

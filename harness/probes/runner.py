@@ -19,8 +19,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from harness import private_root
-from harness.run import cache_state
+from harness.run import cache_state, private_root
 from harness.scenario import versions
 
 SCHEMA_VERSION = 1

@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import env_names, private_root
-from harness.run import activity, cache_state, lifeline, pidns, stacks, stall
+from harness import env_names
+from harness.run import activity, cache_state, lifeline, pidns, private_root, stacks, stall
 from harness.run.protocol import (
     CacheEvidence,
     ChildEvidence,
