@@ -52,7 +52,7 @@ from harness.run import private_root
 from harness.scenario.vocab import TEST_SLOWDOWN_ENV, Outcome, injected_slowdown
 
 SCHEMA_VERSION = 1
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # A child `harness run` whose one record is a timing sample: SAFE, or UNDECIDED (one thread).
 TIMING_EXITS = (EXIT_CODES[Word.SAFE], EXIT_CODES[Word.UNDECIDED])
