@@ -533,9 +533,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["ab"]:  # its own parser; `harness run` options pass through after --
-        from harness import ab
+        from harness.ab import cli as ab_cli
 
-        return ab.main(argv[1:], prog="python -m harness ab")
+        return ab_cli.main(argv[1:], prog="python -m harness ab")
     if argv[:1] == ["race"]:  # every argument after it is pytest's
         return cmd_race(argv[1:])
     try:

@@ -559,7 +559,7 @@ def ab_call(session: nox.Session, result: Path) -> None:
                 f"candidate {word}: {comp['ratio']:.3f}x [{comp['low']:.3f}, {comp['high']:.3f}] "
                 f"of the reference ({result})"
             )
-    for device in data.get("device_memory") or []:  # harness.ab.DeviceMemory.to_json
+    for device in data.get("device_memory") or []:  # harness.ab.stats.DeviceMemory.to_json
         if device.get("regressed"):
             session.error(f"candidate: more memory or growth on {device['device']} ({result})")
     session.log(f"A/B: no regression ({result})")

@@ -296,7 +296,7 @@ def _ab(
     key: str,
 ) -> tuple[str, Decision | None]:
     """(the throughput line, a decision where the A/B failed the upgrade, else None)."""
-    from harness import ab
+    from harness.ab.run import Side, run_ab
     from harness.judge.baselines import baseline_path
 
     if args.ab_runs == 0:
@@ -313,9 +313,9 @@ def _ab(
         f"A/B: {args.ab_runs} runs a side, interleaved, of the production strategy; left: decision"
     )
     records = state.new_run(root).parent
-    result = ab.run_ab(
-        ab.Side("reference", str(base.python)),
-        ab.Side("candidate", str(cand.python)),
+    result = run_ab(
+        Side("reference", str(base.python)),
+        Side("candidate", str(cand.python)),
         [],
         runs=args.ab_runs,
         records_dir=records,

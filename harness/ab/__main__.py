@@ -1,7 +1,7 @@
-"""`python -m harness.ab ...`: see harness.ab.main."""
+"""`python -m harness.ab ...`: see harness.ab.cli."""
 
 import sys
 
-from harness.ab import main
+from harness.ab.cli import main
 
 sys.exit(main())

@@ -12,7 +12,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from harness.ab import SIDES, ABResult, PowerSummary
+from harness.ab.result import ABResult
+from harness.ab.stats import SIDES, PowerSummary
 from harness.judge import baselines, probe_expectations
 from harness.judge import verdict as verdicts
 from harness.judge.inputs import roles_of
