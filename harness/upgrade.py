@@ -11,7 +11,6 @@ and prints one decision (harness.judge.gate) whose exit code it returns.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -297,6 +296,7 @@ def _ab(
 ) -> tuple[str, Decision | None]:
     """(the throughput line, a decision where the A/B failed the upgrade, else None)."""
     from harness.ab.run import Side, run_ab
+    from harness.ab.store import write_ab
     from harness.judge.baselines import baseline_path
 
     if args.ab_runs == 0:
@@ -321,7 +321,7 @@ def _ab(
         records_dir=records,
         progress=lambda line: _say(f"  A/B {line}"),
     )
-    (records / "ab.json").write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+    write_ab(records / "ab.json", result)
     tp = result.throughput
     ratio = (
         f"candidate/current tokens/s {tp.ratio_text()} (95% interval), {tp.word}"

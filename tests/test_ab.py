@@ -30,7 +30,7 @@ from harness.ab.stats import (
     power_summary,
     sample_of,
 )
-from harness.ab.store import read_ab
+from harness.ab.store import read_ab, write_ab
 from harness.judge.compare import Change
 from harness.record import RunRecord, ThreadRecord, read_jsonl
 from harness.scenario.spec import Scenario
@@ -570,8 +570,8 @@ def test_device_memory_survives_the_file_and_a_doctored_call_is_refused(tmp_path
     from them, and a stored per-device call that disagrees fails closed. An ab.json from
     before (no per-device numbers) reads with none."""
     leak = _two_gpu_ab(_leaking("cuda:0", 0.05))
-    path = tmp_path / "ab.json"
-    path.write_text(json.dumps(leak.to_json()))
+    path = tmp_path / "cell" / "ab.json"  # write_ab makes the folder, as compare --out does
+    write_ab(path, leak)
     back = read_ab(path)
     assert back.failed and back.why_failed == leak.why_failed
     data = json.loads(path.read_text())

@@ -16,7 +16,6 @@ reference runs alone, and reference vs candidate; it counts false alarms and cat
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from harness.ab.run import Side, run_ab
 from harness.ab.stats import SIDES, power_summary
-from harness.ab.store import pooled_samples
+from harness.ab.store import pooled_samples, write_ab
 from harness.judge.compare import CHANGE_TOLERANCE, DEFAULT_CONFIDENCE
 from harness.run import private_root
 
@@ -116,8 +115,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+        write_ab(args.out, result)
     print("\n".join(result.lines()))
     return EXIT_FAILED if result.failed else EXIT_OK
 

@@ -24,6 +24,12 @@ AB_RECORDS = "ab-records"  # where gpu_ab (noxfile) keeps the runs of its ab.jso
 AB_POOLS = ("reference.jsonl", "candidate.jsonl")  # compare --records: the runs of each side
 
 
+def write_ab(path: Path, result: ABResult) -> None:
+    """`result` as ab.json, in the form read_ab reads back; its folder is made where missing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+
+
 def is_ab_file(path: Path) -> bool:
     return any(path.match(name) for name in AB_FILE_NAMES)
 
