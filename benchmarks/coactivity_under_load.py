@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.pipeline import run_scenario
 from harness.record import append_jsonl
-from harness.scenario import make_scenario
+from harness.scenario.spec import make_scenario
 from tests import fault_kit
 
 FAULT = "tests.fault_workloads:make_workload"

@@ -21,15 +21,16 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness import options, private_root, sizing, state, upgrade
+from harness import options, sizing, state, upgrade
 from harness.bisect import command as bisect_command
 from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from
 from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, append_jsonl
-from harness.scenario import Scenario, check_devices_present, make_scenario
-from harness.versions import ABSENT
-from harness.workload_api import WorkloadError, has_strategies
+from harness.run import private_root
+from harness.scenario.spec import Scenario, check_devices_present, make_scenario
+from harness.scenario.versions import ABSENT
+from harness.scenario.workload_api import WorkloadError, has_strategies
 
 EXIT_OK, EXIT_FAILED = 0, 1  # the commands that gate nothing (probe, baseline, expectations)
 
@@ -523,7 +524,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     # First: torch (imported later, by a workload or a check) makes its caches under TMPDIR and
-    # ~ on import; they go into this process's own root instead (harness.private_root).
+    # ~ on import; they go into this process's own root instead (harness.run.private_root).
     try:
         private_root.enter()
     except ValueError as exc:
@@ -532,9 +533,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["ab"]:  # its own parser; `harness run` options pass through after --
-        from harness import ab
+        from harness.ab import cli as ab_cli
 
-        return ab.main(argv[1:], prog="python -m harness ab")
+        return ab_cli.main(argv[1:], prog="python -m harness ab")
     if argv[:1] == ["race"]:  # every argument after it is pytest's
         return cmd_race(argv[1:])
     try:

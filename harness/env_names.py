@@ -7,7 +7,7 @@ fails when a RACEGATE_ name appears anywhere in the repository but not in NAMES.
 
 from __future__ import annotations
 
-# --- settings (harness.settings: option > env > pyproject [tool.racegate] > default)
+# --- settings (harness.scenario.settings: option > env > pyproject [tool.racegate] > default)
 PRODUCTION_STRATEGY = "RACEGATE_PRODUCTION_STRATEGY"
 CONTROL_STRATEGY = "RACEGATE_CONTROL_STRATEGY"
 WORKLOAD = "RACEGATE_WORKLOAD"
@@ -25,7 +25,7 @@ NAMES: dict[str, str] = {
     WORKLOAD: "module:factory of the workload under test (setting workload)",
     RUNNER_PID: "set for a child: its runner's pid, so the child dies with its runner",
     RUN_ID: "set for a child: the run's id, the marker lifeline finds a run's processes by",
-    PRIVATE_ROOT: "set for a child: the run's private 0700 root (harness.private_root)",
+    PRIVATE_ROOT: "set for a child: the run's private 0700 root (harness.run.private_root)",
     USER_ENV: "set for a child: JSON of the user's values of the variables the root replaced",
     PID_NAMESPACE: '"0": run children without their own PID namespace (the record says so)',
     TEST_SLOWDOWN: "seconds of sleep per step, a deliberate slowdown for A/B and report tests",
@@ -51,7 +51,7 @@ NAMES: dict[str, str] = {
     "RACEGATE_TEST_ORPHAN_MARKER": "tests: argv[0] of the orphan a fault test leaves behind",
 }
 
-# The setting each of harness.settings.DEFAULTS reads from the environment.
+# The setting each of harness.scenario.settings.DEFAULTS reads from the environment.
 SETTING: dict[str, str] = {
     "production_strategy": PRODUCTION_STRATEGY,
     "control_strategy": CONTROL_STRATEGY,

@@ -131,8 +131,8 @@ def link_runner_site_packages(session: nox.Session) -> None:
 
 def check_versions(session: nox.Session, torch: str, transformers: str) -> None:
     """Fail the cell unless its Python imports the asked torch (any local tag) and transformers."""
-    # harness/versions.py, run by the cell's own Python (it imports torch there, not here)
-    got = session.run("python", "-m", "harness.versions", "--import-torch", silent=True)
+    # harness/scenario/versions.py, run by the cell's own Python (it imports torch there, not here)
+    got = session.run("python", "-m", "harness.scenario.versions", "--import-torch", silent=True)
     if got is None:
         return
     found = json.loads(got.strip().splitlines()[-1])
@@ -559,7 +559,7 @@ def ab_call(session: nox.Session, result: Path) -> None:
                 f"candidate {word}: {comp['ratio']:.3f}x [{comp['low']:.3f}, {comp['high']:.3f}] "
                 f"of the reference ({result})"
             )
-    for device in data.get("device_memory") or []:  # harness.ab.DeviceMemory.to_json
+    for device in data.get("device_memory") or []:  # harness.ab.stats.DeviceMemory.to_json
         if device.get("regressed"):
             session.error(f"candidate: more memory or growth on {device['device']} ({result})")
     session.log(f"A/B: no regression ({result})")

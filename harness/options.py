@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness import settings
 from harness.judge.verdict import Calibration
-from harness.scenario import STALL_S, parse_devices
-from harness.vocab import (
+from harness.scenario import settings
+from harness.scenario.spec import STALL_S, parse_devices
+from harness.scenario.vocab import (
     CacheState,
     Schedule,
     Strategy,
@@ -29,7 +29,7 @@ from harness.vocab import (
     spec_of,
     strategies_where,
 )
-from harness.workload_api import (
+from harness.scenario.workload_api import (
     Workload,
     WorkloadError,
     WorkloadSpec,

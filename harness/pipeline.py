@@ -13,8 +13,8 @@ from harness.judge.decide import record_run
 from harness.record import RunRecord, append_jsonl
 from harness.run import runner
 from harness.run.runner import SharedPrimes
-from harness.scenario import Scenario
-from harness.vocab import Outcome
+from harness.scenario.spec import Scenario
+from harness.scenario.vocab import Outcome
 
 
 def run_scenario(

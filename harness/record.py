@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import checked as values
-from harness.scenario import Scenario, make_scenario
-from harness.vocab import CacheState, Outcome, Schedule, Strategy
+from harness.scenario.spec import Scenario, make_scenario
+from harness.scenario.vocab import CacheState, Outcome, Schedule, Strategy
 
 SCHEMA_VERSION = 2
 # Fields added to schema 2 after records of it were committed (results/): a record without one

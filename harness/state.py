@@ -15,7 +15,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from harness import settings
+from harness.scenario import settings
 
 STATE_DIR = ".racegate"
 RECORDS = "records.jsonl"

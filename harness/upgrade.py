@@ -11,7 +11,6 @@ and prints one decision (harness.judge.gate) whose exit code it returns.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from harness import envs, sizing, state
 from harness.judge.gate import DECIDED_EXITS, EXIT_USAGE, Decision, Word, combine
-from harness.vocab import Outcome
+from harness.scenario.vocab import Outcome
 
 WIDTH = 78
 # The verdict block's last line (harness.judge.gate.Decision.line).
@@ -161,7 +160,8 @@ def roles(pytest_args: Sequence[str]) -> tuple[str, str] | None:
     roles()); None when the user's pytest options name the strategies themselves."""
     if any(a.startswith("--strateg") for a in pytest_args):
         return None
-    from harness import options, workload_api
+    from harness import options
+    from harness.scenario import workload_api
 
     workload, _where, production, control = options.project_settings(None)
     names = (control.name, production.name)
@@ -312,7 +312,8 @@ def _ab(
     key: str,
 ) -> tuple[str, Decision | None]:
     """(the throughput line, a decision where the A/B failed the upgrade, else None)."""
-    from harness import ab
+    from harness.ab.run import Side, run_ab
+    from harness.ab.store import write_ab
     from harness.judge.baselines import baseline_path
 
     if args.ab_runs == 0:
@@ -328,15 +329,15 @@ def _ab(
         f"A/B: {args.ab_runs} runs a side, interleaved, of the production strategy; left: decision"
     )
     records = state.new_run(root).parent
-    result = ab.run_ab(
-        ab.Side("reference", str(base.python)),
-        ab.Side("candidate", str(cand.python)),
+    result = run_ab(
+        Side("reference", str(base.python)),
+        Side("candidate", str(cand.python)),
         [],
         runs=args.ab_runs,
         records_dir=records,
         progress=lambda line: _say(f"  A/B {line}"),
     )
-    (records / "ab.json").write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+    write_ab(records / "ab.json", result)
     tp = result.throughput
     ratio = (
         f"candidate/current tokens/s {tp.ratio_text()} (95% interval), {tp.word}"

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.vocab import STRATEGIES as REGISTRY
-from harness.vocab import Strategy, strategies_where
+from harness.scenario.vocab import STRATEGIES as REGISTRY
+from harness.scenario.vocab import Strategy, strategies_where
 from model import attention
 from model.attention import Attend
 
-# Names and properties come from the harness's registry (harness.vocab.STRATEGIES).
+# Names and properties come from the harness's registry (harness.scenario.vocab.STRATEGIES).
 STRATEGIES = tuple(str(s) for s in REGISTRY)
 CUDA_ONLY = tuple(str(s) for s in strategies_where(trains_on_cpu=False))
 # These share compiled_for_device (warmup_locked calls it under a lock).

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from harness.workload_api import StepResult
+from harness.scenario.workload_api import StepResult
 from model import attention, loss, mask
 from model.config import DrafterConfig
 from model.data import BatchSource, Bucket, make_buckets
@@ -33,7 +33,8 @@ def resolve_device(device: torch.device | str) -> torch.device:
 
 
 class DFlashReplica:
-    """One trainable drafter on one device, driven by one thread (harness.workload_api.Replica).
+    """One trainable drafter on one device, driven by one thread
+    (harness.scenario.workload_api.Replica).
 
     Built in whichever thread calls the constructor (the harness: the main thread). The target
     is shared by replicas on the same device; nothing else is shared except, per strategy, the

@@ -1,4 +1,4 @@
-"""`make_workload()`: the built-in DFlash workload behind harness.workload_api.Workload.
+"""`make_workload()`: the built-in DFlash workload behind harness.scenario.workload_api.Workload.
 
 Importable in a spawned child: no state at import beyond module-level caches. Also holds the
 injected-slowdown test tool (`slowdown=`, SlowedReplica) that A/B power tests use.
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from harness.vocab import TEST_SLOWDOWN_ENV
+from harness.scenario.vocab import TEST_SLOWDOWN_ENV
 from model.config import DrafterConfig, from_name
 from model.data import BatchSource, make_buckets
 from model.flops import step_flops
@@ -81,7 +81,7 @@ class DFlashWorkload:
 
 
 # ---- Injected slowdown: a TEST TOOL for A/B power measurements, not a production option ----
-SLOWDOWN_ENV = TEST_SLOWDOWN_ENV  # harness.vocab: the A/B reads it too
+SLOWDOWN_ENV = TEST_SLOWDOWN_ENV  # harness.scenario.vocab: the A/B reads it too
 CALIBRATION_STEPS = 2  # repeat steps (not the first on a shape) timed before extra work starts
 
 

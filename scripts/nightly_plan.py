@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from a checkout: harness is not installed
 
-from harness import settings  # noqa: E402
 from harness.record import RunRecord, append_jsonl, read_jsonl  # noqa: E402
-from harness.scenario import Scenario  # noqa: E402
-from harness.vocab import CacheState, Outcome, Schedule  # noqa: E402
+from harness.scenario import settings  # noqa: E402
+from harness.scenario.spec import Scenario  # noqa: E402
+from harness.scenario.vocab import CacheState, Outcome, Schedule  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 SESSION = "gpu_matrix"

@@ -12,7 +12,7 @@ import pytest
 
 from harness.run import cache_state
 from harness.run.lifeline import processes_with
-from harness.scenario import Scenario, make_scenario
+from harness.scenario.spec import Scenario, make_scenario
 from tests.fault_workloads import FAULTS
 
 FAULT = "tests.fault_workloads:make_workload"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from harness.workload_api import StepResult
+from harness.scenario.workload_api import StepResult
 from tests.busy import compute_for, one_intra_op_thread
 
 # fault → (outcome the harness must record, threads to run it at, where it fires)

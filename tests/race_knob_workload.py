@@ -23,7 +23,7 @@ import threading
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from harness.workload_api import StepResult
+from harness.scenario.workload_api import StepResult
 from tests.busy import compute_for, one_intra_op_thread
 
 STRATEGIES = ("per_device", "warmup", "warmup_locked")

@@ -17,10 +17,24 @@ from typing import Any
 
 import pytest
 
-from harness import ab
+from harness import checked
+from harness.ab.cli import EXIT_USAGE, main
+from harness.ab.result import AA, ABResult
+from harness.ab.run import Side, check_run_args, order, run_ab, run_once
+from harness.ab.stats import (
+    SIDES,
+    RunSample,
+    compare_samples,
+    gpu_mismatch,
+    power_comparisons,
+    power_summary,
+    sample_of,
+)
+from harness.ab.store import read_ab, write_ab
 from harness.judge.compare import Change
 from harness.record import RunRecord, ThreadRecord, read_jsonl
-from harness.scenario import Scenario
+from harness.scenario.spec import Scenario
+from harness.scenario.vocab import TEST_SLOWDOWN_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,18 +57,18 @@ def _record(**kw: object) -> RunRecord:
 
 
 def test_order_interleaves_and_counterbalances() -> None:
-    seq = ab.order(4)
+    seq = order(4)
     assert [s[0][0] for s in seq] == list("rccrrccr")
     assert sorted(k for side, k in seq if side == "reference") == [0, 1, 2, 3]
     # counterbalanced: the mean position of each side is the same
-    pos = {side: [i for i, (s, _) in enumerate(seq) if s == side] for side in ab.SIDES}
+    pos = {side: [i for i, (s, _) in enumerate(seq) if s == side] for side in SIDES}
     assert sum(pos["reference"]) == sum(pos["candidate"])
 
 
 @pytest.mark.parametrize("arg", ["--out", "--out=x.jsonl", "--jobs", "--repeat", "--json"])
 def test_run_args_that_ab_owns_are_refused(arg: str) -> None:
     with pytest.raises(ValueError, match="set by ab itself"):
-        ab.check_run_args(["--preset", "tiny", arg])
+        check_run_args(["--preset", "tiny", arg])
 
 
 @pytest.mark.parametrize(
@@ -67,23 +81,23 @@ def test_run_args_that_ab_owns_are_refused(arg: str) -> None:
 )
 def test_a_run_without_a_clean_number_fails_closed(kw: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        ab.sample_of(_record(**kw), "candidate", 0)
+        sample_of(_record(**kw), "candidate", 0)
 
 
 def test_sample_sums_device_peaks_and_none_without_memory() -> None:
     rec = _record(peak_mem_bytes={"cuda:0": 10, "cuda:1": 5})
-    assert ab.sample_of(rec, "reference", 0).peak_mem_bytes == 15
-    assert ab.sample_of(_record(), "reference", 0).peak_mem_bytes is None
+    assert sample_of(rec, "reference", 0).peak_mem_bytes == 15
+    assert sample_of(_record(), "reference", 0).peak_mem_bytes is None
 
 
-def _samples(side: str, values: list[float]) -> list[ab.RunSample]:
-    return [ab.RunSample(side, i, v, None, {}, 1.0) for i, v in enumerate(values)]
+def _samples(side: str, values: list[float]) -> list[RunSample]:
+    return [RunSample(side, i, v, None, {}, 1.0) for i, v in enumerate(values)]
 
 
 def test_power_draws_disjoint_comparisons() -> None:
     ref = _samples("reference", [100.0, 101.0, 99.0, 100.5] * 3)  # 12 runs
     slow = _samples("candidate", [90.0, 90.5, 89.5, 91.0, 90.2, 89.8, 90.1])  # 7 runs
-    aa, vs = ab.power_comparisons(ref, slow, 2)
+    aa, vs = power_comparisons(ref, slow, 2)
     assert len(aa) == 3 + 1 and len(vs) == 3  # 12 // 4 + 7 // 4 A/A, min(12, 7) // 2 A/B
     assert all(c.change is Change.NONE for c in aa)
     assert all(c.change is Change.LOWER for c in vs)
@@ -91,11 +105,11 @@ def test_power_draws_disjoint_comparisons() -> None:
 
 
 def test_runs_on_other_gpus_are_named_and_none_recorded_is_no_mismatch() -> None:
-    one = [ab.RunSample(s, i, 100.0, None, {}, 1.0, ("GPU-a",)) for i, s in enumerate("rc")]
-    assert ab.gpu_mismatch(one) is None
-    assert ab.gpu_mismatch(_samples("reference", [1.0, 2.0])) is None  # CPU: none recorded
-    other = [*one, ab.RunSample("candidate", 2, 100.0, None, {}, 1.0, ("GPU-b",))]
-    why = ab.gpu_mismatch(other)
+    one = [RunSample(s, i, 100.0, None, {}, 1.0, ("GPU-a",)) for i, s in enumerate("rc")]
+    assert gpu_mismatch(one) is None
+    assert gpu_mismatch(_samples("reference", [1.0, 2.0])) is None  # CPU: none recorded
+    other = [*one, RunSample("candidate", 2, 100.0, None, {}, 1.0, ("GPU-b",))]
+    why = gpu_mismatch(other)
     assert why is not None and "run 1 (r) on GPU-a, run 3 (candidate) on GPU-b" in why
 
 
@@ -113,9 +127,9 @@ def test_a_side_on_another_gpu_fails_the_ab(tmp_path: Path) -> None:
         "shutil.copy(os.environ['RECORD'], sys.argv[sys.argv.index('--out') + 1])\n"
     )
     child.chmod(0o700)
-    res = ab.run_ab(
-        ab.Side("reference", str(child), {"RECORD": str(tmp_path / "a.jsonl")}),
-        ab.Side("candidate", str(child), {"RECORD": str(tmp_path / "b.jsonl")}),
+    res = run_ab(
+        Side("reference", str(child), {"RECORD": str(tmp_path / "a.jsonl")}),
+        Side("candidate", str(child), {"RECORD": str(tmp_path / "b.jsonl")}),
         ["--preset", "tiny"],
         runs=2,
     )
@@ -125,18 +139,18 @@ def test_a_side_on_another_gpu_fails_the_ab(tmp_path: Path) -> None:
 
 
 def test_power_names_the_gpus_its_pools_span() -> None:
-    ref = [ab.RunSample("reference", i, 100.0 + i % 2, None, {}, 1.0, ("GPU-a",)) for i in range(4)]
-    cand = [ab.RunSample("candidate", i, 90.0 + i % 2, None, {}, 1.0, ("GPU-b",)) for i in range(4)]
-    lines = ab.power_summary(ref, cand, 2).lines()
+    ref = [RunSample("reference", i, 100.0 + i % 2, None, {}, 1.0, ("GPU-a",)) for i in range(4)]
+    cand = [RunSample("candidate", i, 90.0 + i % 2, None, {}, 1.0, ("GPU-b",)) for i in range(4)]
+    lines = power_summary(ref, cand, 2).lines()
     assert "the pools span 2 GPUs: GPU-a (4 runs); GPU-b (4 runs)" in lines
-    assert not any("span" in x for x in ab.power_summary(ref, ref, 2).lines())
+    assert not any("span" in x for x in power_summary(ref, ref, 2).lines())
 
 
 def test_usage_errors_exit_2_before_any_run(capsys: pytest.CaptureFixture[str]) -> None:
-    assert ab.main(["compare", "--candidate", sys.executable, "--runs", "1"]) == ab.EXIT_USAGE
+    assert main(["compare", "--candidate", sys.executable, "--runs", "1"]) == EXIT_USAGE
     assert "runs must be ≥ 2" in capsys.readouterr().err
-    assert ab.main(["compare", "--candidate", sys.executable, "--", "--out", "x"]) == 2
-    assert ab.main(["compare", "--candidate-env", "NOEQUALS", "--candidate", "p"]) == 2
+    assert main(["compare", "--candidate", sys.executable, "--", "--out", "x"]) == 2
+    assert main(["compare", "--candidate-env", "NOEQUALS", "--candidate", "p"]) == 2
 
 
 @pytest.mark.process
@@ -145,9 +159,9 @@ def test_a_failing_side_fails_the_ab_with_its_reason(tmp_path: Path) -> None:
     bogus = tmp_path / "python"
     bogus.write_text("#!/bin/sh\necho 'no torch here' >&2\nexit 3\n")
     bogus.chmod(0o700)
-    res = ab.run_ab(
-        ab.Side("reference", str(bogus)),
-        ab.Side("candidate", str(bogus)),
+    res = run_ab(
+        Side("reference", str(bogus)),
+        Side("candidate", str(bogus)),
         ["--preset", "tiny"],
         runs=2,
     )
@@ -264,7 +278,7 @@ def test_cpu_ab_calls_an_injected_slowdown_slower(tmp_path: Path) -> None:
     assert "candidate slower, as it must; it gates no upgrade" in proc.stdout, proc.stdout
     # Each record says whether its run ran under the test tool (floors and gates refuse those).
     slowed = {side: {r.test_slowdown for r in read_jsonl(records / f"{side}.jsonl")}
-              for side in ab.SIDES}  # fmt: skip
+              for side in SIDES}  # fmt: skip
     assert slowed == {"reference": {None}, "candidate": {f"RACEGATE_TEST_SLOWDOWN={SLOWDOWN}"}}
     pool = subprocess.run(
         [
@@ -309,25 +323,25 @@ def test_result_lines_end_with_the_decision() -> None:
     slow = _samples("candidate", [90.0, 90.5, 89.5])
     # Two venvs: the same recorded versions, but no calibration (they may differ elsewhere).
     sides = {n: {"python": f"{n}/bin/python", "env": {}, "versions": {"torch": "2.11"}}
-             for n in ab.SIDES}  # fmt: skip
+             for n in SIDES}  # fmt: skip
     for cand, word, gate in ((same, "no significant change", "passes"), (slow, "slower", "FAILS")):
-        res = ab.ABResult([], sides, [*ref, *cand])
-        res.throughput, res.memory, res.memory_note = ab.compare_samples(res.samples, 0.03, 0.95)
+        res = ABResult([], sides, [*ref, *cand])
+        res.throughput, res.memory, res.memory_note = compare_samples(res.samples, 0.03, 0.95)
         assert res.lines()[-1] == f"A/B: candidate {word}, memory not compared: the gate {gate}"
         assert "the same package versions" in "\n".join(res.lines())
-    mem_ref = [ab.RunSample("reference", i, 100.0, 1000, {}, 1.0) for i in range(3)]
-    mem_more = [ab.RunSample("candidate", i, 100.0, 1200, {}, 1.0) for i in range(3)]
-    res = ab.ABResult([], sides, [*mem_ref, *mem_more])
-    res.throughput, res.memory, res.memory_note = ab.compare_samples(res.samples, 0.03, 0.95)
+    mem_ref = [RunSample("reference", i, 100.0, 1000, {}, 1.0) for i in range(3)]
+    mem_more = [RunSample("candidate", i, 100.0, 1200, {}, 1.0) for i in range(3)]
+    res = ABResult([], sides, [*mem_ref, *mem_more])
+    res.throughput, res.memory, res.memory_note = compare_samples(res.samples, 0.03, 0.95)
     assert res.failed and res.lines()[-1].endswith("more memory: the gate FAILS")
-    failed = ab.ABResult([], sides, failure="candidate run 1 of 3: outcome hang")
+    failed = ABResult([], sides, failure="candidate run 1 of 3: outcome hang")
     assert failed.failed and failed.lines()[-1].startswith("A/B FAILED: candidate run 1")
 
 
-def _result(sides: dict[str, dict], cand: list[float]) -> ab.ABResult:
-    res = ab.ABResult([], sides, [*_samples("reference", [100.0, 101.0, 99.0]),
+def _result(sides: dict[str, dict], cand: list[float]) -> ABResult:
+    res = ABResult([], sides, [*_samples("reference", [100.0, 101.0, 99.0]),
                                   *_samples("candidate", cand)])  # fmt: skip
-    res.throughput, res.memory, res.memory_note = ab.compare_samples(res.samples, 0.03, 0.95)
+    res.throughput, res.memory, res.memory_note = compare_samples(res.samples, 0.03, 0.95)
     return res
 
 
@@ -345,30 +359,30 @@ def _sides(ref_env: dict, cand_env: dict, cand_python: str = "py", cand_tf: str 
 def test_a_calibration_passes_when_it_comes_out_as_it_must_and_gates_no_upgrade() -> None:
     """One python, the same versions: the candidate under the test slowdown must be called
     slower (then it passes: before, its own catch failed it), an A/A must call no change."""
-    slowed = {ab.TEST_SLOWDOWN_ENV: "0.05"}
+    slowed = {TEST_SLOWDOWN_ENV: "0.05"}
     caught = _result(_sides({}, slowed), SLOW)
-    assert caught.calibration == f"injected slowdown ({ab.TEST_SLOWDOWN_ENV}=0.05)"
+    assert caught.calibration == f"injected slowdown ({TEST_SLOWDOWN_ENV}=0.05)"
     assert caught.as_calibrated and not caught.failed and caught.why_failed is None
     assert caught.lines()[-1] == (
-        f"A/B calibration, injected slowdown ({ab.TEST_SLOWDOWN_ENV}=0.05): candidate slower, "
+        f"A/B calibration, injected slowdown ({TEST_SLOWDOWN_ENV}=0.05): candidate slower, "
         "as it must; it gates no upgrade"
     )
     missed = _result(_sides({}, slowed), SAME)
     assert missed.failed and "the slowdown was not caught" in (missed.why_failed or "")
-    aa = _result(_sides({}, {ab.TEST_SLOWDOWN_ENV: "0"}), SAME)  # a zero slowdown is none
-    assert aa.calibration == ab.AA and not aa.failed
+    aa = _result(_sides({}, {TEST_SLOWDOWN_ENV: "0"}), SAME)  # a zero slowdown is none
+    assert aa.calibration == AA and not aa.failed
     alarm = _result(_sides({}, {}), SLOW)
-    assert alarm.calibration == ab.AA and alarm.failed
+    assert alarm.calibration == AA and alarm.failed
     assert "A/A: a false alarm: tokens_per_s: 0.95" in (alarm.why_failed or "")
 
 
 @pytest.mark.parametrize(
     ("sides", "who"),
     [
-        (_sides({}, {ab.TEST_SLOWDOWN_ENV: "0.05"}, cand_tf="5.8.1"), "candidate"),  # versions
-        (_sides({}, {ab.TEST_SLOWDOWN_ENV: "0.05"}, cand_python="venv/bin/python"), "candidate"),
-        (_sides({ab.TEST_SLOWDOWN_ENV: "0.05"}, {}), "reference"),  # the reference slowed
-        (_sides({}, {ab.TEST_SLOWDOWN_ENV: "fast"}, cand_tf="5.8.1"), "candidate"),  # unreadable
+        (_sides({}, {TEST_SLOWDOWN_ENV: "0.05"}, cand_tf="5.8.1"), "candidate"),  # versions
+        (_sides({}, {TEST_SLOWDOWN_ENV: "0.05"}, cand_python="venv/bin/python"), "candidate"),
+        (_sides({TEST_SLOWDOWN_ENV: "0.05"}, {}), "reference"),  # the reference slowed
+        (_sides({}, {TEST_SLOWDOWN_ENV: "fast"}, cand_tf="5.8.1"), "candidate"),  # unreadable
     ],
 )
 def test_the_test_slowdown_in_a_comparison_that_gates_fails_it(sides: dict, who: str) -> None:
@@ -376,7 +390,7 @@ def test_the_test_slowdown_in_a_comparison_that_gates_fails_it(sides: dict, who:
     whatever they measured (no change here)."""
     res = _result(sides, SAME)
     assert res.calibration is None and res.failed
-    assert (res.why_failed or "").startswith(f"the {who} ran under {ab.TEST_SLOWDOWN_ENV}=")
+    assert (res.why_failed or "").startswith(f"the {who} ran under {TEST_SLOWDOWN_ENV}=")
     assert res.lines()[-1].startswith(f"A/B FAILED: the {who} ran under")
 
 
@@ -395,7 +409,7 @@ def _argv_of_one_run(tmp_path: Path, run_args: list[str]) -> list[str]:
     fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv}\nexit 3\n')
     fake.chmod(0o700)
     with pytest.raises(ValueError, match="exited 3"):
-        ab.run_once(ab.Side("candidate", str(fake)), run_args, tmp_path / "r.jsonl", 30)
+        run_once(Side("candidate", str(fake)), run_args, tmp_path / "r.jsonl", 30)
     return argv.read_text().split("\n")
 
 
@@ -424,7 +438,7 @@ def test_a_cache_state_the_user_names_is_kept(tmp_path: Path) -> None:
 )
 def test_a_list_option_with_more_than_one_value_is_refused(args: list[str]) -> None:
     with pytest.raises(ValueError, match="takes one value"):
-        ab.check_run_args(["--preset", "tiny", *args])
+        check_run_args(["--preset", "tiny", *args])
 
 
 @pytest.mark.timeout(900)
@@ -448,7 +462,7 @@ def test_an_interrupted_ab_fails_and_shows_the_runs_it_made(tmp_path: Path, sign
     def made() -> int:
         return sum(
             len((records / f"{side}.jsonl").read_text().splitlines())
-            for side in ab.SIDES
+            for side in SIDES
             if (records / f"{side}.jsonl").exists()
         )
 
@@ -476,20 +490,20 @@ TWO_GPU_RUNS = REPO / "tests/data/two_h200_small_runs.jsonl"
 GIB = 2**30
 
 
-def _two_gpu_ab(candidate: Any = None) -> ab.ABResult:
+def _two_gpu_ab(candidate: Any = None) -> ABResult:
     """An A/B of the real records, its calls made as run_ab makes them; `candidate` edits each
     candidate record (a RunRecord -> RunRecord)."""
     runs = read_jsonl(TWO_GPU_RUNS)[:6]
     samples = []
     for i, record in enumerate(runs):
-        side = ab.SIDES[i % 2]
+        side = SIDES[i % 2]
         if side == "candidate" and candidate is not None:
             record = candidate(record)
-        samples.append(ab.sample_of(record, side, i))
+        samples.append(sample_of(record, side, i))
     sides = {s: {"python": f"{s}/bin/python", "env": {}, "versions": runs[0].versions}
-             for s in ab.SIDES}  # fmt: skip
-    result = ab.ABResult(["--preset", "small"], sides, samples)
-    result.throughput, result.memory, result.memory_note = ab.compare_samples(samples, 0.03, 0.95)
+             for s in SIDES}  # fmt: skip
+    result = ABResult(["--preset", "small"], sides, samples)
+    result.throughput, result.memory, result.memory_note = compare_samples(samples, 0.03, 0.95)
     return result
 
 
@@ -556,15 +570,15 @@ def test_device_memory_survives_the_file_and_a_doctored_call_is_refused(tmp_path
     from them, and a stored per-device call that disagrees fails closed. An ab.json from
     before (no per-device numbers) reads with none."""
     leak = _two_gpu_ab(_leaking("cuda:0", 0.05))
-    path = tmp_path / "ab.json"
-    path.write_text(json.dumps(leak.to_json()))
-    back = ab.read_ab(path)
+    path = tmp_path / "cell" / "ab.json"  # write_ab makes the folder, as compare --out does
+    write_ab(path, leak)
+    back = read_ab(path)
     assert back.failed and back.why_failed == leak.why_failed
     data = json.loads(path.read_text())
     data["device_memory"][0]["regressed"] = False
     path.write_text(json.dumps(data))
-    with pytest.raises(ab.checked.GateInputError, match="device_memory calls are"):
-        ab.read_ab(path)
+    with pytest.raises(checked.GateInputError, match="device_memory calls are"):
+        read_ab(path)
     # An 8B A/B written before device memory was compared (results/h200-ab-8b-5.17.0).
-    old = ab.read_ab(REPO / "tests/data/ab_8b_before_device_memory.json")
+    old = read_ab(REPO / "tests/data/ab_8b_before_device_memory.json")
     assert old.device_memory == [] and not old.failed

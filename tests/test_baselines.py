@@ -14,8 +14,8 @@ from harness.judge import baselines
 from harness.judge.baselines import REFRESH_COMMAND, FloorCall
 from harness.judge.outcomes import count, worst
 from harness.record import RunRecord, ThreadRecord, append_jsonl, read_jsonl
-from harness.scenario import make_scenario
-from harness.vocab import Outcome
+from harness.scenario.spec import make_scenario
+from harness.scenario.vocab import Outcome
 
 H200 = {"device_name": "NVIDIA H200", "device_names": ["NVIDIA H200"] * 2, "cuda_device_count": 2}
 

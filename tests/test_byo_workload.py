@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import settings
 from harness.judge.gate import EXIT_UNDECIDED
-from harness.workload_api import WorkloadError, WorkloadSpec, load_workload
+from harness.scenario import settings
+from harness.scenario.workload_api import WorkloadError, WorkloadSpec, load_workload
 
 EXAMPLE = "examples.llama_workload:make_workload"
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.pipeline import run_scenario
-from harness.scenario import make_scenario
+from harness.scenario.spec import make_scenario
 
 # Every test here starts child processes: the process tier (tests/conftest.py).
 pytestmark = pytest.mark.process

@@ -20,7 +20,7 @@ from harness.run.protocol import (
     ThreadReport,
     WatchEvidence,
 )
-from harness.scenario import make_scenario
+from harness.scenario.spec import make_scenario
 
 FAULT = "tests.fault_workloads:make_workload"
 

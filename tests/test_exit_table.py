@@ -92,7 +92,7 @@ def _workload(pytester: pytest.Pytester, roles: tuple[str, str] | None) -> None:
         ""
         if roles is None
         else "    def roles(self):\n"
-        "        from harness.workload_api import WorkloadRoles\n"
+        "        from harness.scenario.workload_api import WorkloadRoles\n"
         f"        return WorkloadRoles(production={roles[0]!r}, control={roles[1]!r})\n"
     )
     pytester.makepyfile(

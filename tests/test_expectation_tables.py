@@ -9,7 +9,7 @@ import pytest
 from harness.checked import GateInputError
 from harness.judge import race_expectations as rx
 from harness.judge.expectations import DeviceKind, Scope, parse_range
-from harness.vocab import CacheState, Outcome, Strategy
+from harness.scenario.vocab import CacheState, Outcome, Strategy
 
 ROW = """
 [[expected_failure]]
@@ -156,7 +156,7 @@ def test_bad_version_is_an_input_error() -> None:
 
 
 def test_committed_table_loads_and_spares_production() -> None:
-    from harness import settings
+    from harness.scenario import settings
 
     rows = rx.load(production=settings.production_strategy())  # the committed [tool.racegate]
     assert rows, "the committed table should hold the known-bad rows"

@@ -10,7 +10,7 @@ import pytest
 from harness import cli
 from harness.judge import expectation_update as eu
 from harness.judge import race_expectations as rx
-from harness.vocab import CacheState, Strategy
+from harness.scenario.vocab import CacheState, Strategy
 from tests.test_baselines import make_record, write
 
 TABLE = """# a header comment that must survive rewrites

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNNER = """
 import sys
 from harness.pipeline import run_scenario
-from harness.scenario import make_scenario
+from harness.scenario.spec import make_scenario
 sc = make_scenario(preset="ok", strategy="eager", workload="tests.fault_workloads:make_workload",
                    steps=3000, warmup_steps=1, timeout_s=600)  # outlives every wait here
 run_scenario(sc, work_dir=__import__("pathlib").Path(sys.argv[1]))

@@ -169,7 +169,7 @@ def test_the_verdict_lists_each_failed_run_and_why() -> None:
 def test_an_ab_child_undecided_is_a_timing_sample(tmp_path: Path, code: int, sample: bool) -> None:
     """harness.ab's children are one-thread `harness run`s: nothing can race, so a clean one
     exits UNDECIDED (7), and its record is a sample all the same; UNSAFE (1) is none."""
-    from harness import ab
+    from harness.ab.run import Side, run_once
 
     record = write(tmp_path / "one.jsonl", [make_record(tpd=1)]).read_text()
     fake = tmp_path / "python"
@@ -178,9 +178,9 @@ def test_an_ab_child_undecided_is_a_timing_sample(tmp_path: Path, code: int, sam
         f"cat > \"$out\" <<'JSONL'\n{record}JSONL\nexit {code}\n"
     )
     fake.chmod(0o700)
-    side, out = ab.Side("candidate", str(fake)), tmp_path / "r.jsonl"
+    side, out = Side("candidate", str(fake)), tmp_path / "r.jsonl"
     if sample:
-        assert ab.run_once(side, [], out, 30).tokens_per_s == 40_000.0
+        assert run_once(side, [], out, 30).tokens_per_s == 40_000.0
     else:
         with pytest.raises(ValueError, match=f"exited {code} with 1 record"):
-            ab.run_once(side, [], out, 30)
+            run_once(side, [], out, 30)

@@ -216,7 +216,7 @@ def test_a_record_names_the_roles_it_ran_under_and_one_report_judges_one_set(
     before they existed has neither; a role that is no name is refused; and records of one
     group under two sets of roles are a usage error naming both, not one decision."""
     from harness.judge.inputs import roles_of
-    from harness.scenario import make_scenario
+    from harness.scenario.spec import make_scenario
 
     sc = make_scenario(strategy="warmup", production="warmup", control="singleton")
     assert sc.to_json()["production"] == "warmup" and make_scenario().to_json().keys().isdisjoint(

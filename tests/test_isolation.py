@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import private_root, state
+from harness import state
 from harness.cli import main
 from harness.judge.gate import DECIDED_EXITS as RUN_DECIDED
-from harness.run import lifeline
+from harness.run import lifeline, private_root
 
 REPO = Path(__file__).resolve().parents[1]
 FAULT = "tests.fault_workloads:make_workload"

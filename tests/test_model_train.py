@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from harness.workload_api import Replica, StepResult, Workload, WorkloadSpec, load_workload
+from harness.scenario.workload_api import Replica, StepResult, Workload, WorkloadSpec, load_workload
 from model import target as target_module
 from model.workload import make_workload
 

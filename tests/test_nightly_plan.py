@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import matrix_plan, settings
+from harness import matrix_plan
 from harness.record import RunRecord, ThreadRecord, append_jsonl
-from harness.scenario import Scenario
-from harness.vocab import CacheState, Outcome, Schedule, Strategy
+from harness.scenario import settings
+from harness.scenario.spec import Scenario
+from harness.scenario.vocab import CacheState, Outcome, Schedule, Strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly-gpu.yml"

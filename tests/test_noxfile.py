@@ -179,7 +179,7 @@ class FakeSession:
         code = args[-1] if args[:2] == ("python", "-c") else ""
         if "find_spec('torch')" in code:
             return "True\n"
-        if args[:3] == ("python", "-m", "harness.versions"):
+        if args[:3] == ("python", "-m", "harness.scenario.versions"):
             if self.purelib is not None:
                 found = {"torch": self._installed("torch"), "tf": self._installed("transformers")}
             else:
@@ -679,7 +679,7 @@ def test_the_noxfile_loads_on_an_interpreter_with_nox_alone(tmp_path: Path) -> N
 def test_report_path_imports_no_torch(tmp_path: Path) -> None:
     """`nox -s report` installs no torch, so `python -m harness report` must not import it."""
     from harness.record import RunRecord, ThreadRecord, append_jsonl
-    from harness.scenario import Scenario
+    from harness.scenario.spec import Scenario
 
     scenario = Scenario(preset="tiny", threads_per_device=2)
     done = scenario.warmup_steps + scenario.steps
@@ -758,7 +758,10 @@ class ABSession(JUnitWritingSession):
             self.runs.append((args, kwargs))
             if args[1:4] == ("-m", "pip", "install"):
                 self.ref_installs.append(args[4:])
-            elif args[1:3] == ("-m", "harness.versions"):  # check_versions of the reference
+            elif args[1:3] == (
+                "-m",
+                "harness.scenario.versions",
+            ):  # check_versions of the reference
                 tf = next(a for i in self.ref_installs for a in i if a.startswith("transformers"))
                 got = self.ref_transformers or tf.removeprefix("transformers==")
                 found = {"torch": "2.11.0+cu130", "transformers": got}
@@ -795,7 +798,7 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     assert "transformers==5.6.0" in ref_pins and MATRIX.incident_tokenizers in ref_pins
     assert not any(a.startswith("torch") for a in ref_pins)  # torch 'system': the image's
     # The reference's versions are checked through its own Python, as a cell's are.
-    probes = [r[0] for r in s.runs if r[0][1:3] == ("-m", "harness.versions")]
+    probes = [r[0] for r in s.runs if r[0][1:3] == ("-m", "harness.scenario.versions")]
     assert [p[0] for p in probes] == ["python", str(ref / "bin" / "python")]
     wrong = ABSession(name, cand_bin, _ab_answer())
     wrong.ref_transformers = "5.8.1"  # the reference venv imports another transformers

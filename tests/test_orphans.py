@@ -20,7 +20,7 @@ import pytest
 
 from harness.pipeline import run_scenario
 from harness.run import pidns
-from harness.scenario import make_scenario
+from harness.scenario.spec import make_scenario
 from tests.fault_kit import fault_scenario
 from tests.orphan_workload import HOW, MARKER
 from tests.test_fault_lifetimes import wait_for
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNNER = """
 import sys
 from harness.pipeline import run_scenario
-from harness.scenario import make_scenario
+from harness.scenario.spec import make_scenario
 sc = make_scenario(preset=sys.argv[1], strategy="eager", steps=3000, warmup_steps=1,
                    workload="tests.orphan_workload:make_workload", timeout_s=600,
                    threads_per_device=1)

@@ -6,7 +6,7 @@ import pytest
 
 from harness.judge import outcomes
 from harness.judge.suite import SPURIOUS_NOTE, explain
-from harness.vocab import Outcome
+from harness.scenario.vocab import Outcome
 from tests.test_baselines import make_record
 
 NESTED = (

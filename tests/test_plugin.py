@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.judge.suite import RacegateConfig
-from harness.vocab import Schedule, Strategy
+from harness.scenario.vocab import Schedule, Strategy
 
 # Every test here starts child processes: the process tier (tests/conftest.py).
 pytestmark = pytest.mark.process

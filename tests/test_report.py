@@ -20,7 +20,7 @@ from harness.report import build as report
 from harness.report import write as report_files
 from harness.report.matrix import build_matrix, column_of
 from harness.report.write import write_reports
-from harness.vocab import TEST_SLOWDOWN_ENV
+from harness.scenario.vocab import TEST_SLOWDOWN_ENV
 from tests.test_baselines import byo, make_record, write
 
 PROD = "warmup"
@@ -443,7 +443,8 @@ def write_ab(
     statistics from these per-run numbers; its one-thread runs' records in `ab-records/`.
     `same_versions`: 5.6.0 on both sides, one python (an A/A or, with `candidate_env`, a
     calibration of the test slowdown)."""
-    from harness.ab import ABResult, RunSample, compare_samples
+    from harness.ab.result import ABResult
+    from harness.ab.stats import RunSample, compare_samples
 
     versions = {"reference": "5.6.0", "candidate": "5.6.0" if same_versions else "5.8.1"}
     envs = {"reference": {}, "candidate": candidate_env or {}}
@@ -652,7 +653,7 @@ def test_a_bad_ab_json_is_a_usage_error_in_one_line(
 def test_an_ab_json_whose_stored_call_its_samples_do_not_give_is_refused(tmp_path: Path) -> None:
     """The calls are made again from the runs (one decision point): a stored call that the
     samples do not give, for either metric, fails closed, naming the field."""
-    from harness.ab import read_ab
+    from harness.ab.store import read_ab
 
     path = write_ab(tmp_path / "ab", [40_000.0, 40_100.0, 39_900.0])
     assert read_ab(path).throughput.word == "no significant change"  # type: ignore[union-attr]
@@ -676,7 +677,7 @@ def test_an_ab_json_whose_stored_call_its_samples_do_not_give_is_refused(tmp_pat
 
 def test_an_ab_json_whose_runs_stepped_on_two_gpus_fails_its_gate(tmp_path: Path) -> None:
     """Samples of two GPUs make no A/B, whatever call the file stores: read back, it fails."""
-    from harness.ab import read_ab
+    from harness.ab.store import read_ab
 
     path = write_ab(tmp_path / "ab", [40_000.0, 40_100.0, 39_900.0])
     data = json.loads(path.read_text())

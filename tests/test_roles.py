@@ -18,9 +18,9 @@ from harness.cli import main
 from harness.judge.gate import decide_gate
 from harness.judge.verdict import Calibration, decide, render
 from harness.record import read_jsonl
-from harness.scenario import Scenario, make_scenario
-from harness.vocab import STRATEGIES, Strategy, StrategySpec
-from harness.workload_api import (
+from harness.scenario.spec import Scenario, make_scenario
+from harness.scenario.vocab import STRATEGIES, Strategy, StrategySpec
+from harness.scenario.workload_api import (
     BUILTIN_ROLES,
     WorkloadError,
     WorkloadRoles,

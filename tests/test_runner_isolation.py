@@ -12,7 +12,7 @@ import pytest
 from harness.judge.gate import EXIT_UNDECIDED
 from harness.pipeline import run_case, run_scenario
 from harness.record import append_jsonl, read_jsonl
-from harness.scenario import make_scenario
+from harness.scenario.spec import make_scenario
 
 # Every test here starts child processes: the process tier (tests/conftest.py).
 pytestmark = pytest.mark.process

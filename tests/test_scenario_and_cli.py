@@ -14,8 +14,8 @@ import pytest
 from harness.cli import main
 from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, ThreadRecord
-from harness.scenario import make_scenario, parse_devices, scenario_key
-from harness.vocab import CacheState, Strategy
+from harness.scenario.spec import make_scenario, parse_devices, scenario_key
+from harness.scenario.vocab import CacheState, Strategy
 
 
 def test_make_scenario_parses_strings() -> None:

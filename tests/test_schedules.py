@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from harness.run import threads
-from harness.vocab import Schedule
+from harness.scenario.vocab import Schedule
 
 
 class _SlowReplica:

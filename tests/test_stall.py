@@ -16,7 +16,7 @@ import pytest
 from harness.run import lifeline, stacks, stall, threads
 from harness.run.lifeline import DUMP_SIGNAL
 from harness.run.protocol import STEPPING, ProgressEvent
-from harness.vocab import Schedule
+from harness.scenario.vocab import Schedule
 
 
 def test_an_empty_or_headerless_dump_has_no_stack_to_compare() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.vocab import (
+from harness.scenario.vocab import (
     CACHE_STATES,
     STRATEGIES,
     CacheState,
@@ -28,9 +28,9 @@ def test_a_strategy_spec_takes_keywords_only() -> None:
 
 def test_every_strategy_spec_field_is_read_by_the_code() -> None:
     """A field only the registry sets is a flag nobody obeys: read as `.name` or selected with
-    strategies_where(name=...) somewhere outside harness/vocab.py's definition. One test over
-    all fields, not one per field: ids such as races_lazily would match `pytest -k race`."""
-    vocab = (ROOT / "harness" / "vocab.py").read_text()
+    strategies_where(name=...) somewhere outside harness/scenario/vocab.py's definition. One test
+    over all fields, not one per field: ids such as races_lazily would match `pytest -k race`."""
+    vocab = (ROOT / "harness" / "scenario" / "vocab.py").read_text()
     unread = []
     for name in (f.name for f in fields(StrategySpec)):
         use = re.compile(rf"\.{name}\b|strategies_where\([^)]*\b{name}=")

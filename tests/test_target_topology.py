@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.scenario import make_scenario
+from harness.scenario.spec import make_scenario
 from model.target import FrozenHeads, shared_target
 from model.train_step import DFlashReplica
 from model.workload import make_workload

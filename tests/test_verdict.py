@@ -26,8 +26,8 @@ from harness.judge.verdict import (
     runs_for_power,
 )
 from harness.record import RunRecord, ThreadRecord, read_jsonl
-from harness.scenario import make_scenario
-from harness.vocab import Outcome, Schedule, Strategy
+from harness.scenario.spec import make_scenario
+from harness.scenario.vocab import Outcome, Schedule, Strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = {"torch": "2.13.0+cpu", "transformers": "5.17.0", "python": "3.12.3"}

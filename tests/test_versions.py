@@ -1,4 +1,4 @@
-"""harness/versions.py: one reader, one marker for what is missing."""
+"""harness/scenario/versions.py: one reader, one marker for what is missing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from importlib import metadata
 
 import pytest
 
-from harness import versions
+from harness.scenario import versions
 
 
 def test_missing_package_reads_absent(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,7 +57,7 @@ def test_hardware_names_each_gpu_by_its_uuid() -> None:
 @pytest.mark.process
 def test_module_prints_json_for_the_nox_cell_check() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "harness.versions", "--import-torch"],
+        [sys.executable, "-m", "harness.scenario.versions", "--import-torch"],
         capture_output=True,
         text=True,
         check=True,

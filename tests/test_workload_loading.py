@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.workload_api import WorkloadError, WorkloadSpec, load_workload
+from harness.scenario.workload_api import WorkloadError, WorkloadSpec, load_workload
 
 GOOD = """
 class W:

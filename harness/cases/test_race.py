@@ -32,8 +32,8 @@ from harness.pipeline import run_case
 from harness.pytest_plugin import calibration, session_records, xdist_workers
 from harness.record import RunRecord
 from harness.run.runner import SharedPrimes
-from harness.scenario import Scenario, make_scenario
-from harness.vocab import Outcome
+from harness.scenario.spec import Scenario, make_scenario
+from harness.scenario.vocab import Outcome
 
 # Per-case time limit (pytest-timeout, thread method: all stacks dumped on a hang).
 CASE_TIMEOUT_S = 900

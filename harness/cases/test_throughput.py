@@ -19,8 +19,8 @@ from harness.judge.baselines import FloorCall
 from harness.judge.race_evidence import shows_race
 from harness.judge.suite import judge
 from harness.pipeline import run_case
-from harness.scenario import make_scenario
-from harness.vocab import Outcome, Strategy, strategies_where
+from harness.scenario.spec import make_scenario
+from harness.scenario.vocab import Outcome, Strategy, strategies_where
 
 BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 # Steady steps per run: ~5 s of steady state for `small` (35 ms steps), ~30 s for qwen3-8b

@@ -22,8 +22,8 @@ from harness import checked
 from harness.checked import GateInputError
 from harness.judge.inputs import read_records
 from harness.record import RunRecord
-from harness.vocab import STRATEGIES, Outcome, Schedule
-from harness.workload_api import DEFAULT_WORKLOAD
+from harness.scenario.vocab import STRATEGIES, Outcome, Schedule
+from harness.scenario.workload_api import DEFAULT_WORKLOAD
 
 SCHEMA_VERSION = 1
 FLOOR_TOLERANCE = 0.10

@@ -24,8 +24,8 @@ from harness.run.protocol import (
     ThreadReport,
     WatchEvidence,
 )
-from harness.scenario import Scenario
-from harness.vocab import Outcome
+from harness.scenario.spec import Scenario
+from harness.scenario.vocab import Outcome
 
 N_WINDOWS = 3  # tokens/s is the median of this many steady-state windows
 # Each thread's steady steps must have overlapped other threads' steps (compiling or steady)

@@ -27,7 +27,7 @@ from harness.judge import race_expectations as rx
 from harness.judge.expectations import device_kind, minor
 from harness.judge.inputs import read_records, roles_of
 from harness.record import RunRecord
-from harness.vocab import CacheState, Outcome, Strategy
+from harness.scenario.vocab import CacheState, Outcome, Strategy
 
 STRICT_MIN_RUNS = 3
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness import record as run_records
 from harness.checked import GateInputError
-from harness.workload_api import BUILTIN_ROLES
+from harness.scenario.workload_api import BUILTIN_ROLES
 
 
 def record_files(paths: Iterable[Path]) -> list[Path]:
@@ -74,7 +74,8 @@ def unnamed_roles() -> tuple[str, str]:
     the project's production strategy (env RACEGATE_PRODUCTION_STRATEGY, [tool.racegate],
     else the built-in drafter's warmup_locked) and the built-in control, per_device. The same
     at every exit, so old records decide alike in pytest, `harness run` and the report."""
-    from harness import settings  # settings reads pyproject.toml; only where records lack roles
+    # settings reads pyproject.toml; only where records lack roles
+    from harness.scenario import settings
 
     return str(settings.production_strategy()), BUILTIN_ROLES.control
 

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from harness.run.protocol import DEADLINE_MARK  # a thread short of its steps at the deadline
-from harness.vocab import SEVERITY, Outcome
+from harness.scenario.vocab import SEVERITY, Outcome
 
 # The upstream messages (torch/_dynamo/eval_frame.py and torch/_dynamo/exc.py), matched by prefix
 # so a reworded tail still classifies.

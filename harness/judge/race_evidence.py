@@ -35,7 +35,7 @@ import re
 
 from harness.record import RunRecord
 from harness.run import stacks
-from harness.vocab import Outcome
+from harness.scenario.vocab import Outcome
 
 # Thread outcomes that are the race itself.
 RACE_OUTCOMES = frozenset({Outcome.NESTED_FX_ERROR, Outcome.SILENT_FALLBACK})

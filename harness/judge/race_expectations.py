@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.checked import GateInputError, boolean, choices, integer, keys, table, text
 from harness.judge.expectations import Scope, parse_device, parse_range, release
-from harness.vocab import CacheState, Outcome, Strategy
+from harness.scenario.vocab import CacheState, Outcome, Strategy
 
 DEFAULT_TABLE = Path(__file__).resolve().parents[2] / "expectations" / "race.toml"
 ROW_KEY = "expected_failure"

@@ -15,7 +15,7 @@ from harness.judge.race_evidence import timed_out
 from harness.judge.race_expectations import ExpectedFailure
 from harness.options import RunOptions
 from harness.record import RunRecord
-from harness.vocab import Outcome
+from harness.scenario.vocab import Outcome
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from harness.judge.metrics import wilson_interval
 from harness.record import RunRecord
-from harness.scenario import scenario_key
-from harness.vocab import Outcome
+from harness.scenario.spec import scenario_key
+from harness.scenario.vocab import Outcome
 
 
 @dataclass

@@ -21,8 +21,8 @@ from harness.judge import compare
 from harness.judge.metrics import wilson_interval
 from harness.judge.race_evidence import other_reason, shows_race, timed_out
 from harness.record import RunRecord
-from harness.versions import ABSENT
-from harness.vocab import STRATEGIES, Outcome, Strategy
+from harness.scenario.versions import ABSENT
+from harness.scenario.vocab import STRATEGIES, Outcome, Strategy
 
 
 class Decided(Protocol):
@@ -579,7 +579,7 @@ def render(verdict: Verdict, decision: Decided) -> list[str]:
     verdict and whatever else it judged, such as failed pytest cases): gate imports this
     module, not the other way round."""
     v = verdict.versions
-    cuda = v.get("cuda")  # "None": records from before harness/versions.py said ABSENT
+    cuda = v.get("cuda")  # "None": records from before harness/scenario/versions.py said ABSENT
     lines = [" racegate verdict ".center(WIDTH, "=")]
     lines += wrap(
         f"torch {v.get('torch', '?')} · transformers {v.get('transformers', '?')} · python "

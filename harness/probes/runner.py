@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from harness import private_root, versions
-from harness.run import cache_state
+from harness.run import cache_state, private_root
+from harness.scenario import versions
 
 SCHEMA_VERSION = 1
 DEFAULT_TIMEOUT_S = 20.0  # per probe; a healthy probe takes < 2 s, so this only bounds a hang

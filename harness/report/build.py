@@ -9,17 +9,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.ab import (
+from harness.ab.result import INJECTED, ABResult
+from harness.ab.stats import SIDES, power_summary
+from harness.ab.store import (
     AB_POOLS,
     AB_RECORDS,
-    INJECTED,
-    SIDES,
-    ABResult,
     ab_files,
     cut_ab,
     cut_ab_dirs,
     pooled_samples,
-    power_summary,
     read_ab,
 )
 from harness.judge.baselines import FloorCall, memory_flat
@@ -40,7 +38,7 @@ from harness.report.matrix import (
     gate,
     section_parts,
 )
-from harness.vocab import SEVERITY, TEST_SLOWDOWN_ENV, Outcome
+from harness.scenario.vocab import SEVERITY, TEST_SLOWDOWN_ENV, Outcome
 
 __all__ = ["gate", "memory_flat", "render_markdown"]
 

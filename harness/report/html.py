@@ -31,7 +31,7 @@ from harness.report.build import (
     throughput_text,
 )
 from harness.report.matrix import Cell, Group, Matrix, section_parts
-from harness.vocab import Outcome
+from harness.scenario.vocab import Outcome
 
 MAX_RUN_LINKS = 24  # per cell line; runs.html lists them all
 MAX_REASONS = 6  # per failed group; gate.json lists them all

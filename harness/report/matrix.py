@@ -12,15 +12,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from harness.ab import SIDES, ABResult, PowerSummary
+from harness.ab.result import ABResult
+from harness.ab.stats import SIDES, PowerSummary
 from harness.judge import baselines, probe_expectations
 from harness.judge import verdict as verdicts
 from harness.judge.inputs import roles_of
 from harness.judge.metrics import wilson_interval
 from harness.probes.runner import PROBES
 from harness.record import UNREPORTED_DEVICE, RunRecord
-from harness.vocab import SEVERITY, STRATEGIES, TEST_SLOWDOWN_ENV, Outcome
-from harness.workload_api import BUILTIN_ROLES, DEFAULT_WORKLOAD
+from harness.scenario.vocab import SEVERITY, STRATEGIES, TEST_SLOWDOWN_ENV, Outcome
+from harness.scenario.workload_api import BUILTIN_ROLES, DEFAULT_WORKLOAD
 
 Row = tuple[str, str]  # (torch, transformers)
 GroupKey = tuple[str, Row]  # (Column.section, row): never merged across hardware or workloads

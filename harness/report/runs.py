@@ -9,7 +9,7 @@ from html import escape
 from harness.record import RunRecord
 from harness.report.html import CSS, badge
 from harness.report.matrix import Matrix, column_of
-from harness.vocab import Outcome
+from harness.scenario.vocab import Outcome
 
 MAX_ERROR_CHARS = 1_500  # per distinct error text; the record holds the rest
 MAX_STACK_CHARS = 4_000

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from harness import state
-from harness.ab import is_ab_file
+from harness.ab.store import is_ab_file
 from harness.judge.inputs import unnamed_roles
 from harness.report.build import (
     FILES,

@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import env_names, private_root, versions
-from harness.run import activity, cache_state, lifeline, pidns, stacks, stall
+from harness import env_names
+from harness.run import activity, cache_state, lifeline, pidns, private_root, stacks, stall
 from harness.run.protocol import (
     CacheEvidence,
     ChildEvidence,
@@ -38,8 +38,9 @@ from harness.run.protocol import (
     ThreadActivity,
     WatchEvidence,
 )
-from harness.scenario import Scenario
-from harness.vocab import injected_slowdown
+from harness.scenario import versions
+from harness.scenario.spec import Scenario
+from harness.scenario.vocab import injected_slowdown
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TAIL_BYTES = 64 * 1024  # of a child's stderr kept as evidence; the rest stays on disk

@@ -17,8 +17,8 @@ import torch
 
 from harness.run import lifeline, schedstat
 from harness.run.protocol import DEADLINE_MARK, Step
-from harness.vocab import Schedule
-from harness.workload_api import Replica
+from harness.scenario.vocab import Schedule
+from harness.scenario.workload_api import Replica
 
 _MAX_ERROR_CHARS = 4000
 # Set when the runner found the run stalled (harness.run.stall, via lifeline.GIVE_UP_SIGNAL):

@@ -43,10 +43,10 @@ import torch  # noqa: E402
 
 from harness.run import cache_state, threads  # noqa: E402
 from harness.run.protocol import STEPPING, ChildReport, ProgressEvent, ThreadReport  # noqa: E402
-from harness.scenario import Scenario  # noqa: E402
-from harness.versions import hardware, software  # noqa: E402
-from harness.vocab import Strategy  # noqa: E402
-from harness.workload_api import Workload, WorkloadSpec, check_replica, load_workload  # noqa: E402
+from harness.scenario.spec import Scenario  # noqa: E402
+from harness.scenario.versions import hardware, software  # noqa: E402
+from harness.scenario.vocab import Strategy  # noqa: E402
+from harness.scenario.workload_api import Workload, WorkloadSpec, check_replica, load_workload  # noqa: E402
 
 
 def _mark(gate: dict[str, Any], what: str, me: int) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from harness.vocab import Strategy, StrategySpec
+from harness.scenario.vocab import Strategy, StrategySpec
 
 if TYPE_CHECKING:  # torch is imported only where a workload runs: reports need no torch
     import torch
@@ -33,7 +33,7 @@ class StepResult:
 class WorkloadRoles:
     """Which of a workload's strategies is its production strategy, which its positive control
     (the known-bad one, docs/gate.md), and the specs of strategies it names beyond racegate's
-    registry (harness.vocab.STRATEGIES). A workload returns one from an optional `roles()`;
+    registry (harness.scenario.vocab.STRATEGIES). A workload returns one from an optional `roles()`;
     without it, the built-in drafter's roles apply. `[tool.racegate]` and the command line
     (--production-strategy, --control-strategy) override both names (harness.options)."""
 
@@ -68,9 +68,10 @@ class Workload(Protocol):
     name: str
 
     def strategies(self) -> Sequence[str]:
-        """Compile strategies this workload implements: racegate's names (harness.vocab.Strategy)
-        or its own, each with a spec in `roles().strategies`. `processes` (one process per
-        worker) is always available; a workload that does not list it gets `per_device`."""
+        """Compile strategies this workload implements: racegate's names
+        (harness.scenario.vocab.Strategy) or its own, each with a spec in `roles().strategies`.
+        `processes` (one process per worker) is always available; a workload that does not list
+        it gets `per_device`."""
         ...
 
     # Optional: `def roles(self) -> WorkloadRoles` names its production strategy, its positive
@@ -185,7 +186,7 @@ def check_workload(workload: object, where: str) -> None:
         raise WorkloadError(
             f"workload {where!r}: the factory returned {type(workload).__name__}, which has no "
             "attribute 'name' (a str); return an object with the Workload interface "
-            "(harness/workload_api.py)"
+            "(harness/scenario/workload_api.py)"
         )
     for method in REQUIRED_WORKLOAD_METHODS:
         if not callable(getattr(workload, method, None)):
@@ -206,7 +207,7 @@ def check_workload(workload: object, where: str) -> None:
     if unknown:
         raise WorkloadError(
             f"workload {where!r}: strategy {unknown[0]!r} is not racegate's and has no spec; give "
-            "it one in roles().strategies (a harness.vocab.StrategySpec)"
+            "it one in roles().strategies (a harness.scenario.vocab.StrategySpec)"
         )
     shapes = _call(workload, "shapes", where)
     if (
@@ -237,7 +238,7 @@ def roles_of(workload: object, where: str) -> WorkloadRoles:
     if not isinstance(roles, WorkloadRoles):
         raise WorkloadError(
             f"workload {where!r}: roles() returned {type(roles).__name__}; expected a "
-            "harness.workload_api.WorkloadRoles"
+            "harness.scenario.workload_api.WorkloadRoles"
         )
     for name in (roles.production, roles.control):
         if not isinstance(name, str) or not name:
@@ -248,12 +249,13 @@ def roles_of(workload: object, where: str) -> WorkloadRoles:
         if name in set(Strategy):
             raise WorkloadError(
                 f"workload {where!r}: roles() gives a spec for {name!r}, a racegate strategy "
-                "whose spec is the registry's (harness.vocab.STRATEGIES); give yours a new name"
+                "whose spec is the registry's (harness.scenario.vocab.STRATEGIES); "
+                "give yours a new name"
             )
         if not isinstance(spec, StrategySpec):
             raise WorkloadError(
                 f"workload {where!r}: roles() spec of {name!r} is {type(spec).__name__}; "
-                "expected a harness.vocab.StrategySpec"
+                "expected a harness.scenario.vocab.StrategySpec"
             )
     return roles
 

@@ -2,7 +2,7 @@
 
 Every reader in racegate (the worker's report, the runner's fallback for a child that never
 reported, the pytest plugin, the probes, `nox`'s cell check through `python -m
-harness.versions`) goes through here, so a record, a probe result and a cell agree on what
+harness.scenario.versions`) goes through here, so a record, a probe result and a cell agree on what
 "torch 2.13.0+cpu" or "no triton" looks like: a package that is not installed is `ABSENT`.
 """
 
@@ -91,5 +91,5 @@ def hardware(devices: tuple[str, ...] = ()) -> dict[str, Any]:
     return info
 
 
-if __name__ == "__main__":  # `python -m harness.versions`: what noxfile's cell check reads
+if __name__ == "__main__":  # `python -m harness.scenario.versions`: what noxfile's cell check reads
     print(json.dumps(software(import_torch="--import-torch" in sys.argv[1:])))

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from harness import env_names
-from harness.vocab import Strategy, parse_choice
-from harness.workload_api import DEFAULT_WORKLOAD
+from harness.scenario.vocab import Strategy, parse_choice
+from harness.scenario.workload_api import DEFAULT_WORKLOAD
 
 # production_strategy / control_strategy: set here they override the workload's own roles()
-# (harness.workload_api.WorkloadRoles); their defaults are the built-in drafter's.
+# (harness.scenario.workload_api.WorkloadRoles); their defaults are the built-in drafter's.
 DEFAULTS: dict[str, Any] = {
     "production_strategy": str(Strategy.WARMUP_LOCKED),
     "control_strategy": str(Strategy.PER_DEVICE),

@@ -12,8 +12,15 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.vocab import CacheState, Schedule, Strategy, StrategySpec, parse_choice, spec_of
-from harness.workload_api import DEFAULT_WORKLOAD
+from harness.scenario.vocab import (
+    CacheState,
+    Schedule,
+    Strategy,
+    StrategySpec,
+    parse_choice,
+    spec_of,
+)
+from harness.scenario.workload_api import DEFAULT_WORKLOAD
 
 _CUDA_DEVICE = re.compile(r"^cuda:(\d+)$")
 # Seconds every stack of a run may stay unchanged, its processes idle, before the run is a

@@ -1,0 +1,1 @@
+"""Stage 1, the scenario: what one run is, its vocabulary, settings and workload interface."""
