@@ -89,19 +89,3 @@ def control_cells(items: list[pytest.Item], control: str) -> set[str]:
             _, cache_state, devices, tpd = case
             out.add(cell_label(cache_state, len(devices), tpd))
     return out
-
-
-def race_cases(items: list[pytest.Item]) -> int:
-    """How many race cases this session collected (its selected items)."""
-    return sum(1 for item in items if "race_case" in getattr(item, "fixturenames", ()))
-
-
-def runs_at_once(case_jobs: int, workers: int, cases: int) -> int:
-    """A case's runs at once: --case-jobs as given, or for auto (0) the host's pytest-xdist
-    workers shared out over the race cases collected, so a selection of few cases (a team's
-    production strategy and its control, `racegate upgrade`'s sides) fills the slots that
-    harness.sizing sized to the host instead of running each case's runs one by one. Without
-    xdist (one worker) 1: the 2-core box runs one run at a time, as before."""
-    if case_jobs >= 1:
-        return case_jobs
-    return max(1, workers // max(1, cases))

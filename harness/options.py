@@ -214,9 +214,10 @@ PYTEST_ONLY: tuple[Option, ...] = (
         "--case-jobs",
         "case_jobs",
         "isolated runs of one race case at once (its control's runs, and the production "
-        "strategy's once power is known): for outcome counts, never timing; auto: the "
-        "pytest-xdist workers shared out over the race cases collected (8 workers, 2 cases: 4 "
-        "runs at once each), 1 without xdist (default: %(default)s)",
+        "strategy's once power is known): for outcome counts, never timing; auto: under "
+        "pytest-xdist a case batches its runs into the run slots left free, one per worker "
+        "(sized to the host), so the production strategy at its power cap takes the slots of "
+        "cases that finished; 1 without xdist (default: %(default)s)",
         type=case_jobs,
         default="auto",
         metavar="N|auto",

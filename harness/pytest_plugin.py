@@ -28,6 +28,7 @@ from harness.judge.verdict import Calibration
 from harness.record import RunRecord
 from harness.report import terminal
 from harness.run import private_root
+from harness.run.slots import SlotPool
 from harness.scenario import versions
 
 # Before anything imports torch (none of the imports above does): torch makes its caches under
@@ -49,6 +50,7 @@ MARKERS = {
 }
 # The run folder this process made under .racegate/runs/ (not a worker's, not --results).
 _own_run_key = pytest.StashKey[Path]()
+slots_key = pytest.StashKey[SlotPool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -179,23 +181,47 @@ def pytest_configure(config: pytest.Config) -> None:
     for text in MARKERS.values():
         config.addinivalue_line("markers", text)
     config.stash[racegate_key] = _resolve(config)
+    _share_slots(config)
     _add_race_suite(config)
     # The verdict block and its calibration, once the settings it reads are stashed.
     config.pluginmanager.register(terminal, "harness.report.terminal")
 
 
+def _share_slots(config: pytest.Config) -> None:
+    """--case-jobs auto under pytest-xdist: one run slot per worker (harness.sizing sized the
+    workers to the host), made by the controller, shared by every worker's race cases."""
+    if config.stash[racegate_key].case_jobs != 0:
+        return
+    if _is_worker(config):
+        if (folder := config.workerinput.get("racegate_slots")) is not None:
+            config.stash[slots_key] = SlotPool(Path(folder), xdist_workers(config))
+    elif xdist_workers(config) > 1:
+        config.stash[slots_key] = SlotPool.make(xdist_workers(config))
+
+
+def slot_pool(config: pytest.Config) -> SlotPool | None:
+    """The session's shared run slots; None where a case's runs at once are fixed (--case-jobs
+    N, or no pytest-xdist: one at a time)."""
+    return config.stash.get(slots_key, None)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist: every worker appends to the controller's records file."""
+    """pytest-xdist: every worker appends to the controller's records file and shares its
+    run slots."""
     rc = node.config.stash[racegate_key]
     node.workerinput["racegate_records"] = str(rc.results)
     node.workerinput["racegate_roles"] = options.roles_to_json(rc)
+    if (pool := slot_pool(node.config)) is not None:
+        node.workerinput["racegate_slots"] = str(pool.folder)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     own = config.stash.get(_own_run_key, None)
     if own is not None:
         state.discard_if_empty(own)
+    if (pool := slot_pool(config)) is not None and not _is_worker(config):
+        pool.remove()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from harness import sizing
-from harness.case_plan import runs_at_once
 from harness.options import case_jobs
 
 H200 = 141 * 2**30
@@ -29,22 +28,6 @@ def test_the_users_own_choice_is_kept(args: list[str]) -> None:
 
 def test_other_arguments_leave_the_sizing_to_the_host() -> None:
     assert not sizing.chooses_workers(["-k", "per_device", "--devices", "cpu", "-x"])
-
-
-@pytest.mark.parametrize(
-    ("given", "workers", "cases", "expected"),
-    [
-        (0, 8, 2, 4),  # auto: a production strategy and its control on one H200's 8 workers
-        (0, 8, 29, 1),  # auto: the whole selection already fills the workers
-        (0, 1, 2, 1),  # auto without xdist: one run at a time
-        (0, 8, 1, 8),  # auto: one case alone gets every worker's slot
-        (3, 8, 2, 3),  # a number given is kept
-    ],
-)
-def test_a_cases_runs_at_once_share_the_workers_out(
-    given: int, workers: int, cases: int, expected: int
-) -> None:
-    assert runs_at_once(given, workers, cases) == expected
 
 
 @pytest.mark.parametrize(("text", "expected"), [("auto", 0), ("AUTO", 0), ("4", 4)])

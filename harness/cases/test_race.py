@@ -21,17 +21,16 @@ from harness.case_plan import (
     case_strategies,
     control_cells,
     production_runs_left,
-    race_cases,
-    runs_at_once,
     topologies,
 )
 from harness.judge import race_expectations
 from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, judge, racegate_key
 from harness.judge.verdict import Calibration, cell_label
 from harness.pipeline import run_case
-from harness.pytest_plugin import calibration, session_records, xdist_workers
+from harness.pytest_plugin import calibration, session_records, slot_pool
 from harness.record import RunRecord
 from harness.run.runner import SharedPrimes
+from harness.run.slots import Slot, SlotPool, release
 from harness.scenario.spec import Scenario, make_scenario
 from harness.scenario.vocab import Outcome
 
@@ -117,11 +116,8 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
         selected = cell in control_cells(request.session.items, cal.control)
-        jobs = runs_at_once(
-            rc.case_jobs, xdist_workers(pytestconfig), race_cases(request.session.items)
-        )
         records, why = _run_race_case(
-            scenario, strategy, cell, rc, cal, pytestconfig, primes, command, selected, jobs
+            scenario, strategy, cell, rc, cal, pytestconfig, primes, command, selected
         )
     judge(records)  # raises on a failed run (which ended the case unless it is the control)
     print(f"{strategy} {cell}: {len(records)} runs; {why}")
@@ -137,10 +133,40 @@ def _run_race_case(
     primes: SharedPrimes,
     command: str,
     control_selected: bool,
-    jobs: int,
 ) -> tuple[list[RunRecord], str]:
     """The case's runs (all the control's; the production strategy's as many as its power
-    asks; the others until the first failure) and why that many; `jobs` of them at once."""
+    asks; the others until the first failure) and why that many. Runs at once: --case-jobs N,
+    or (auto) this worker's own run slot and the session's free ones (harness.run.slots)."""
+    pool = slot_pool(pytestconfig)
+    own = pool.take(1) if pool is not None else []  # this worker's: others see it busy
+    try:
+        return _race_case_runs(
+            scenario, strategy, cell, rc, cal, pytestconfig, primes, command, control_selected
+        )
+    finally:
+        release(own)
+
+
+def _batch(pool: SlotPool | None, case_jobs: int, want: int) -> tuple[int, list[Slot]]:
+    """(runs at once, the extra slots held for them) for a batch of `want` runs."""
+    if pool is None:
+        return max(1, min(case_jobs or 1, want)), []
+    extra = pool.take(want - 1)
+    return 1 + len(extra), extra
+
+
+def _race_case_runs(
+    scenario: Scenario,
+    strategy: str,
+    cell: str,
+    rc: RacegateConfig,
+    cal: Calibration,
+    pytestconfig: pytest.Config,
+    primes: SharedPrimes,
+    command: str,
+    control_selected: bool,
+) -> tuple[list[RunRecord], str]:
+    pool = slot_pool(pytestconfig)
     run = functools.partial(
         run_case,
         scenario,
@@ -154,7 +180,11 @@ def _run_race_case(
         # The control's runs side by side (--case-jobs); a case that stops at its first failure
         # one at a time: batching those too put ~50 runs on 16 cores on one H200 and every run
         # hung (results/h200-cell-fail-closed).
-        records = run(repeat, stop_on_failure=stop, jobs=1 if stop else jobs)
+        jobs, extra = _batch(pool, rc.case_jobs, 1 if stop else repeat)
+        try:
+            records = run(repeat, stop_on_failure=stop, jobs=jobs)
+        finally:
+            release(extra)
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
         records = []
         left, why = production_runs_left(
@@ -162,8 +192,11 @@ def _run_race_case(
         )
         while left and all(r.outcome == Outcome.OK for r in records):
             # Once the control's rate is complete the runs still needed are known: a batch.
-            batch = min(jobs, left)
-            records += run(batch, stop_on_failure=True, first_index=len(records), jobs=batch)
+            batch, extra = _batch(pool, rc.case_jobs, left)
+            try:
+                records += run(batch, stop_on_failure=True, first_index=len(records), jobs=batch)
+            finally:
+                release(extra)
             left, why = production_runs_left(
                 len(records), cell, rc, cal, session_records(pytestconfig), control_selected
             )
