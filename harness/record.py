@@ -16,13 +16,13 @@ import json
 import math
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from harness import checked as values
 from harness.scenario import Scenario, make_scenario
-from harness.vocab import CacheState, Outcome, Schedule, Strategy
+from harness.vocab import CacheState, Outcome, Schedule, Strategy, StrategySpec
 
 SCHEMA_VERSION = 2
 # Fields added to schema 2 after records of it were committed (results/): a record without one
@@ -363,11 +363,32 @@ def check_scenario_json(data: object, where: str = "scenario") -> dict[str, Any]
     if raw["switch_interval_s"] is not None:
         values.positive_number(raw["switch_interval_s"], f"{where}.switch_interval_s")
     values.table(raw["extra"], f"{where}.extra")
+    if raw.get("strategy_spec") is not None:
+        raw["strategy_spec"] = _strategy_spec_json(raw["strategy_spec"], f"{where}.strategy_spec")
     try:
         make_scenario(**raw)
     except ValueError as exc:
         raise values.GateInputError(f"{where}: {exc}") from None
     return raw
+
+
+# A workload strategy's spec as records wrote it before a field was renamed: old name → new.
+RENAMED_IN_STRATEGY_SPEC = {"processes": "one_process_per_worker"}
+
+
+def _strategy_spec_json(data: object, where: str) -> dict[str, Any]:
+    """A workload strategy's spec as written (`StrategySpec` fields; those with a default may
+    be absent, a field's old name reads as its new one); GateInputError naming the fields."""
+    spec = values.table(data, where)
+    spec = {RENAMED_IN_STRATEGY_SPEC.get(k, k): v for k, v in spec.items()}
+    defaulted = frozenset(f.name for f in fields(StrategySpec) if f.default is not MISSING)
+    spec = _exactly(StrategySpec, spec, where, optional=defaulted)
+    for name, value in spec.items():
+        if name != "judged_by":
+            values.boolean(value, f"{where}.{name}")
+    if spec.get("judged_by") is not None:
+        values.text(spec["judged_by"], f"{where}.judged_by")
+    return spec
 
 
 def check_record_json(data: object) -> dict[str, Any]:

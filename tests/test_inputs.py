@@ -18,6 +18,7 @@ import pytest
 from harness import cli
 from harness.judge import baselines
 from harness.judge.decide import record_run
+from harness.judge.inputs import read_record_file
 from harness.record import RunRecord
 from tests.test_baselines import make_record, write
 from tests.test_decide import child, evidence, ok_threads, thread, trace
@@ -72,6 +73,7 @@ BAD = [
     ("threads_asked", 3, "threads_asked is 3, but the scenario asks for 2"),
     ("wall_s", "long", "wall_s is 'long'; expected null or a finite number ≥ 0.0"),
     ("versions.torch", 2.11, "versions['torch'] is 2.11; expected a string"),
+    ("scenario.strategy_spec", {"fast": True}, "scenario.strategy_spec: fields missing ['comp"),
 ]
 
 
@@ -88,6 +90,27 @@ def test_every_reader_refuses_a_malformed_record_in_one_line(
     err = one_line_exit_2(COMMANDS[command](path, tmp_path), capsys)
     assert f"r.jsonl:2: {needle}" in err, err
     assert not (tmp_path / "out" / "gate.json").exists() and not (tmp_path / "b").exists()
+
+
+# A workload strategy's spec as records wrote it before `processes` was renamed
+# `one_process_per_worker` (results/h200-qwen3-flex-example holds such records).
+OLD_SPEC = {
+    "compiled": True, "counts_fallbacks": False, "has_floor": False, "in_suite": True,
+    "judged_by": None, "locked": True, "processes": False, "races_lazily": False,
+    "trains_on_cpu": True, "warmed_up": True,
+}  # fmt: skip
+
+
+def test_a_workload_strategy_spec_as_older_records_wrote_it_still_reads(tmp_path: Path) -> None:
+    """Before, reading one raised a TypeError (a traceback, exit 1, from every reader)."""
+    raw = make_record().to_json()
+    raw["scenario"].update(strategy="compiled_upfront", strategy_spec=OLD_SPEC)
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(raw) + "\n")
+    (record,) = read_record_file(path)
+    spec = record.scenario["strategy_spec"]
+    assert spec["one_process_per_worker"] is False and spec["locked"] is True, spec
+    assert "processes" not in spec
 
 
 @pytest.mark.parametrize("command", COMMANDS)
