@@ -9,6 +9,7 @@ import pytest
 
 from harness.judge.decide import COACTIVE_SHARE, CONCURRENCY_SHARE, record_run
 from harness.judge.metrics import coactivity, merge, overlap_share
+from harness.record import Versions
 from harness.run.protocol import (
     CacheEvidence,
     ChildEvidence,
@@ -82,14 +83,18 @@ def child(
 ) -> ChildEvidence:
     report = None
     if threads is not None:
+        said = {"torch": "x", "transformers": "y"}
         report = ChildReport(
-            tuple(threads), {"torch": "x"}, {"device_name": "cpu"}, {}, None, {}, flops_error
+            tuple(threads), said, {"device_name": "cpu"}, {}, None, {}, flops_error
         )
     if activity == AUTO:
         activity = looked_at(threads) if threads else ()
     return ChildEvidence(
         rc, timed_out, oom_kills, report, None, progress, "", stderr, 1.0, activity
     )
+
+
+PARENT_VERSIONS = {"torch": "p", "transformers": "q"}
 
 
 def evidence(*children: ChildEvidence, threads: int = 2, cache: str = "cold", **kw) -> RunEvidence:
@@ -101,7 +106,7 @@ def evidence(*children: ChildEvidence, threads: int = 2, cache: str = "cold", **
                              kw.pop("deleted", None),
                              kw.pop("prime_watch", WatchEvidence()))  # fmt: skip
     return RunEvidence(
-        sc.to_json(), tuple(children), cache_ev, {}, True, "", 0, "", 1.0, {"torch": "p"}, [],
+        sc.to_json(), tuple(children), cache_ev, {}, True, "", 0, "", 1.0, PARENT_VERSIONS, [],
         kw.pop("watch", WatchEvidence()),
     )  # fmt: skip
 
@@ -128,8 +133,8 @@ def test_clean_exit_without_a_result_is_a_crash() -> None:
     built = ProgressEvent("built", 0.0, {"threads": 2, "hardware": {"device_name": "cpu"}})
     rec = record_run(evidence(child(None, progress=(built,))))
     assert rec.outcome == "crash" and "without a result" in (rec.detail or "")
-    assert len(rec.threads) == 2 and rec.hardware["device_name"] == "cpu"
-    assert rec.versions == {"torch": "p"}  # the parent's reading
+    assert len(rec.threads) == 2 and rec.hardware.device_name == "cpu"
+    assert rec.versions == Versions(torch="p", transformers="q")  # the parent's reading
 
 
 def test_serial_steps_are_not_concurrent() -> None:
@@ -339,9 +344,9 @@ def test_a_stalled_priming_run_leaves_the_cache_state_unreached() -> None:
         strategy="per_device",
     )  # fmt: skip
     stalled = replace(ok, cache=replace(ok.cache, prime_watch=WatchEvidence(stalled_s=9.0)))
-    assert record_run(ok).cache["prime_ok"] is True
+    assert record_run(ok).cache.prime_ok is True
     rec = record_run(stalled)
-    assert rec.cache["prime_ok"] is False and "priming failed" in rec.detail, rec.detail
+    assert rec.cache.prime_ok is False and "priming failed" in rec.detail, rec.detail
 
 
 def test_flops_failure_is_not_ok() -> None:

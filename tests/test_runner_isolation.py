@@ -40,7 +40,7 @@ def test_ok_then_crash_keeps_the_first_record(tmp_path: Path) -> None:
     assert "SIGABRT" in (crash.detail or "")
     # No result came back, but the hardware did (the child's `built` event): a dead or hung
     # run is filed under its machine, not under "unknown".
-    assert crash.hardware.get("device_name") == "cpu", crash.hardware
+    assert crash.hardware.device_name == "cpu", crash.hardware
     assert [r.outcome for r in read_jsonl(out)] == ["ok", "crash"]
 
 
