@@ -11,11 +11,14 @@ from harness.judge.decide import COACTIVE_SHARE, CONCURRENCY_SHARE, record_run
 from harness.judge.metrics import coactivity, merge, overlap_share
 from harness.record import Versions
 from harness.run.protocol import (
+    Built,
+    CacheDeleted,
     CacheEvidence,
     ChildEvidence,
     ChildReport,
     ProgressEvent,
     RunEvidence,
+    StartGateWait,
     Step,
     ThreadActivity,
     ThreadReport,
@@ -130,7 +133,7 @@ def test_exit_after_every_thread_reported_is_a_crash() -> None:
 
 
 def test_clean_exit_without_a_result_is_a_crash() -> None:
-    built = ProgressEvent("built", 0.0, {"threads": 2, "hardware": {"device_name": "cpu"}})
+    built = ProgressEvent(0.0, Built(2, {"device_name": "cpu"}))
     rec = record_run(evidence(child(None, progress=(built,))))
     assert rec.outcome == "crash" and "without a result" in (rec.detail or "")
     assert len(rec.threads) == 2 and rec.hardware.device_name == "cpu"
@@ -398,9 +401,9 @@ def test_the_cache_deletion_keeps_the_other_threads_company() -> None:
         trace([(a, b, 1.0) for a, b in t1], until, tid=2),
     )
     good_prime = child([thread(0, [(0, 1)])])
-    for start, outcome in ((1.2, "ok"), (None, "not_concurrent")):
-        data = {"bytes": 10} if start is None else {"bytes": 10, "start": start}
-        deleted = ProgressEvent("cache_deleted", 3.0, data)
+    # A deletion whose start is not before its end (another clock) spans nothing.
+    for start, outcome in ((1.2, "ok"), (3.5, "not_concurrent")):
+        deleted = ProgressEvent(3.0, CacheDeleted(bytes=10, start=start))
         run = child([thread(0, t0), thread(1, t1)], progress=(deleted,), activity=looks)
         rec = record_run(evidence(run, cache="deleted", prime=good_prime, deleted=10,
                               strategy="per_device"))  # fmt: skip
@@ -439,13 +442,13 @@ def test_peak_memory_adds_up_over_processes_on_one_device() -> None:
 def test_a_start_gate_that_timed_out_is_named_in_the_detail() -> None:
     """The `start_gate` event's only reader: a process that gave up waiting for its siblings
     says so beside the not_concurrent it likely caused."""
-    late = (ProgressEvent("start_gate", 0.0, {"met": False}),)
+    late = (ProgressEvent(0.0, StartGateWait(met=False)),)
     a = child([thread(0, APART[0])], progress=late)
-    b = child([thread(1, APART[1])], progress=(ProgressEvent("start_gate", 0.0, {"met": True}),))
+    b = child([thread(1, APART[1])], progress=(ProgressEvent(0.0, StartGateWait(met=True)),))
     rec = record_run(evidence(a, b, strategy="processes"))
     assert rec.outcome == "not_concurrent"
     assert "1 process(es) started without their siblings" in (rec.detail or "")
-    a = child([thread(0, TOGETHER[0])], progress=(ProgressEvent("start_gate", 0.0, {"met": True}),))
+    a = child([thread(0, TOGETHER[0])], progress=(ProgressEvent(0.0, StartGateWait(met=True)),))
     assert "siblings" not in (record_run(evidence(a, b, strategy="processes")).detail or "")
 
 
@@ -514,7 +517,7 @@ def test_a_silent_fallback_says_how_often_it_fell_back() -> None:
 def test_a_crash_before_any_thread_reported_says_nothing_of_co_activity() -> None:
     """A child that died before its threads reported gave the judge no looks to judge: its
     detail read "the share not in a turn alone was  (needs ≥ 40%", with no value."""
-    built = ProgressEvent("built", 0.0, {"threads": 2, "hardware": {"device_name": "cpu"}})
+    built = ProgressEvent(0.0, Built(2, {"device_name": "cpu"}))
     rec = record_run(evidence(child(None, rc=-signal.SIGSEGV, progress=(built,))))
     assert rec.outcome == "crash" and "SIGSEGV" in (rec.detail or ""), rec.detail
     assert "not in a turn alone" not in (rec.detail or ""), rec.detail

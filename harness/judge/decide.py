@@ -24,9 +24,12 @@ from harness.record import (
 )
 from harness.run.cache_state import proves_warm
 from harness.run.protocol import (
+    Built,
+    CacheDeleted,
     CacheEvidence,
     ChildEvidence,
     RunEvidence,
+    StartGateWait,
     Step,
     ThreadReport,
     WatchEvidence,
@@ -180,12 +183,7 @@ def overlap_shares(
 
 def hook_spans(children: Sequence[ChildEvidence]) -> list[tuple[float, float]]:
     """When each child's cache deletion ran (its `cache_deleted` event: `start` to `at`)."""
-    return [
-        (float(e.data["start"]), e.at)
-        for c in children
-        for e in c.events("cache_deleted")
-        if isinstance(e.data.get("start"), int | float) and e.data["start"] <= e.at
-    ]
+    return [(d.start, at) for c in children for at, d in c.events(CacheDeleted) if d.start <= at]
 
 
 def demand_shares(reports: list[ThreadReport], warmup_steps: int) -> list[float | None]:
@@ -493,7 +491,7 @@ def _notes(
             notes.append("busy at the deadline: too slow for its timeout, no deadlock shown")
     if ev.processes_left:
         notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
-    alone = sum(1 for c in ev.children for e in c.events("start_gate") if not e.data["met"])
+    alone = sum(1 for c in ev.children for _, d in c.events(StartGateWait) if not d.met)
     if alone:  # the concurrency check judges what followed; this says why it may have failed
         notes.append(f"{alone} process(es) started without their siblings (start gate timed out)")
     return notes
@@ -543,7 +541,7 @@ def record_run(ev: RunEvidence) -> RunRecord:
     concurrent = concurrent_threads(shares, coactive, asked)
     growths = _memory_growths(scenario, mem_by_device)
     first = next((c.report for c in ev.children if c.report), None)
-    built = (e.data["hardware"] for c in ev.children for e in c.events("built"))
+    built = (d.hardware for c in ev.children for _, d in c.events(Built))
     said = (first.hardware if first else next(built, None)) or {"device_name": UNREPORTED_DEVICE}
     hw = Hardware.from_json(said, "the child's hardware")
     notes = _notes(findings, reported, ev, outcome, too_slow)

@@ -29,6 +29,7 @@ from harness import env_names, private_root, versions
 from harness.run import activity, cache_state, lifeline, pidns, stacks, stall
 from harness.run.child_spec import ChildSpec, Mode, StartGate
 from harness.run.protocol import (
+    CacheDeleted,
     CacheEvidence,
     ChildEvidence,
     ChildReport,
@@ -331,7 +332,7 @@ def _cache_evidence(
             counters[k] = counters.get(k, 0) + v
     # Under `processes` each process deletes the shared cache at its own first steady step:
     # a later one may find little or nothing left, so the run's deletion is their sum.
-    deleted = [int(e.data["bytes"]) for c in children for e in c.events("cache_deleted")]
+    deleted = [d.bytes for c in children for _, d in c.events(CacheDeleted)]
     return CacheEvidence(
         state=str(scenario.cache_state),
         dir=str(root),

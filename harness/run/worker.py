@@ -36,13 +36,22 @@ import faulthandler  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
-from typing import IO, Any  # noqa: E402
+from typing import IO  # noqa: E402
 
 import torch  # noqa: E402
 
 from harness.run import cache_state, threads  # noqa: E402
 from harness.run.child_spec import ChildSpec, ChildSpecError, Mode, StartGate  # noqa: E402
-from harness.run.protocol import STEPPING, ChildReport, ProgressEvent, ThreadReport  # noqa: E402
+from harness.run.protocol import (  # noqa: E402
+    Built,
+    CacheDeleted,
+    ChildReport,
+    EventData,
+    ProgressEvent,
+    StartGateWait,
+    Stepping,
+    ThreadReport,
+)
 from harness.scenario import Scenario  # noqa: E402
 from harness.versions import hardware, software  # noqa: E402
 from harness.vocab import Strategy  # noqa: E402
@@ -109,9 +118,9 @@ class Child:
     def deadline(self) -> float:
         return self.started + self.scenario.timeout_s * 0.9
 
-    def emit(self, kind: str, **data: Any) -> None:
+    def emit(self, data: EventData) -> None:
         with (self.run_dir / "progress.jsonl").open("a") as fh:
-            fh.write(ProgressEvent(kind, time.monotonic(), data).to_line())
+            fh.write(ProgressEvent(time.monotonic(), data).to_line())
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -194,7 +203,7 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
     def delete_cache() -> None:
         root = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parent
         start = time.monotonic()  # the event's `at` is its end: the judge counts the span
-        child.emit("cache_deleted", bytes=cache_state.delete_cache(root), start=start)
+        child.emit(CacheDeleted(bytes=cache_state.delete_cache(root), start=start))
 
     is_deleted = sc.cache_state.spec.deleted_mid_run
     gate = spec.start_gate
@@ -210,19 +219,19 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
         on_quota=(lambda: _mark(gate, "done", spec.thread_offset)) if gate else None,
         siblings_done=(lambda: _count(gate, "done") >= gate.parties) if gate else None,
         # The runner reads /proc/<pid>/task/<tid>: ids as it sees them, not the namespace's.
-        on_started=lambda tids: child.emit(STEPPING, tids=pidns.outer_tids(tids)),
+        on_started=lambda tids: child.emit(Stepping(tuple(pidns.outer_tids(tids)))),
     )
     if gate:
         # Half the time left at most: a sibling that died before the gate must not turn this
         # process's run into a hang (the concurrency check still sees a late start).
         limit = time.monotonic() + (child.deadline - time.monotonic()) / 2
         met = wait_for_siblings(gate, spec.thread_offset, limit)
-        child.emit("start_gate", met=met)
+        child.emit(StartGateWait(met))
     grace = min(30.0, sc.timeout_s * 0.05)  # deadline (0.9) + grace stays inside the timeout
     if threads.run_threads(runs, plan, join_grace_s=grace):
         child.final_dump()
     for run in runs:
-        child.emit("thread", **thread_report(run).to_json())
+        child.emit(thread_report(run))
     return warmup_s
 
 
@@ -253,7 +262,7 @@ def main(run_dir: Path) -> int:
     runs = build_runs(child, workload)
     # The hardware goes out now too: a run that hangs later writes no report to carry it.
     machine = hardware(spec.devices)
-    child.emit("built", threads=len(runs), hardware=machine)
+    child.emit(Built(len(runs), machine))
     # Read now, not after the threads: a run whose threads hung has only the join's grace left
     # to write its report before the runner kills it, and the reading walks package metadata.
     installed = software()
