@@ -35,7 +35,7 @@ def config_lines(name: str, path: Path) -> list[str]:
         (t,) = r.threads
         # The judge's own rule (metrics.is_steady): past warm-up, and not a shape's first step.
         firsts = {t.shapes.index(shape) for shape in set(t.shapes)}
-        warmup = r.scenario["warmup_steps"]
+        warmup = r.scenario.warmup_steps
         steady = [x for n, x in enumerate(t.step_s) if is_steady(n, n in firsts, warmup)]
         cv = statistics.stdev(steady) / statistics.mean(steady) if len(steady) > 1 else 0.0
         out.append(

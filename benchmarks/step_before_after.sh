@@ -69,8 +69,8 @@ for side, tree in (("reference", "before"), ("candidate", "after")):
             "side": side, "tree": tree, "run": k + 1, "outcome": r.outcome,
             "tokens_per_s": r.tokens_per_s, "mfu": r.mfu, "peak_mem_bytes": r.peak_mem_bytes,
             "mem_growth": r.mem_growth, "mem_series": r.mem_series, "wall_s": r.wall_s,
-            "compile_s": r.compile_s, "device": r.hardware.get("device_name"),
-            "versions": r.versions,
+            "compile_s": r.compile_s, "device": r.hardware.device_name,
+            "versions": r.versions.to_json(),
         })
 (w / "runs.json").write_text(json.dumps(runs, indent=1) + "\n")
 print("| tree | run | outcome | tokens/s | MFU | peak memory | growth | wall s |")

@@ -62,7 +62,7 @@ def production_runs_left(
             f"{cal.control} is not selected in {cell} in this session: the default {rc.repeat}"
         )
     control_runs = max(rc.repeat, cal.control_repeat)
-    landed = sum(1 for r in records if r.scenario["strategy"] == cal.control and cell_of(r) == cell)
+    landed = sum(1 for r in records if r.scenario.strategy == cal.control and cell_of(r) == cell)
     if landed < control_runs:
         return 1, f"{cal.control} has {landed} of {control_runs} runs in {cell} so far"
     needed, why = repeats_for(

@@ -266,7 +266,7 @@ def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: Te
     from harness.judge.inputs import roles_of
     from harness.judge.verdict import Calibration, decide, render
 
-    torch_version = records[0].versions.get("torch", ABSENT) if records else ABSENT
+    torch_version = records[0].versions.torch if records else ABSENT
     device = "cuda" if opts.on_gpu else "cpu"
     probes = {} if torch_version == ABSENT else _probe_expectations(torch_version, device)
     # The roles the records ran under (this run's own), as the report and pytest read them.

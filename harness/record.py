@@ -1,4 +1,4 @@
-"""Run records: dataclasses for one run and its threads, serialised only at the JSON boundary.
+"""Run records: dataclasses for one run, its threads and what it ran on, JSON only at the edge.
 
 JSON Lines files are appended one whole line per write (O_APPEND + fsync, under a lock), so a
 crash or hang in a later run never loses or corrupts what an earlier run recorded; a line a
@@ -6,7 +6,9 @@ killed writer tore is closed off before the next append and counted by every rea
 Schema 2: every field is written and every field must be there to read a record, except the
 few added to it since (`ADDED_TO_SCHEMA_2`), which records written before them lack. Reading
 one checks every field's type and the rules every record obeys (`check_record_json`), so each
-reader of records (harness.judge.inputs) refuses the same ones, with one line.
+reader of records (harness.judge.inputs) refuses the same ones, with one line. A record's
+scenario, versions, hardware and cache proof are typed (Scenario, Versions, Hardware,
+CacheProof) and read and write the JSON that dicts of them did, so schema 2 stands.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ import json
 import math
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from harness import checked as values
 from harness.scenario.spec import Scenario, make_scenario
-from harness.scenario.vocab import CacheState, Outcome, Schedule, Strategy
+from harness.scenario.vocab import CacheState, Outcome, Schedule, Strategy, StrategySpec
 
 SCHEMA_VERSION = 2
 # Fields added to schema 2 after records of it were committed (results/): a record without one
@@ -75,20 +77,134 @@ class ThreadRecord:
     coactive_share: float | None = None
 
 
-# RunRecord.hardware["device_name"] of a run none of whose children said what it ran on.
+# RunRecord.hardware.device_name of a run none of whose children said what it ran on.
 UNREPORTED_DEVICE = "unknown (child did not report)"
+
+
+def _said(data: dict[str, Any], keep: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`data` without the fields that are None (not recorded: absent from the JSON), but
+    those in `keep`, and with tuples as the lists JSON has."""
+    return {
+        k: list(v) if isinstance(v, tuple) else v
+        for k, v in data.items()
+        if v is not None or k in keep
+    }
+
+
+@dataclass(frozen=True)
+class Versions:
+    """What a run ran, as harness.versions.software reads it (ABSENT: not installed). A field
+    None was not recorded, and its JSON leaves it out: records written before `cuda` was read
+    lack it, and a lost cell's record (scripts/nightly_plan.py) names torch and transformers."""
+
+    torch: str
+    transformers: str
+    python: str | None = None
+    triton: str | None = None
+    cuda: str | None = None
+    # Where no child reported: the versions are the parent's own reading, and this says so
+    # (harness.run.runner.installed_versions).
+    source: str | None = None
+
+    def to_json(self) -> dict[str, str]:
+        return _said(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "versions") -> Versions:
+        """GateInputError, one line, on a value that is no string or a field missing/unknown."""
+        raw = _exactly(cls, _table_of(_text)(data, where), where, optional=_defaulted(cls))
+        return cls(**raw)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What a run stepped on (harness.versions.hardware). A field None was not recorded, and
+    its JSON leaves it out: a run whose children never said has only device_name."""
+
+    device_name: str | None = None  # None: a CPU (harness.judge.baselines.hardware_key)
+    cpu_count: int | None = None
+    cuda_device_count: int | None = None
+    device_names: tuple[str, ...] | None = None  # the run's GPUs, in its devices' order
+    # They tell one GPU from another of the same name: harness.ab's sides must step on one.
+    # An item is None where the torch build's device properties have none.
+    device_uuids: tuple[str | None, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return _said(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "hardware") -> Hardware:
+        """GateInputError, one line, on a field of the wrong type, or unknown."""
+        raw = _exactly(cls, values.table(data, where), where, optional=_defaulted(cls))
+        if raw.get("device_name") is not None:
+            values.text(raw["device_name"], f"{where}.device_name")
+        for name in ("cuda_device_count", "cpu_count"):
+            if raw.get(name) is not None:
+                values.integer(raw[name], f"{where}.{name}")
+        if raw.get("device_names") is not None:
+            names = _list_of(_text)(raw["device_names"], f"{where}.device_names")
+            raw["device_names"] = tuple(names)
+        if raw.get("device_uuids") is not None:
+            uuids = _list_of(_optional(_text))(raw["device_uuids"], f"{where}.device_uuids")
+            raw["device_uuids"] = tuple(uuids)
+        return cls(**raw)
+
+
+@dataclass(frozen=True)
+class CacheProof:
+    """A run's proof of its cache state (harness.judge.decide.cache_findings): where the cache
+    was, its counters, the bytes deleted mid-run (None: nothing was). The rest is there where it
+    applies, else None and left out of the JSON: the prime_* fields and bytes_before_run where a
+    priming run made the state, proven_warm where cache hits must prove it."""
+
+    state: str
+    dir: str
+    counters: dict[str, int]
+    deleted_bytes: int | None
+    bytes_before_run: int | None = None
+    prime_ok: bool | None = None
+    prime_counters: dict[str, int] | None = None
+    prime_copied: bool | None = None  # a copy of one priming run the scenario's runs shared
+    prime_error: str | None = None  # the failed priming run's stderr, its end
+    proven_warm: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return _said(asdict(self), keep=("deleted_bytes",))
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "cache") -> CacheProof | None:
+        """None for `{}` (a record made by hand, not by a run); GateInputError, one line, on a
+        field missing, unknown or of the wrong type."""
+        if values.table(data, where) == {}:
+            return None
+        raw = _exactly(cls, data, where, optional=_defaulted(cls) - {"deleted_bytes"})
+        checks: dict[str, Callable[[object, str], Any]] = {
+            "state": lambda v, w: values.choice(CacheState, v, w),
+            "dir": _text,
+            "counters": _table_of(_count),
+            "deleted_bytes": _optional(_count),
+            "bytes_before_run": _optional(_count),
+            "prime_ok": _optional(_bool),
+            "prime_counters": _optional(_table_of(_count)),
+            "prime_copied": _optional(_bool),
+            "prime_error": _optional(_text),
+            "proven_warm": _optional(_bool),
+        }
+        for name, value in raw.items():
+            checks[name](value, f"{where}.{name}")
+        return cls(**raw)
 
 
 @dataclass
 class RunRecord:
-    scenario: dict[str, Any]
+    scenario: Scenario
     outcome: str
     outcome_counts: dict[str, int]
     threads: list[ThreadRecord]
     threads_asked: int
     threads_concurrent: int
-    versions: dict[str, str]
-    hardware: dict[str, Any]
+    versions: Versions
+    hardware: Hardware
     tokens_per_s: float | None = None  # steady state, all threads together (median of windows)
     tokens_per_s_spread: float | None = None  # (max − min) / median over windows
     tokens_per_s_windows: list[float] = field(default_factory=list)
@@ -98,7 +214,7 @@ class RunRecord:
     mem_series: dict[str, list[int]] = field(default_factory=dict)
     mfu: float | None = None
     flops_per_s: float | None = None
-    cache: dict[str, Any] = field(default_factory=dict)  # dir, counters: proof of the state
+    cache: CacheProof | None = None  # None: no proof (a record made by hand; JSON `{}`)
     detail: str | None = None  # why the run as a whole got its outcome
     stacks: str | None = None  # every thread's stack, on a hang
     # A hang the stall watch called: every stack of racegate's threads unchanged, the run idle,
@@ -140,7 +256,13 @@ class RunRecord:
         return "" if self.timing_valid else "it overlapped other runs (timing_valid false)"
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            **asdict(self),
+            "scenario": self.scenario.to_json(),
+            "versions": self.versions.to_json(),
+            "hardware": self.hardware.to_json(),
+            "cache": self.cache.to_json() if self.cache else {},
+        }
 
     @classmethod
     def from_json(cls, data: object) -> RunRecord:
@@ -149,6 +271,13 @@ class RunRecord:
         data = check_record_json(data)
         threads = [ThreadRecord(**t) for t in data["threads"]]
         return cls(**{**data, "threads": threads})
+
+
+def _defaulted(cls: type) -> frozenset[str]:
+    """The fields of dataclass `cls` that have a default: its JSON may leave them out."""
+    return frozenset(
+        f.name for f in fields(cls) if f.default is not MISSING or f.default_factory is not MISSING
+    )
 
 
 def _exactly(
@@ -222,10 +351,6 @@ def _bool(value: object, where: str) -> bool:
     return values.boolean(value, where)
 
 
-def _table(value: object, where: str) -> dict[str, Any]:
-    return values.table(value, where)
-
-
 def _outcome(value: object, where: str) -> str:
     return str(values.choice(Outcome, value, where))
 
@@ -264,19 +389,6 @@ _THREAD_FIELDS: dict[str, Callable[[object, str], Any]] = {
 }
 
 
-def _hardware(value: object, where: str) -> dict[str, Any]:
-    hardware = values.table(value, where)
-    if "device_name" in hardware:  # absent: a CPU (harness.judge.baselines.hardware_key)
-        values.text(hardware["device_name"], f"{where}.device_name")
-    for name in ("cuda_device_count", "cpu_count"):
-        if name in hardware:
-            values.integer(hardware[name], f"{where}.{name}")
-    for name in ("device_names", "device_uuids"):
-        if name in hardware:
-            _list_of(_text)(hardware[name], f"{where}.{name}")
-    return hardware
-
-
 def _positive_rate(value: object, where: str) -> float:
     values.positive_number(value, where)
     return value  # type: ignore[return-value]
@@ -297,8 +409,8 @@ _RUN_FIELDS: dict[str, Callable[[object, str], Any]] = {
     "threads": lambda value, where: _list_of(check_thread_json)(value, where),
     "threads_asked": lambda value, where: values.integer(value, where, low=1),
     "threads_concurrent": _count,
-    "versions": _table_of(_text),
-    "hardware": _hardware,
+    "versions": Versions.from_json,
+    "hardware": Hardware.from_json,
     "tokens_per_s": _optional(_positive_rate),
     "tokens_per_s_spread": _optional(_SECONDS),
     "tokens_per_s_windows": _list_of(_SECONDS),
@@ -308,7 +420,7 @@ _RUN_FIELDS: dict[str, Callable[[object, str], Any]] = {
     "mem_series": _table_of(_list_of(_count)),
     "mfu": _optional(_SECONDS),
     "flops_per_s": _optional(_SECONDS),
-    "cache": _table,
+    "cache": CacheProof.from_json,
     "detail": _optional(_text),
     "stacks": _optional(_text),
     "stalled_s": _optional(_SECONDS),
@@ -337,9 +449,9 @@ def check_thread_json(data: object, where: str) -> dict[str, Any]:
 ADDED_TO_SCENARIO = frozenset({"stall_s", "strategy_spec", "production", "control"})
 
 
-def check_scenario_json(data: object, where: str = "scenario") -> dict[str, Any]:
+def check_scenario_json(data: object, where: str = "scenario") -> Scenario:
     """A record's scenario as written (`Scenario.to_json`): every field there, each of its
-    type and a value `make_scenario` accepts. Returned as written: readers key on it."""
+    type and a value `make_scenario` accepts, made into the Scenario it describes."""
     raw = _exactly(Scenario, data, where, optional=ADDED_TO_SCENARIO)
     choices = {"strategy": Strategy, "cache_state": CacheState, "schedule": Schedule}
     if raw.get("strategy_spec") is not None:  # a workload's own strategy: any name, its spec
@@ -363,11 +475,31 @@ def check_scenario_json(data: object, where: str = "scenario") -> dict[str, Any]
     if raw["switch_interval_s"] is not None:
         values.positive_number(raw["switch_interval_s"], f"{where}.switch_interval_s")
     values.table(raw["extra"], f"{where}.extra")
+    if raw.get("strategy_spec") is not None:
+        raw["strategy_spec"] = _strategy_spec_json(raw["strategy_spec"], f"{where}.strategy_spec")
     try:
-        make_scenario(**raw)
+        return make_scenario(**raw)
     except ValueError as exc:
         raise values.GateInputError(f"{where}: {exc}") from None
-    return raw
+
+
+# A workload strategy's spec as records wrote it before a field was renamed: old name → new.
+RENAMED_IN_STRATEGY_SPEC = {"processes": "one_process_per_worker"}
+
+
+def _strategy_spec_json(data: object, where: str) -> dict[str, Any]:
+    """A workload strategy's spec as written (`StrategySpec` fields; those with a default may
+    be absent, a field's old name reads as its new one); GateInputError naming the fields."""
+    spec = values.table(data, where)
+    spec = {RENAMED_IN_STRATEGY_SPEC.get(k, k): v for k, v in spec.items()}
+    defaulted = frozenset(f.name for f in fields(StrategySpec) if f.default is not MISSING)
+    spec = _exactly(StrategySpec, spec, where, optional=defaulted)
+    for name, value in spec.items():
+        if name != "judged_by":
+            values.boolean(value, f"{where}.{name}")
+    if spec.get("judged_by") is not None:
+        values.text(spec["judged_by"], f"{where}.judged_by")
+    return spec
 
 
 def check_record_json(data: object) -> dict[str, Any]:
@@ -390,13 +522,14 @@ def check_record_json(data: object) -> dict[str, Any]:
 
 
 def record_rule_broken(record: dict[str, Any]) -> str | None:
-    """What a checked record's JSON breaks of the rules every record obeys (None: nothing).
+    """What a checked record's fields (`check_record_json`) break of the rules every record
+    obeys (None: nothing).
 
     `ok` means every thread asked for ran, finished its steps, ok, and all of them together
     (docs/vocabulary.md): harness.judge.decide writes no other `ok`."""
     asked, concurrent = record["threads_asked"], record["threads_concurrent"]
-    scenario = record["scenario"]
-    per_scenario = scenario["threads_per_device"] * len(scenario["devices"])
+    scenario: Scenario = record["scenario"]
+    per_scenario = scenario.threads
     if asked != per_scenario:
         return (
             f"threads_asked is {asked}, but the scenario asks for {per_scenario} "
@@ -407,7 +540,7 @@ def record_rule_broken(record: dict[str, Any]) -> str | None:
     if record["outcome"] != Outcome.OK:
         return None
     threads = record["threads"]
-    quota = scenario["warmup_steps"] + scenario["steps"]
+    quota = scenario.warmup_steps + scenario.steps
     if len(threads) != asked:
         return f"outcome ok with {len(threads)} thread record(s) of {asked} asked"
     for t in threads:

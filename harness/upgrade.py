@@ -185,7 +185,7 @@ def first_failure(records: Path, strategy: str | None, control: str | None) -> s
     except (OSError, ValueError):
         return ""
     for rec in recs:
-        name = rec.scenario.get("strategy")
+        name = rec.scenario.strategy
         mine = name == strategy if strategy else name != control
         if mine and rec.outcome not in CLEAN:
             detail = " ".join((rec.detail or "").split())[:300]
@@ -205,7 +205,7 @@ def _hardware(records: Path) -> tuple[str, str]:
     if not recs:
         return "unknown", "this hardware"
     key = hardware_key(recs[0])
-    name = str((recs[0].hardware or {}).get("device_name") or "cpu")
+    name = recs[0].hardware.device_name or "cpu"
     return key, ("CPU" if key == "cpu" else f"{name} ({key})")
 
 

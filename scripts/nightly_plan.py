@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from a checkout: harness is not installed
 
-from harness.record import RunRecord, append_jsonl, read_jsonl  # noqa: E402
+from harness.record import Hardware, RunRecord, Versions, append_jsonl, read_jsonl  # noqa: E402
 from harness.scenario import settings  # noqa: E402
 from harness.scenario.spec import Scenario  # noqa: E402
 from harness.scenario.vocab import CacheState, Outcome, Schedule  # noqa: E402
@@ -107,14 +107,14 @@ def lost_record(cell: Cell, why: str) -> RunRecord:
         devices=devices,
     )
     return RunRecord(
-        scenario=scenario.to_json(),
+        scenario=scenario,
         outcome=str(Outcome.CRASH),
         outcome_counts={str(Outcome.CRASH): scenario.threads},
         threads=[],
         threads_asked=scenario.threads,
         threads_concurrent=0,
-        versions={"torch": cell.torch, "transformers": cell.transformers},
-        hardware={"device_name": LOST_DEVICE, "cuda_device_count": cell.gpus},
+        versions=Versions(torch=cell.torch, transformers=cell.transformers),
+        hardware=Hardware(device_name=LOST_DEVICE, cuda_device_count=cell.gpus),
         detail=f"cell failed: {why} (nox session {cell.session}); see the cell job's log",
         command=f'nox -s "{cell.session}"',
     )

@@ -10,7 +10,6 @@ the replica with seed i (scenarios here use seed 0).
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import resource
 import signal
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from harness.run.child_spec import ChildSpec
 from harness.scenario.workload_api import StepResult
 from tests.busy import compute_for, one_intra_op_thread
 
@@ -82,8 +82,9 @@ def _vm_bytes() -> int:
 def _busy_until(share: float) -> None:
     """Compute until `share` of the run's timeout by the runner's clock: its start and the
     timeout are in the run dir's scenario.json (the worker's argument)."""
-    spec = json.loads((Path(sys.argv[1]) / "scenario.json").read_text())
-    until = spec["runner_t0"] + share * spec["scenario"]["timeout_s"]
+    spec = ChildSpec.read(Path(sys.argv[1]))
+    assert spec.runner_t0 is not None, "the runner sets it at the child's start"
+    until = spec.runner_t0 + share * spec.scenario.timeout_s
     while time.monotonic() < until:
         pass
 

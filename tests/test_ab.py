@@ -32,7 +32,7 @@ from harness.ab.stats import (
 )
 from harness.ab.store import read_ab, write_ab
 from harness.judge.compare import Change
-from harness.record import RunRecord, ThreadRecord, read_jsonl
+from harness.record import Hardware, RunRecord, ThreadRecord, Versions, read_jsonl
 from harness.scenario.spec import Scenario
 from harness.scenario.vocab import TEST_SLOWDOWN_ENV
 
@@ -43,14 +43,14 @@ def _record(**kw: object) -> RunRecord:
     scenario = Scenario(threads_per_device=1)
     done = scenario.warmup_steps + scenario.steps
     base: dict[str, object] = dict(
-        scenario=scenario.to_json(),
+        scenario=scenario,
         outcome="ok",
         outcome_counts={"ok": 1},
         threads=[ThreadRecord(0, "cpu", "ok", steps_done=done)],
         threads_asked=1,
         threads_concurrent=1,
-        versions={"torch": "x"},
-        hardware={},
+        versions=Versions(torch="x", transformers="y"),
+        hardware=Hardware(),
         tokens_per_s=100.0,
     )
     return RunRecord(**{**base, **kw})  # type: ignore[arg-type]
@@ -119,7 +119,7 @@ def test_a_side_on_another_gpu_fails_the_ab(tmp_path: Path) -> None:
     `harness run`: CI has no GPU to put a UUID in a real record): the A/B stops at the first
     run on another GPU and makes no call."""
     for gpu in ("a", "b"):
-        rec = _record(hardware={"device_uuids": [f"GPU-{gpu}"]}, wall_s=1.0)
+        rec = _record(hardware=Hardware(device_uuids=(f"GPU-{gpu}",)), wall_s=1.0)
         (tmp_path / f"{gpu}.jsonl").write_text(json.dumps(rec.to_json()) + "\n")
     child = tmp_path / "python"
     child.write_text(
@@ -500,7 +500,7 @@ def _two_gpu_ab(candidate: Any = None) -> ABResult:
         if side == "candidate" and candidate is not None:
             record = candidate(record)
         samples.append(sample_of(record, side, i))
-    sides = {s: {"python": f"{s}/bin/python", "env": {}, "versions": runs[0].versions}
+    sides = {s: {"python": f"{s}/bin/python", "env": {}, "versions": runs[0].versions.to_json()}
              for s in SIDES}  # fmt: skip
     result = ABResult(["--preset", "small"], sides, samples)
     result.throughput, result.memory, result.memory_note = compare_samples(samples, 0.03, 0.95)

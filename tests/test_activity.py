@@ -12,7 +12,7 @@ import pytest
 
 from harness.run import stall
 from harness.run.activity import SAMPLER_NICE, ActivitySampler
-from harness.run.protocol import STEPPING, ProgressEvent
+from harness.run.protocol import ProgressEvent, Stepping
 
 # Every test here starts child processes: the process tier (tests/conftest.py).
 pytestmark = pytest.mark.process
@@ -36,7 +36,7 @@ def test_a_busy_thread_is_found_running_and_one_waiting_on_a_lock_never(tmp_path
     for t in threads:
         t.start()
     tids = [t.native_id for t in threads]
-    event = ProgressEvent(STEPPING, time.monotonic(), {"tids": tids})
+    event = ProgressEvent(time.monotonic(), Stepping(tuple(tids)))
     (tmp_path / "progress.jsonl").write_text(event.to_line())
     ready.wait()
     try:

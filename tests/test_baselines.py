@@ -13,7 +13,7 @@ from harness import cli
 from harness.judge import baselines
 from harness.judge.baselines import REFRESH_COMMAND, FloorCall
 from harness.judge.outcomes import count, worst
-from harness.record import RunRecord, ThreadRecord, append_jsonl, read_jsonl
+from harness.record import Hardware, RunRecord, ThreadRecord, Versions, append_jsonl, read_jsonl
 from harness.scenario.spec import make_scenario
 from harness.scenario.vocab import Outcome
 
@@ -61,14 +61,14 @@ def make_record(
         for i, o in enumerate(outcomes)
     ]
     record = RunRecord(
-        scenario=sc.to_json(),
+        scenario=sc,
         outcome=str(worst(outcomes)),
         outcome_counts=count(outcomes),
         threads=threads,
         threads_asked=sc.threads,
         threads_concurrent=sc.threads,
-        versions={"python": "3.12.3", "torch": torch, "transformers": transformers},
-        hardware=dict(H200 if hardware is None else hardware),
+        versions=Versions(python="3.12.3", torch=torch, transformers=transformers),
+        hardware=Hardware.from_json(dict(H200 if hardware is None else hardware)),
         tokens_per_s=tps,
         tokens_per_s_spread=0.02 if tps else None,
         tokens_per_s_windows=[tps] * 3 if tps else [],
@@ -101,13 +101,15 @@ def test_floor_key_names_schedule_only_when_not_barrier() -> None:
 def test_floor_key_names_a_target_on_devices_of_its_own() -> None:
     """The incident topology carries a target model's load: it must not share a plain floor."""
     record = make_record()
-    incident = {**record.scenario, "target_devices": ["cuda:0"]}
+    incident = dataclasses.replace(record.scenario, target_devices=("cuda:0",))
     assert baselines.floor_key(incident) == "small/warmup/2x1/6steps/target1"
 
 
 def byo(record: RunRecord) -> RunRecord:
     """`record` as a run of a workload of the user's own (`--workload my.step:make`)."""
-    return dataclasses.replace(record, scenario={**record.scenario, "workload": "my.step:make"})
+    return dataclasses.replace(
+        record, scenario=dataclasses.replace(record.scenario, workload="my.step:make")
+    )
 
 
 def test_another_workloads_floor_neither_judges_nor_overwrites_the_drafters(

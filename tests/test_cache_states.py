@@ -27,17 +27,17 @@ def test_sdpa_dense_trains_in_two_threads(cache_state: str) -> None:
     assert record.threads_concurrent == 2 and record.threads_asked == 2
     assert all(t.steps_done >= 4 for t in record.threads)
     assert record.tokens_per_s and record.tokens_per_s > 0
-    assert record.cache["state"] == cache_state
+    assert record.cache.state == cache_state
 
 
 def test_warm_state_is_proven_by_cache_hits() -> None:
     record = run_scenario(tiny("per_device", "warm"))
     assert record.outcome == "ok", record.detail
-    assert record.cache["prime_ok"]
-    counters = record.cache["counters"]
+    assert record.cache.prime_ok
+    counters = record.cache.counters
     assert counters.get("inductor.fxgraph_cache_hit", 0) > 0, counters
     assert counters.get("inductor.fxgraph_cache_miss", 0) == 0, counters
-    assert record.cache["proven_warm"] is True
+    assert record.cache.proven_warm is True
 
 
 def test_the_runs_of_a_warm_case_share_one_priming_run_and_each_proves_warm(tmp_path) -> None:
@@ -70,18 +70,18 @@ def test_the_runs_of_a_warm_case_share_one_priming_run_and_each_proves_warm(tmp_
     assert not primed.root.exists()
     for record in records:
         assert record.outcome == "ok", record.detail
-        assert record.cache["prime_ok"] and record.cache["prime_copied"]
-        assert record.cache["proven_warm"] is True, record.cache["counters"]
-        assert record.cache["dir"] != str(primed.root)
+        assert record.cache.prime_ok and record.cache.prime_copied
+        assert record.cache.proven_warm is True, record.cache.counters
+        assert record.cache.dir != str(primed.root)
 
 
 def test_deleted_state_removes_the_cache_mid_run_and_compiles_again() -> None:
     record = run_scenario(tiny("per_device", "deleted"))
     assert record.outcome == "ok", record.detail
-    assert record.cache["deleted_bytes"] and record.cache["deleted_bytes"] > 0
+    assert record.cache.deleted_bytes and record.cache.deleted_bytes > 0
     # After the deletion the threads moved to a new bucket shape, so something compiled again.
     assert any(len(set(t.shapes)) > 1 for t in record.threads)
-    assert record.cache["counters"].get("inductor.fxgraph_cache_miss", 0) > 0
+    assert record.cache.counters.get("inductor.fxgraph_cache_miss", 0) > 0
 
 
 def test_a_compiled_run_and_a_probe_run_write_nothing_outside_their_root(
@@ -110,7 +110,7 @@ def test_a_compiled_run_and_a_probe_run_write_nothing_outside_their_root(
     )  # fmt: skip
     record = run_scenario(sc, keep=True, work_dir=tmp_path)
     assert record.outcome == "ok", record.detail
-    compiled = sorted(p.name for p in Path(record.cache["dir"]).rglob("*") if p.is_file())
+    compiled = sorted(p.name for p in Path(record.cache.dir).rglob("*") if p.is_file())
     assert compiled, "the run compiled nothing: this test would prove nothing"
     probes = run_probes_isolated(["is_compiling_leak"], timeout_s=60)
     assert [r.name for r in probes] == ["is_compiling_leak"]
@@ -173,7 +173,7 @@ def test_prime_each_run_primes_every_warm_run_alone_and_the_default_copies_one(t
 
     alone = warm_runs("alone", "--prime-each-run")
     shared = warm_runs("shared")
-    assert [c["prime_copied"] for c in alone] == [False, False], alone
-    assert [c["prime_copied"] for c in shared] == [True, True], shared
+    assert [c.prime_copied for c in alone] == [False, False], alone
+    assert [c.prime_copied for c in shared] == [True, True], shared
     for cache in alone + shared:
-        assert cache["prime_ok"] and cache["proven_warm"] is True, cache
+        assert cache.prime_ok and cache.proven_warm is True, cache

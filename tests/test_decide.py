@@ -9,12 +9,16 @@ import pytest
 
 from harness.judge.decide import COACTIVE_SHARE, CONCURRENCY_SHARE, record_run
 from harness.judge.metrics import coactivity, merge, overlap_share
+from harness.record import Versions
 from harness.run.protocol import (
+    Built,
+    CacheDeleted,
     CacheEvidence,
     ChildEvidence,
     ChildReport,
     ProgressEvent,
     RunEvidence,
+    StartGateWait,
     Step,
     ThreadActivity,
     ThreadReport,
@@ -82,14 +86,18 @@ def child(
 ) -> ChildEvidence:
     report = None
     if threads is not None:
+        said = {"torch": "x", "transformers": "y"}
         report = ChildReport(
-            tuple(threads), {"torch": "x"}, {"device_name": "cpu"}, {}, None, {}, flops_error
+            tuple(threads), said, {"device_name": "cpu"}, {}, None, {}, flops_error
         )
     if activity == AUTO:
         activity = looked_at(threads) if threads else ()
     return ChildEvidence(
         rc, timed_out, oom_kills, report, None, progress, "", stderr, 1.0, activity
     )
+
+
+PARENT_VERSIONS = {"torch": "p", "transformers": "q"}
 
 
 def evidence(*children: ChildEvidence, threads: int = 2, cache: str = "cold", **kw) -> RunEvidence:
@@ -101,7 +109,7 @@ def evidence(*children: ChildEvidence, threads: int = 2, cache: str = "cold", **
                              kw.pop("deleted", None),
                              kw.pop("prime_watch", WatchEvidence()))  # fmt: skip
     return RunEvidence(
-        sc.to_json(), tuple(children), cache_ev, {}, True, "", 0, "", 1.0, {"torch": "p"}, [],
+        sc.to_json(), tuple(children), cache_ev, {}, True, "", 0, "", 1.0, PARENT_VERSIONS, [],
         kw.pop("watch", WatchEvidence()),
     )  # fmt: skip
 
@@ -125,11 +133,11 @@ def test_exit_after_every_thread_reported_is_a_crash() -> None:
 
 
 def test_clean_exit_without_a_result_is_a_crash() -> None:
-    built = ProgressEvent("built", 0.0, {"threads": 2, "hardware": {"device_name": "cpu"}})
+    built = ProgressEvent(0.0, Built(2, {"device_name": "cpu"}))
     rec = record_run(evidence(child(None, progress=(built,))))
     assert rec.outcome == "crash" and "without a result" in (rec.detail or "")
-    assert len(rec.threads) == 2 and rec.hardware["device_name"] == "cpu"
-    assert rec.versions == {"torch": "p"}  # the parent's reading
+    assert len(rec.threads) == 2 and rec.hardware.device_name == "cpu"
+    assert rec.versions == Versions(torch="p", transformers="q")  # the parent's reading
 
 
 def test_serial_steps_are_not_concurrent() -> None:
@@ -339,9 +347,9 @@ def test_a_stalled_priming_run_leaves_the_cache_state_unreached() -> None:
         strategy="per_device",
     )  # fmt: skip
     stalled = replace(ok, cache=replace(ok.cache, prime_watch=WatchEvidence(stalled_s=9.0)))
-    assert record_run(ok).cache["prime_ok"] is True
+    assert record_run(ok).cache.prime_ok is True
     rec = record_run(stalled)
-    assert rec.cache["prime_ok"] is False and "priming failed" in rec.detail, rec.detail
+    assert rec.cache.prime_ok is False and "priming failed" in rec.detail, rec.detail
 
 
 def test_flops_failure_is_not_ok() -> None:
@@ -393,9 +401,9 @@ def test_the_cache_deletion_keeps_the_other_threads_company() -> None:
         trace([(a, b, 1.0) for a, b in t1], until, tid=2),
     )
     good_prime = child([thread(0, [(0, 1)])])
-    for start, outcome in ((1.2, "ok"), (None, "not_concurrent")):
-        data = {"bytes": 10} if start is None else {"bytes": 10, "start": start}
-        deleted = ProgressEvent("cache_deleted", 3.0, data)
+    # A deletion whose start is not before its end (another clock) spans nothing.
+    for start, outcome in ((1.2, "ok"), (3.5, "not_concurrent")):
+        deleted = ProgressEvent(3.0, CacheDeleted(bytes=10, start=start))
         run = child([thread(0, t0), thread(1, t1)], progress=(deleted,), activity=looks)
         rec = record_run(evidence(run, cache="deleted", prime=good_prime, deleted=10,
                               strategy="per_device"))  # fmt: skip
@@ -434,13 +442,13 @@ def test_peak_memory_adds_up_over_processes_on_one_device() -> None:
 def test_a_start_gate_that_timed_out_is_named_in_the_detail() -> None:
     """The `start_gate` event's only reader: a process that gave up waiting for its siblings
     says so beside the not_concurrent it likely caused."""
-    late = (ProgressEvent("start_gate", 0.0, {"met": False}),)
+    late = (ProgressEvent(0.0, StartGateWait(met=False)),)
     a = child([thread(0, APART[0])], progress=late)
-    b = child([thread(1, APART[1])], progress=(ProgressEvent("start_gate", 0.0, {"met": True}),))
+    b = child([thread(1, APART[1])], progress=(ProgressEvent(0.0, StartGateWait(met=True)),))
     rec = record_run(evidence(a, b, strategy="processes"))
     assert rec.outcome == "not_concurrent"
     assert "1 process(es) started without their siblings" in (rec.detail or "")
-    a = child([thread(0, TOGETHER[0])], progress=(ProgressEvent("start_gate", 0.0, {"met": True}),))
+    a = child([thread(0, TOGETHER[0])], progress=(ProgressEvent(0.0, StartGateWait(met=True)),))
     assert "siblings" not in (record_run(evidence(a, b, strategy="processes")).detail or "")
 
 
@@ -509,7 +517,7 @@ def test_a_silent_fallback_says_how_often_it_fell_back() -> None:
 def test_a_crash_before_any_thread_reported_says_nothing_of_co_activity() -> None:
     """A child that died before its threads reported gave the judge no looks to judge: its
     detail read "the share not in a turn alone was  (needs ≥ 40%", with no value."""
-    built = ProgressEvent("built", 0.0, {"threads": 2, "hardware": {"device_name": "cpu"}})
+    built = ProgressEvent(0.0, Built(2, {"device_name": "cpu"}))
     rec = record_run(evidence(child(None, rc=-signal.SIGSEGV, progress=(built,))))
     assert rec.outcome == "crash" and "SIGSEGV" in (rec.detail or ""), rec.detail
     assert "not in a turn alone" not in (rec.detail or ""), rec.detail

@@ -63,11 +63,13 @@ def cell_runs(name: str, roles: tuple[str, str] | None) -> list[RunRecord]:
     """One cell's records, each naming `roles` (None: as racegate wrote them, naming none)."""
     text = lzma.decompress(RUNS[name].read_bytes()).decode()
     records = [RunRecord.from_json(json.loads(line)) for line in text.splitlines()]
-    assert all("production" not in r.scenario for r in records)  # old records: readable
+    assert all(r.scenario.production is None for r in records)  # old records: readable
     if roles is None:
         return records
     named = {"production": roles[0], "control": roles[1]}
-    return [dataclasses.replace(r, scenario={**r.scenario, **named}) for r in records]
+    return [
+        dataclasses.replace(r, scenario=dataclasses.replace(r.scenario, **named)) for r in records
+    ]
 
 
 def documented_table() -> dict[str, dict[str, int]]:

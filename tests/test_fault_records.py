@@ -26,7 +26,7 @@ def test_an_append_after_a_torn_line_is_not_glued_onto_it(tmp_path: Path) -> Non
         fh.write(json.dumps(make_record().to_json())[:200])
     append_jsonl(out, make_record(strategy="per_device"))
     records, torn = read_jsonl_counted(out)
-    assert [r.scenario["strategy"] for r in records] == ["warmup", "per_device"]
+    assert [r.scenario.strategy for r in records] == ["warmup", "per_device"]
     assert torn == [2]
     with pytest.raises(TornRecordsError, match="1 torn line"):
         read_jsonl(out)
@@ -50,7 +50,7 @@ def test_two_writers_appending_to_one_file(tmp_path: Path) -> None:
         w.join(120)
     records, torn = read_jsonl_counted(out)
     assert torn == [] and len(records) == 100
-    assert sorted({r.scenario["strategy"] for r in records}) == ["eager", "warmup"]
+    assert sorted({r.scenario.strategy for r in records}) == ["eager", "warmup"]
 
 
 def test_schema_2_needs_every_field() -> None:

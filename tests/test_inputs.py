@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ import pytest
 from harness import cli
 from harness.judge import baselines
 from harness.judge.decide import record_run
-from harness.record import RunRecord
+from harness.judge.inputs import read_record_file
+from harness.record import RunRecord, append_jsonl
 from tests.test_baselines import make_record, write
 from tests.test_decide import child, evidence, ok_threads, thread, trace
 from tests.test_report import PROD, clean_row, floors  # noqa: F401  (a fixture)
@@ -52,6 +54,7 @@ def _mutate(record: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     return record
 
 
+PROOF = {"state": "cold", "dir": "/x", "counters": {}, "deleted_bytes": None}  # a cache proof
 BAD = [
     ("threads.1.outcome", "bogus", "threads[1].outcome is 'bogus'; choose from: ok"),
     ("timing_valid", "yes", "timing_valid is 'yes'; expected true or false"),
@@ -72,6 +75,14 @@ BAD = [
     ("threads_asked", 3, "threads_asked is 3, but the scenario asks for 2"),
     ("wall_s", "long", "wall_s is 'long'; expected null or a finite number ≥ 0.0"),
     ("versions.torch", 2.11, "versions['torch'] is 2.11; expected a string"),
+    ("scenario.strategy_spec", {"fast": True}, "scenario.strategy_spec: fields missing ['comp"),
+    ("versions.transformers", ..., "versions: fields missing ['transformers'], unknown none"),
+    ("versions.pip", "24.0", "versions: fields missing none, unknown ['pip']"),
+    ("hardware.cuda_device_count", "2", "hardware.cuda_device_count is '2'; expected an integer"),
+    ("hardware.gpus", 2, "hardware: fields missing none, unknown ['gpus']"),
+    ("cache", {"state": "cold"}, "cache: fields missing ['counters', 'deleted_bytes', 'dir']"),
+    ("cache", {**PROOF, "state": "hot"}, "cache.state is 'hot'; choose from: cold"),
+    ("cache", {**PROOF, "prime_ok": "yes"}, "cache.prime_ok is 'yes'; expected true or false"),
 ]
 
 
@@ -88,6 +99,26 @@ def test_every_reader_refuses_a_malformed_record_in_one_line(
     err = one_line_exit_2(COMMANDS[command](path, tmp_path), capsys)
     assert f"r.jsonl:2: {needle}" in err, err
     assert not (tmp_path / "out" / "gate.json").exists() and not (tmp_path / "b").exists()
+
+
+# A workload strategy's spec as records wrote it before `processes` was renamed
+# `one_process_per_worker` (results/h200-qwen3-flex-example holds such records).
+OLD_SPEC = {
+    "compiled": True, "counts_fallbacks": False, "has_floor": False, "in_suite": True,
+    "judged_by": None, "locked": True, "processes": False, "races_lazily": False,
+    "trains_on_cpu": True, "warmed_up": True,
+}  # fmt: skip
+
+
+def test_a_workload_strategy_spec_as_older_records_wrote_it_still_reads(tmp_path: Path) -> None:
+    """Before, reading one raised a TypeError (a traceback, exit 1, from every reader)."""
+    raw = make_record().to_json()
+    raw["scenario"].update(strategy="compiled_upfront", strategy_spec=OLD_SPEC)
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(raw) + "\n")
+    (record,) = read_record_file(path)
+    spec = record.scenario.spec
+    assert spec.one_process_per_worker is False and spec.locked is True, spec
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -150,7 +181,7 @@ def test_a_production_cell_with_a_floor_and_no_timed_run_fails_unless_timing_is_
 ) -> None:
     monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
     runs = clean_row()
-    untimed = [r if r.scenario["strategy"] != PROD else _untimed(r) for r in runs]
+    untimed = [r if r.scenario.strategy != PROD else _untimed(r) for r in runs]
     path = write(tmp_path / "r.jsonl", untimed)
     out = tmp_path / "out"
     argv = ["report", str(path), "--out-dir", str(out), "--baselines", str(floors)]
@@ -198,6 +229,28 @@ def test_decide_writes_ok_only_with_every_thread_concurrent() -> None:
     rec = record_run(evidence(child(ok_threads(), activity=(starved, hog))))
     assert rec.outcome == "ok" and rec.threads_concurrent == rec.threads_asked == 2, rec
     assert RunRecord.from_json(json.loads(json.dumps(rec.to_json()))) == rec
+
+
+def test_a_records_typed_parts_are_the_json_they_were_read_from(tmp_path: Path) -> None:
+    """Scenario, versions, hardware and cache proof are typed in memory and the JSON they were
+    before on disk (schema 2): what is written reads back equal, and is written again as read."""
+    prime = child([thread(0, [(0, 1)])])
+    hits = {"inductor.fxgraph_cache_hit": 2}
+    run = evidence(child(ok_threads()), cache="warm", prime=prime, counters=hits)
+    rec = record_run(replace(run, scenario={**run.scenario, "strategy": "per_device"}))
+    assert rec.cache is not None and rec.cache.prime_ok and rec.cache.proven_warm, rec.cache
+    path = tmp_path / "r.jsonl"
+    append_jsonl(path, rec)
+    (back,) = read_record_file(path)
+    written = json.loads(json.dumps(back.to_json()))
+    assert back == rec and written == json.loads(path.read_text())
+    assert written["cache"] == {
+        "state": "warm", "dir": "/x", "counters": hits, "deleted_bytes": None, "prime_ok": True,
+        "prime_counters": {}, "prime_copied": False, "proven_warm": True,
+    }  # fmt: skip
+    assert written["versions"] == {"torch": "x", "transformers": "y"}
+    assert written["hardware"] == {"device_name": "cpu"}
+    assert written["scenario"] == rec.scenario.to_json()
 
 
 def test_decide_never_calls_ok_a_thread_short_of_its_steps_or_a_thread_too_many() -> None:

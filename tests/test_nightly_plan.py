@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from harness import matrix_plan
-from harness.record import RunRecord, ThreadRecord, append_jsonl
+from harness.record import Hardware, RunRecord, ThreadRecord, Versions, append_jsonl
 from harness.scenario import settings
 from harness.scenario.spec import Scenario
 from harness.scenario.vocab import CacheState, Outcome, Schedule, Strategy
@@ -211,14 +211,14 @@ def _record(torch: str, tf: str, strategy: Strategy, outcome: Outcome, i: int) -
         for t in range(scenario.threads)
     ]
     return RunRecord(
-        scenario=scenario.to_json(),
+        scenario=scenario,
         outcome=str(outcome),
         outcome_counts={str(outcome): scenario.threads},
         threads=threads,
         threads_asked=scenario.threads,
         threads_concurrent=scenario.threads,
-        versions={"torch": torch, "transformers": tf, "python": "3.11.7"},
-        hardware={"device_name": "NVIDIA H200", "cuda_device_count": 2},
+        versions=Versions(torch=torch, transformers=tf, python="3.11.7"),
+        hardware=Hardware(device_name="NVIDIA H200", cuda_device_count=2),
         wall_s=12.5 + i,
         repeat_index=i,
         timing_valid=False,

@@ -678,7 +678,7 @@ def test_the_noxfile_loads_on_an_interpreter_with_nox_alone(tmp_path: Path) -> N
 @pytest.mark.process
 def test_report_path_imports_no_torch(tmp_path: Path) -> None:
     """`nox -s report` installs no torch, so `python -m harness report` must not import it."""
-    from harness.record import RunRecord, ThreadRecord, append_jsonl
+    from harness.record import Hardware, RunRecord, ThreadRecord, Versions, append_jsonl
     from harness.scenario.spec import Scenario
 
     scenario = Scenario(preset="tiny", threads_per_device=2)
@@ -687,9 +687,9 @@ def test_report_path_imports_no_torch(tmp_path: Path) -> None:
     append_jsonl(
         tmp_path / "records.jsonl",
         RunRecord(
-            scenario=scenario.to_json(), outcome="ok", outcome_counts={"ok": 2}, threads=threads,
+            scenario=scenario, outcome="ok", outcome_counts={"ok": 2}, threads=threads,
             threads_asked=2, threads_concurrent=2,
-            versions={"torch": "2.13.0", "transformers": "5.17.0"}, hardware={},
+            versions=Versions(torch="2.13.0", transformers="5.17.0"), hardware=Hardware(),
         ),
     )  # fmt: skip
     code = (

@@ -15,12 +15,12 @@ import pytest
 from harness import cli
 from harness.judge import baselines
 from harness.judge.baselines import REFRESH_COMMAND
-from harness.record import RunRecord
+from harness.record import Hardware, RunRecord
 from harness.report import build as report
 from harness.report import write as report_files
 from harness.report.matrix import build_matrix, column_of
 from harness.report.write import write_reports
-from harness.scenario.vocab import TEST_SLOWDOWN_ENV
+from harness.scenario.vocab import TEST_SLOWDOWN_ENV, Strategy
 from tests.test_baselines import byo, make_record, write
 
 PROD = "warmup"
@@ -40,9 +40,9 @@ def powered(record: RunRecord, runs: int = 5) -> list[RunRecord]:
     topology: enough evidence for the verdict to call a clean production strategy SAFE."""
     s = record.scenario
     control = make_record(
-        strategy="per_device", cache_state=s["cache_state"], tpd=s["threads_per_device"],
-        torch=record.versions["torch"], transformers=record.versions["transformers"],
-        devices=",".join(d.removeprefix("cuda:") for d in s["devices"]), nested=1, tps=None,
+        strategy="per_device", cache_state=s.cache_state, tpd=s.threads_per_device,
+        torch=record.versions.torch, transformers=record.versions.transformers,
+        devices=",".join(d.removeprefix("cuda:") for d in s.devices), nested=1, tps=None,
     )  # fmt: skip
     return [record] * runs + [control] * 8
 
@@ -232,7 +232,7 @@ def test_production_runs_under_the_test_slowdown_fail_their_group(floors: Path) 
     """Clean, powered production runs whose environment set the test slowdown measured another
     step than the workload's: the group fails and says why (before, it passed)."""
     tool = f"{TEST_SLOWDOWN_ENV}=0.05"
-    runs = [dataclasses.replace(r, test_slowdown=tool) if r.scenario["strategy"] == PROD else r
+    runs = [dataclasses.replace(r, test_slowdown=tool) if r.scenario.strategy == PROD else r
             for r in powered(make_record())]  # fmt: skip
     passed, reasons = report.gate(runs, floors, PROD)
     assert not passed, reasons
@@ -267,7 +267,9 @@ def test_overlapped_records_void_only_their_own_timings(
 
 def test_the_incident_topology_has_a_column_of_its_own(floors: Path) -> None:
     plain = make_record()
-    incident = dataclasses.replace(plain, scenario={**plain.scenario, "target_devices": ["cuda:0"]})
+    incident = dataclasses.replace(
+        plain, scenario=dataclasses.replace(plain.scenario, target_devices=("cuda:0",))
+    )
     m = build_matrix([plain, incident], floors, PROD)
     labels = sorted(c.topology for c in m.columns)  # (the chart's rows, the details' lines)
     assert labels == ["h200x2 2×1", "h200x2 2×1 +target on 1"]
@@ -276,10 +278,12 @@ def test_the_incident_topology_has_a_column_of_its_own(floors: Path) -> None:
 def test_a_run_that_never_reported_joins_its_rows_machine(floors: Path) -> None:
     hung = dataclasses.replace(
         make_record(strategy="per_device", other="hang", tps=None),
-        hardware={"device_name": "unknown (child did not report)"},
+        hardware=Hardware(device_name="unknown (child did not report)"),
     )
     cpu_run = make_record(devices="cpu", hardware={"device_name": "cpu"}, tps=None)
-    cpu_run = dataclasses.replace(cpu_run, scenario={**cpu_run.scenario, "strategy": "eager"})
+    cpu_run = dataclasses.replace(
+        cpu_run, scenario=dataclasses.replace(cpu_run.scenario, strategy=Strategy.EAGER)
+    )
     runs = [*clean_row(), *[cpu_run] * 9, hung]  # the row's most common machine is the CPU
     m = build_matrix(runs, floors, PROD)
     per_device = [c for c in m.columns if c.strategy == "per_device" and c.devices == 2]
@@ -705,9 +709,7 @@ def test_another_workloads_runs_get_a_section_and_a_verdict_of_their_own(
     row = ("2.11.0+cu130", "5.8.1")
     assert m.groups["h200x2", row].gate.passed
     mine = m.groups["h200x2 · workload my.step:make", row]
-    assert not mine.gate.passed and all(
-        r.scenario["workload"] == "my.step:make" for r in mine.records
-    )
+    assert not mine.gate.passed and all(r.scenario.workload == "my.step:make" for r in mine.records)
     assert any("not_concurrent in 3/3 runs" in r for r in mine.gate.reasons), mine.gate.reasons
     assert not any("below the floor" in r for r in mine.gate.reasons)  # the drafter's 40,000
     path = write(tmp_path / "runs.jsonl", [*clean_row(), *theirs])

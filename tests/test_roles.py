@@ -233,9 +233,9 @@ def test_the_example_runs_through_the_harness_to_a_verdict_of_its_own(tmp_path: 
     # or UNDECIDED, and the exit is the one the verdict block's last line says.
     assert proc.returncode in (0, 1, 7), proc.stderr[-2000:]
     records = read_jsonl(out)
-    assert {r.scenario["strategy"] for r in records} == {"singleton", "compiled_upfront"}
-    upfront = next(r for r in records if r.scenario["strategy"] == "compiled_upfront")
-    assert upfront.scenario["strategy_spec"]["warmed_up"] is True
+    assert {r.scenario.strategy for r in records} == {"singleton", "compiled_upfront"}
+    upfront = next(r for r in records if r.scenario.strategy == "compiled_upfront")
+    assert upfront.scenario.spec.warmed_up is True
     # Clean: on a loaded 2-core host its short steps may not show enough overlap to count as
     # a race (not_concurrent, which proves nothing either way), but it never fails.
     assert upfront.outcome in ("ok", "not_concurrent"), upfront.detail

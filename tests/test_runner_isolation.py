@@ -40,7 +40,7 @@ def test_ok_then_crash_keeps_the_first_record(tmp_path: Path) -> None:
     assert "SIGABRT" in (crash.detail or "")
     # No result came back, but the hardware did (the child's `built` event): a dead or hung
     # run is filed under its machine, not under "unknown".
-    assert crash.hardware.get("device_name") == "cpu", crash.hardware
+    assert crash.hardware.device_name == "cpu", crash.hardware
     assert [r.outcome for r in read_jsonl(out)] == ["ok", "crash"]
 
 
@@ -98,9 +98,9 @@ def test_a_child_budgets_from_the_runners_start() -> None:
     from harness.run.worker import runner_start
 
     now = time.monotonic()
-    assert runner_start({"runner_t0": now - 5.0}, 60.0) == now - 5.0
-    for spec in ({}, {"runner_t0": now + 100.0}, {"runner_t0": now - 500.0}, {"runner_t0": "x"}):
-        assert runner_start(spec, 60.0) >= now
+    assert runner_start(now - 5.0, 60.0) == now - 5.0
+    for t0 in (None, now + 100.0, now - 500.0):
+        assert runner_start(t0, 60.0) >= now
 
 
 def test_a_run_after_an_interrupted_one_still_starts(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from harness.cli import main
 from harness.judge.summary import failure_lines, format_table, summarise
-from harness.record import RunRecord, ThreadRecord
+from harness.record import Hardware, RunRecord, ThreadRecord, Versions
 from harness.scenario.spec import make_scenario, parse_devices, scenario_key
 from harness.scenario.vocab import CacheState, Strategy
 
@@ -29,7 +29,7 @@ def test_one_scenario_key_for_labels_records_and_summaries() -> None:
     """The format records, summaries and committed results are keyed by: it must not move."""
     sc = make_scenario(strategy="warmup", cache_state="warm", devices="0,1", threads_per_device=2)
     assert sc.label() == "tiny/warmup/warm/barrier/cuda:0,cuda:1×2"
-    assert scenario_key(sc.to_json()) == sc.label()
+    assert scenario_key(sc) == sc.label()
     record = _record("ok")
     assert summarise([record])[0].key == scenario_key(record.scenario)
 
@@ -291,14 +291,14 @@ def _record(outcome: str, detail: str | None = None, error: str | None = None) -
     if outcome == "ok":  # an ok run's every thread reported, ok (harness.record)
         threads.append(ThreadRecord(index=1, device="cpu", outcome=outcome, steps_done=done))
     return RunRecord(
-        scenario=scenario.to_json(),
+        scenario=scenario,
         outcome=outcome,
         outcome_counts={outcome: len(threads)},
         threads=threads,
         threads_asked=2,
         threads_concurrent=2,
-        versions={"torch": "2.13.0"},
-        hardware={"device_name": "cpu"},
+        versions=Versions(torch="2.13.0", transformers="5.17.0"),
+        hardware=Hardware(device_name="cpu"),
         tokens_per_s=1234.5 if outcome == "ok" else None,
         detail=detail,
     )

@@ -15,7 +15,7 @@ import pytest
 
 from harness.run import lifeline, stacks, stall, threads
 from harness.run.lifeline import DUMP_SIGNAL
-from harness.run.protocol import STEPPING, ProgressEvent
+from harness.run.protocol import Built, ProgressEvent, Stepping
 from harness.scenario.vocab import Schedule
 
 
@@ -134,9 +134,9 @@ def test_the_child_reports_its_stepping_threads_ids(tmp_path: Path) -> None:
     assert threads.run_threads(runs, plan) == []
     assert told == [[r.replica.tid for r in runs]] and 0 not in told[0]
     assert stall.reported_tids(tmp_path) is None  # nothing reported yet
-    event = ProgressEvent(STEPPING, time.monotonic(), {"tids": told[0]})
+    event = ProgressEvent(time.monotonic(), Stepping(tuple(told[0])))
     (tmp_path / "progress.jsonl").write_text(
-        ProgressEvent("built", 0.0, {}).to_line() + event.to_line() + '{"kind": "thr'
+        ProgressEvent(0.0, Built(2, {})).to_line() + event.to_line() + '{"kind": "thr'
     )
     assert stall.reported_tids(tmp_path) == told[0]
 

@@ -25,12 +25,14 @@ from harness.judge.verdict import (
     repeats_for,
     runs_for_power,
 )
-from harness.record import RunRecord, ThreadRecord, read_jsonl
+from harness.record import CacheProof, Hardware, RunRecord, ThreadRecord, Versions, read_jsonl
 from harness.scenario.spec import make_scenario
 from harness.scenario.vocab import Outcome, Schedule, Strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = {"torch": "2.13.0+cpu", "transformers": "5.17.0", "python": "3.12.3"}
+# The cache proof of a warm run whose priming run failed (harness.judge.decide.cache_findings).
+UNPRIMED = CacheProof("warm", "/x", {}, None, prime_ok=False, prime_counters={}, proven_warm=False)
 HAZARD = {"compiled_call_during_make_fx": "hazard"}
 GONE = {"compiled_call_during_make_fx": "safe", "flag_stuck_after_overlap": "safe"}
 
@@ -57,9 +59,9 @@ def record(
     if stacks is None and stalled_s is not None:
         stacks = IN_COMPILE
     return RunRecord(
-        scenario=scenario.to_json(), outcome=outcome, outcome_counts={outcome: 1},
-        threads=threads, threads_asked=tpd, threads_concurrent=tpd, versions=dict(VERSIONS),
-        hardware={"device_name": "cpu", "cpu_count": 2, "cuda_device_count": 0},
+        scenario=scenario, outcome=outcome, outcome_counts={outcome: 1},
+        threads=threads, threads_asked=tpd, threads_concurrent=tpd, versions=Versions(**VERSIONS),
+        hardware=Hardware(device_name="cpu", cpu_count=2, cuda_device_count=0),
         stalled_s=stalled_s, busy_at_deadline=busy_at_deadline, stacks=stacks, detail=detail,
     )  # fmt: skip
 
@@ -236,9 +238,9 @@ def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) ->
     94%), so warmup_locked runs 5 times and is SAFE; the block ends the session."""
     proc, records = _suite(tmp_path, "p=1", "--control-repeat", "3", "--power-cap", "5")
     out = proc.stdout
-    seen = [(r.scenario["strategy"], r.outcome, r.detail) for r in records]  # what a failure says
+    seen = [(r.scenario.strategy, r.outcome, r.detail) for r in records]  # what a failure says
     expected = ["per_device"] * 3 + ["warmup_locked"] * 5
-    assert [r.scenario["strategy"] for r in records] == expected, seen
+    assert [r.scenario.strategy for r in records] == expected, seen
     assert [r.outcome for r in records[:3]] == ["nested_fx_error"] * 3, out[-3000:]
     assert all(r.outcome == "ok" for r in records[3:]), out[-3000:]
     block = " ".join(out[out.index(" racegate verdict ") :].split())  # unwrapped
@@ -259,7 +261,7 @@ def test_end_to_end_a_deselected_control_leaves_the_default_repeats(tmp_path: Pa
         tmp_path, "p=1", "-k", "warmup_locked", "--power-cap", "5", "--repeat", "3", "-rA"
     )
     out = proc.stdout
-    assert [r.scenario["strategy"] for r in records] == ["warmup_locked"] * 3, out[-3000:]
+    assert [r.scenario.strategy for r in records] == ["warmup_locked"] * 3, out[-3000:]
     assert "per_device is not selected in cold 1×2 in this session: the default 3" in out
     block = " ".join(out[out.index(" racegate verdict ") :].split())
     assert "INCONCLUSIVE warmup_locked (production)" in block, block
@@ -321,7 +323,7 @@ def test_cases_skip_one_thread_and_put_the_control_first() -> None:
     # A control run that never reached its cache state has landed all the same: the rate of
     # the other 3 (3 of 3, low 44% → 8 runs) decides, not one run at a time up to the cap.
     unprimed = runs("per_device", 4, 4, cache_state="warm")
-    unprimed[0].cache = {"prime_ok": False}
+    unprimed[0].cache = UNPRIMED
     left, why = production_runs_left(3, "warm 1×2", rc, cal, unprimed)
     assert left == 5 and "8 runs" in why, why
     # The control's case for the cell not selected (-k): no rate will come, so the default
@@ -335,7 +337,7 @@ def test_control_runs_that_never_reached_their_cache_state_measure_nothing() -> 
     """Seen on one H200 with 13 runs of a case at once: every priming run timed out and every
     control run hung. Those hangs are not the race: the rate counts only primed runs."""
     primed = runs("per_device", 4, 4, cache_state="warm")
-    unprimed = [dataclasses.replace(r, cache={**r.cache, "prime_ok": False}) for r in primed]
+    unprimed = [dataclasses.replace(r, cache=UNPRIMED) for r in primed]
     assert control_rates(primed, "per_device")["warm 1×2"].hits == 4
     assert "warm 1×2" not in control_rates(unprimed, "per_device")
 

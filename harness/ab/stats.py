@@ -138,13 +138,13 @@ def sample_of(record: RunRecord, side: str, index: int) -> RunSample:
     if not record.tokens_per_s:
         raise ValueError("it recorded no steady-state tokens/s")
     mem = sum(record.peak_mem_bytes.values()) if record.peak_mem_bytes else None
-    gpus = tuple(str(u) for u in (record.hardware or {}).get("device_uuids") or () if u)
+    gpus = tuple(u for u in record.hardware.device_uuids or () if u)
     growth: dict[str, float] = {}
     if record.mem_growth is not None:  # the record judged growth (one thread per device)
         made = {d: memory_growth(s, 0) for d, s in record.mem_series.items()}
         growth = {d: g for d, g in made.items() if g is not None}
     return RunSample(
-        side, index, record.tokens_per_s, mem, record.versions, record.wall_s, gpus,
+        side, index, record.tokens_per_s, mem, record.versions.to_json(), record.wall_s, gpus,
         peak_by_device=dict(record.peak_mem_bytes), growth_by_device=growth,
     )  # fmt: skip
 

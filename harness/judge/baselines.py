@@ -22,6 +22,7 @@ from harness import checked
 from harness.checked import GateInputError
 from harness.judge.inputs import read_records
 from harness.record import RunRecord
+from harness.scenario.spec import Scenario
 from harness.scenario.vocab import STRATEGIES, Outcome, Schedule
 from harness.scenario.workload_api import DEFAULT_WORKLOAD
 
@@ -126,16 +127,16 @@ class Baseline:
 
 def hardware_key(record: RunRecord) -> str:
     """'cpu', or the GPU model and the GPUs visible to the run: 'NVIDIA H200' × 2 → 'h200x2'."""
-    hw = record.hardware or {}
-    name = str(hw.get("device_name") or "cpu")
+    hw = record.hardware
+    name = hw.device_name or "cpu"
     if name == "cpu":
         return "cpu"
-    count = int(hw.get("cuda_device_count") or len(hw.get("device_names") or ()) or 1)
+    count = hw.cuda_device_count or len(hw.device_names or ()) or 1
     model = re.sub(r"^(nvidia|tesla)\s+", "", name.strip().lower())
     return f"{re.sub(r'[^a-z0-9]+', '-', model).strip('-')}x{count}"
 
 
-def floor_key(scenario: dict[str, Any]) -> str:
+def floor_key(scenario: Scenario) -> str:
     """`preset/strategy/<devices>x<threads per device>/<steps>steps`, plus `/<schedule>` unless
     barrier, plus `/target<N>` when the target model runs on N devices of its own (the incident
     topology).
@@ -148,18 +149,15 @@ def floor_key(scenario: dict[str, Any]) -> str:
     `/workload=<module:function>`: its `small` is not the drafter's, and its floor must neither
     judge nor overwrite the drafter's.
     """
-    strategy = JUDGED_BY.get(str(scenario["strategy"]), str(scenario["strategy"]))
-    key = (
-        f"{scenario['preset']}/{strategy}/"
-        f"{len(scenario['devices'])}x{scenario['threads_per_device']}/{scenario['steps']}steps"
-    )
-    schedule = str(scenario.get("schedule", Schedule.BARRIER))
-    if schedule != Schedule.BARRIER:
-        key += f"/{schedule}"
-    if targets := scenario.get("target_devices"):
-        key += f"/target{len(targets)}"
-    if (workload := str(scenario.get("workload", DEFAULT_WORKLOAD))) != DEFAULT_WORKLOAD:
-        key += f"/workload={workload}"
+    s = scenario
+    strategy = JUDGED_BY.get(str(s.strategy), str(s.strategy))
+    key = f"{s.preset}/{strategy}/{len(s.devices)}x{s.threads_per_device}/{s.steps}steps"
+    if s.schedule != Schedule.BARRIER:
+        key += f"/{s.schedule}"
+    if s.target_devices:
+        key += f"/target{len(s.target_devices)}"
+    if s.workload != DEFAULT_WORKLOAD:
+        key += f"/workload={s.workload}"
     return key
 
 
@@ -325,7 +323,7 @@ def check(record: RunRecord, baseline: Baseline | None) -> GateResult:
 def memory_flat(record: RunRecord, limit: float = MEMORY_GROWTH_LIMIT) -> tuple[bool, str]:
     """(flat?, why): fails with the per-device peak series when growth exceeds `limit`."""
     growth = record.mem_growth
-    if int(record.scenario.get("threads_per_device", 1)) > 1:
+    if record.scenario.threads_per_device > 1:
         # The device's peak then depends on how its threads' steps interleave (runner.py).
         return True, "memory: not checked, several threads share each device"
     if growth is None:
@@ -342,8 +340,9 @@ def memory_flat(record: RunRecord, limit: float = MEMORY_GROWTH_LIMIT) -> tuple[
 
 
 def _merged_versions(records: list[RunRecord]) -> dict[str, str]:
-    names = sorted({k for r in records for k in r.versions})
-    return {n: " | ".join(sorted({r.versions.get(n, "?") for r in records})) for n in names}
+    said = [r.versions.to_json() for r in records]
+    names = sorted({k for v in said for k in v})
+    return {n: " | ".join(sorted({v.get(n, "?") for v in said})) for n in names}
 
 
 def _floor_from(records: list[RunRecord], refused: int, tolerance: float, when: str) -> Floor:
@@ -361,12 +360,12 @@ def _floor_from(records: list[RunRecord], refused: int, tolerance: float, when: 
         command=Counter(r.command for r in records).most_common(1)[0][0],
         measured_at=when,
         versions=_merged_versions(records),
-        preset=str(s["preset"]),
-        strategy=str(s["strategy"]),
-        devices=len(s["devices"]),
-        threads_per_device=int(s["threads_per_device"]),
-        schedule=str(s.get("schedule", Schedule.BARRIER)),
-        steps=int(s["steps"]),
+        preset=s.preset,
+        strategy=str(s.strategy),
+        devices=len(s.devices),
+        threads_per_device=s.threads_per_device,
+        schedule=str(s.schedule),
+        steps=s.steps,
     )
 
 
@@ -374,10 +373,10 @@ def no_floor_source(
     records: list[RunRecord], refused_outcomes: Counter[tuple[str, str, str]]
 ) -> str:
     """Why no record gave a floor: every kind of record left out, counted (never "none")."""
-    judged = Counter(str(r.scenario["strategy"]) for r in records
-                     if r.scenario["strategy"] in JUDGED_BY)  # fmt: skip
+    judged = Counter(str(r.scenario.strategy) for r in records
+                     if r.scenario.strategy in JUDGED_BY)  # fmt: skip
     unmeasured = sum(1 for r in records if not r.tokens_per_s
-                     and r.scenario["strategy"] not in JUDGED_BY)  # fmt: skip
+                     and r.scenario.strategy not in JUDGED_BY)  # fmt: skip
     parts = [
         f"{n} run(s) of {s}, which is held to {JUDGED_BY[s]}'s floors and is never one itself"
         for s, n in sorted(judged.items())
@@ -402,7 +401,7 @@ def update_from_records(
     """
     tolerance = checked.tolerance(tolerance, "--tolerance")
     records = read_records(paths)
-    measured = [r for r in records if r.tokens_per_s and r.scenario["strategy"] not in JUDGED_BY]
+    measured = [r for r in records if r.tokens_per_s and r.scenario.strategy not in JUDGED_BY]
     good: dict[str, dict[str, list[RunRecord]]] = defaultdict(lambda: defaultdict(list))
     refused: Counter[tuple[str, str]] = Counter()
     refused_outcomes: Counter[tuple[str, str, str]] = Counter()
@@ -432,7 +431,7 @@ def update_from_records(
             floors[key] = parse_floor(asdict(floor), f"new floor {key!r}")
         base = Baseline(
             hardware=hw,
-            device_name=str(all_runs[0].hardware.get("device_name", hw)),
+            device_name=all_runs[0].hardware.device_name or hw,
             measured_at=when,
             versions=_merged_versions(all_runs),
             floors=floors,

@@ -14,12 +14,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from harness.judge import metrics, outcomes
-from harness.record import UNREPORTED_DEVICE, RunRecord, ThreadRecord
+from harness.record import (
+    UNREPORTED_DEVICE,
+    CacheProof,
+    Hardware,
+    RunRecord,
+    ThreadRecord,
+    Versions,
+)
 from harness.run.cache_state import proves_warm
 from harness.run.protocol import (
+    Built,
+    CacheDeleted,
     CacheEvidence,
     ChildEvidence,
     RunEvidence,
+    StartGateWait,
     Step,
     ThreadReport,
     WatchEvidence,
@@ -173,12 +183,7 @@ def overlap_shares(
 
 def hook_spans(children: Sequence[ChildEvidence]) -> list[tuple[float, float]]:
     """When each child's cache deletion ran (its `cache_deleted` event: `start` to `at`)."""
-    return [
-        (float(e.data["start"]), e.at)
-        for c in children
-        for e in c.events("cache_deleted")
-        if isinstance(e.data.get("start"), int | float) and e.data["start"] <= e.at
-    ]
+    return [(d.start, at) for c in children for at, d in c.events(CacheDeleted) if d.start <= at]
 
 
 def demand_shares(reports: list[ThreadReport], warmup_steps: int) -> list[float | None]:
@@ -346,35 +351,36 @@ def concurrent_threads(shares: list[float | None], coactive: list[Coactivity], a
     )
 
 
-def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[dict, list[Finding]]:
+def cache_findings(cache: CacheEvidence, scenario: Scenario) -> tuple[CacheProof, list[Finding]]:
     """The record's cache proof, and why a warm or deleted state is not proven (if it isn't)."""
     state = scenario.cache_state
-    out: dict = {"state": cache.state, "dir": cache.dir, "counters": cache.counters}
-    out["deleted_bytes"] = cache.deleted_bytes
+    proof = CacheProof(cache.state, cache.dir, cache.counters, cache.deleted_bytes)
     found: list[Finding] = []
     if cache.prime is not None:
         prime_exit = exit_finding(cache.prime, scenario.timeout_s, "priming run", cache.prime_watch)
-        out["prime_ok"] = prime_exit is None
-        out["prime_counters"] = cache.prime.report.cache_counters if cache.prime.report else {}
-        out["bytes_before_run"] = cache.bytes_before_run
-        out["prime_copied"] = cache.prime_copied  # a copy of one priming run the runs shared
-        if prime_exit is not None:
-            out["prime_error"] = cache.prime.stderr_tail[-1000:]
+        proof = replace(
+            proof,
+            prime_ok=prime_exit is None,
+            prime_counters=cache.prime.report.cache_counters if cache.prime.report else {},
+            bytes_before_run=cache.bytes_before_run,
+            prime_copied=cache.prime_copied,
+            prime_error=None if prime_exit is None else cache.prime.stderr_tail[-1000:],
+        )
     if state.spec.proven_by_hits:
-        out["proven_warm"] = proves_warm(cache.counters)
+        proof = replace(proof, proven_warm=proves_warm(cache.counters))
     if not scenario.spec.compiled:
-        return out, []  # nothing compiles: there is no cache state to prove
-    if state.primed and not out.get("prime_ok"):
+        return proof, []  # nothing compiles: there is no cache state to prove
+    if state.primed and not proof.prime_ok:
         found.append(
             Finding(Outcome.OTHER_ERROR, f"cache state {str(state)!r} not reached: priming failed")
         )
-    elif state.spec.proven_by_hits and not out["proven_warm"]:
+    elif state.spec.proven_by_hits and not proof.proven_warm:
         why = f"cache state {str(state)!r} not proven: counters {cache.counters}"
         found.append(Finding(Outcome.OTHER_ERROR, why))
     elif state.spec.deleted_mid_run and not cache.deleted_bytes:
         why = f"cache state {str(state)!r} not reached: nothing was deleted mid-run"
         found.append(Finding(Outcome.OTHER_ERROR, why))
-    return out, found
+    return proof, found
 
 
 def _unreported(
@@ -485,7 +491,7 @@ def _notes(
             notes.append("busy at the deadline: too slow for its timeout, no deadlock shown")
     if ev.processes_left:
         notes.append(f"killed {len(ev.processes_left)} process(es) the run left behind")
-    alone = sum(1 for c in ev.children for e in c.events("start_gate") if not e.data["met"])
+    alone = sum(1 for c in ev.children for _, d in c.events(StartGateWait) if not d.met)
     if alone:  # the concurrency check judges what followed; this says why it may have failed
         notes.append(f"{alone} process(es) started without their siblings (start gate timed out)")
     return notes
@@ -535,18 +541,19 @@ def record_run(ev: RunEvidence) -> RunRecord:
     concurrent = concurrent_threads(shares, coactive, asked)
     growths = _memory_growths(scenario, mem_by_device)
     first = next((c.report for c in ev.children if c.report), None)
-    built = (e.data["hardware"] for c in ev.children for e in c.events("built"))
-    hw = (first.hardware if first else next(built, None)) or {"device_name": UNREPORTED_DEVICE}
+    built = (d.hardware for c in ev.children for _, d in c.events(Built))
+    said = (first.hardware if first else next(built, None)) or {"device_name": UNREPORTED_DEVICE}
+    hw = Hardware.from_json(said, "the child's hardware")
     notes = _notes(findings, reported, ev, outcome, too_slow)
     stacks = "\n".join(c.stacks for c in ev.children if c.stacks.strip())
     return RunRecord(
-        scenario=ev.scenario,
+        scenario=scenario,
         outcome=str(outcome),
         outcome_counts=outcomes.count(thread_outcomes),
         threads=threads,
         threads_asked=asked,
         threads_concurrent=concurrent,
-        versions=first.versions if first else ev.parent_versions,
+        versions=Versions.from_json(first.versions if first else ev.parent_versions),
         hardware=hw,
         tokens_per_s=tps,
         tokens_per_s_spread=spread,
@@ -558,7 +565,7 @@ def record_run(ev: RunEvidence) -> RunRecord:
         mem_growth=max(growths) if growths else None,
         mem_series=mem_by_device,
         flops_per_s=flops_rate or None,
-        mfu=metrics.mfu(flops_rate or None, hw.get("device_name"), len(scenario.devices)),
+        mfu=metrics.mfu(flops_rate or None, hw.device_name, len(scenario.devices)),
         cache=cache,
         detail="; ".join(notes) or None,
         stacks=stacks or None,

@@ -48,13 +48,13 @@ class Cell:
     def of(cls, record: RunRecord) -> Cell:
         sc = record.scenario
         return cls(
-            torch=minor(record.versions["torch"]),
-            transformers=minor(record.versions["transformers"]),
-            device=str(device_kind(str(sc["devices"][0]))),
-            strategy=Strategy(sc["strategy"]),
-            cache_state=CacheState(sc["cache_state"]),
-            devices=len(sc["devices"]),
-            threads_per_device=int(sc["threads_per_device"]),
+            torch=minor(record.versions.torch),
+            transformers=minor(record.versions.transformers),
+            device=str(device_kind(sc.devices[0])),
+            strategy=Strategy(sc.strategy),
+            cache_state=sc.cache_state,
+            devices=len(sc.devices),
+            threads_per_device=sc.threads_per_device,
         )
 
     def label(self) -> str:
@@ -106,9 +106,9 @@ def propose(rows: list[rx.ExpectedFailure], records: list[RunRecord], production
         cell = Cell.of(r)
         row = rx.match(
             rows,
-            torch_version=r.versions["torch"],
-            transformers_version=r.versions["transformers"],
-            device=str(r.scenario["devices"][0]),
+            torch_version=r.versions.torch,
+            transformers_version=r.versions.transformers,
+            device=r.scenario.devices[0],
             strategy=cell.strategy,
             cache_state=cell.cache_state,
             threads_per_device=cell.threads_per_device,
@@ -149,7 +149,7 @@ def _judge_row(proposal: Proposal, row: rx.ExpectedFailure, runs: list[RunRecord
     if not row.strict or any(r.outcome != Outcome.OK for r in runs):
         return
     lowest = min(
-        (minor(r.versions["torch"]) for r in runs), key=lambda v: tuple(map(int, v.split(".")))
+        (minor(r.versions.torch) for r in runs), key=lambda v: tuple(map(int, v.split(".")))
     )
     why = f"strict, and all {len(runs)} matching runs passed (XPASS) from torch {lowest}"
     low = row.scope.torch.low

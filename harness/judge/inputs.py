@@ -85,8 +85,8 @@ def record_roles(record: run_records.RunRecord, unnamed: tuple[str, str]) -> tup
     it says none (a schema-2 record written before runs named them)."""
     scenario = record.scenario
     return (
-        str(scenario.get("production") or unnamed[0]),
-        str(scenario.get("control") or unnamed[1]),
+        scenario.production or unnamed[0],
+        scenario.control or unnamed[1],
     )
 
 

@@ -95,9 +95,8 @@ def cell_of(record: RunRecord) -> str:
     """The cache state × topology a run belongs to."""
     s = record.scenario
     return cell_label(
-        str(s["cache_state"]), len(s["devices"]), int(s["threads_per_device"]),
-        bool(s.get("target_devices")),
-    )  # fmt: skip
+        str(s.cache_state), len(s.devices), s.threads_per_device, bool(s.target_devices)
+    )
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ def control_rates(records: Iterable[RunRecord], control: str) -> dict[str, Contr
     for r in records:
         # A run whose priming failed never reached its cache state: it measures no detection
         # there (on an overloaded host every such run hangs, which would read as a hit).
-        if r.scenario["strategy"] == control and r.cache.get("prime_ok") is not False:
+        if r.scenario.strategy == control and (r.cache is None or r.cache.prime_ok is not False):
             runs[cell_of(r)] += 1
             hits[cell_of(r)] += shows_race(r)
             why = other_reason(r)
@@ -209,7 +208,7 @@ def _timed(records: Iterable[RunRecord]) -> dict[tuple[str, str], list[float]]:
     out: dict[tuple[str, str], list[float]] = {}
     for r in records:
         if r.outcome == Outcome.OK and r.timed and compare.is_rate(r.tokens_per_s):
-            out.setdefault((str(r.scenario.get("preset")), cell_of(r)), []).append(r.tokens_per_s)
+            out.setdefault((r.scenario.preset, cell_of(r)), []).append(r.tokens_per_s)
     return out
 
 
@@ -513,11 +512,11 @@ def _advice(production: StrategyVerdict, others: list[StrategyVerdict], control:
 
 def _hardware(record: RunRecord) -> str:
     hw = record.hardware
-    name = str(hw.get("device_name", "?"))
+    name = hw.device_name or "?"
     if name == "cpu":
-        return f"cpu ({hw.get('cpu_count', '?')} cores)"
-    names = hw.get("device_names") or [name]
-    return f"{name} ×{len(names)} of {hw.get('cuda_device_count', '?')}"
+        return f"cpu ({'?' if hw.cpu_count is None else hw.cpu_count} cores)"
+    count = "?" if hw.cuda_device_count is None else hw.cuda_device_count
+    return f"{name} ×{len(hw.device_names or [name])} of {count}"
 
 
 def decide(
@@ -542,12 +541,12 @@ def decide(
     records = list(records)
     probes = probes or {}
     control = calibration.control
-    names = [production, *strategies, *(r.scenario["strategy"] for r in records)]
+    names = [production, *strategies, *(r.scenario.strategy for r in records)]
     names = list(dict.fromkeys(str(n) for n in names))
-    by = {n: [r for r in records if r.scenario["strategy"] == n] for n in names}
+    by = {n: [r for r in records if r.scenario.strategy == n] for n in names}
     rates = control_rates(records, control)
     first = records[0] if records else None
-    found = dict(first.versions) if first else {}
+    found = first.versions.to_json() if first else {}
     found = found or dict(versions or {})
     torch_version = found.get("torch", "?")
     verdicts = tuple(

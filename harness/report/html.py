@@ -105,11 +105,11 @@ def cell_anchor(g: Group, strategy: str) -> str:
 def hardware_label(m: Matrix, hw: str) -> str:
     """'h200x2 (NVIDIA H200, 2 visible)' from the records that say what they ran on."""
     names = Counter(
-        str(r.hardware.get("device_name"))
+        r.hardware.device_name
         for g in m.groups.values()
         if g.hardware == hw
         for r in g.records
-        if r.hardware.get("device_name") and "did not report" not in str(r.hardware["device_name"])
+        if r.hardware.device_name and "did not report" not in r.hardware.device_name
     )
     hardware, _ = section_parts(hw)  # the section's rest names a workload of its own, if any
     if hardware == "cpu" or not names:

@@ -321,21 +321,21 @@ class Matrix:
 
 
 def row_of(record: RunRecord) -> Row:
-    return record.versions.get("torch", "?"), record.versions.get("transformers", "?")
+    return record.versions.torch, record.versions.transformers
 
 
 def column_of(record: RunRecord) -> Column:
     s = record.scenario
     return Column(
-        preset=str(s["preset"]),
-        strategy=str(s["strategy"]),
-        cache_state=str(s["cache_state"]),
-        schedule=str(s["schedule"]),
+        preset=s.preset,
+        strategy=str(s.strategy),
+        cache_state=str(s.cache_state),
+        schedule=str(s.schedule),
         hardware=baselines.hardware_key(record),
-        devices=len(s["devices"]),
-        threads_per_device=int(s["threads_per_device"]),
-        target_devices=len(s.get("target_devices") or ()),
-        workload=str(s.get("workload", DEFAULT_WORKLOAD)),
+        devices=len(s.devices),
+        threads_per_device=s.threads_per_device,
+        target_devices=len(s.target_devices),
+        workload=s.workload,
     )
 
 
@@ -446,7 +446,7 @@ def gate_row(
 
 
 def _unreported(record: RunRecord) -> bool:
-    return (record.hardware or {}).get("device_name") == UNREPORTED_DEVICE
+    return record.hardware.device_name == UNREPORTED_DEVICE
 
 
 def expected_probes(torch_version: str, hardware: str) -> dict[str, str]:
@@ -498,7 +498,7 @@ def build_matrix(
     for r in records:
         col = column_of(r)
         if _unreported(r):
-            on_cpu = tuple(r.scenario["devices"]) == ("cpu",)
+            on_cpu = r.scenario.devices == ("cpu",)
             same_row = [
                 (n, hw)
                 for (row, hw), n in known.items()

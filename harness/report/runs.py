@@ -29,8 +29,8 @@ def _run_html(n: int, r: RunRecord, source: str) -> str:
     head = (
         f"<b>#{n}</b> {badge(str(r.outcome), 'safe' if ok else 'unsafe')} "
         f"{escape(col.preset)} · {escape(col.strategy)} · {escape(col.label)} · "
-        f"torch {escape(r.versions.get('torch', '?'))} · "
-        f"transformers {escape(r.versions.get('transformers', '?'))}{tps}{timing} · "
+        f"torch {escape(r.versions.torch)} · "
+        f"transformers {escape(r.versions.transformers)}{tps}{timing} · "
         f"{r.wall_s:.0f} s · <code>{escape(source)}</code>"
     )
     out = [f'<section class="run" id="run-{n}"><p>{head}</p>']

@@ -1,16 +1,17 @@
 """The child → parent protocol: typed, versioned reports of what a run did, and the evidence.
 
-The worker writes a `ChildReport` (result.json) and `ProgressEvent`s (progress.jsonl) as
-JSON; the runner reads them back into these dataclasses, adds what only the parent sees
-(exit status, kill, OOM-killer count, stacks, output tails) as `ChildEvidence`, and hands one
-`RunEvidence` to the judge. Nothing here decides an outcome.
+The worker writes a `ChildReport` (result.json) and `ProgressEvent`s (progress.jsonl, each
+with its kind's typed data: EventData) as JSON; the runner reads them back into these
+dataclasses, adds what only the parent sees (exit status, kill, OOM-killer count, stacks,
+output tails) as `ChildEvidence`, and hands one `RunEvidence` to the judge. Nothing here
+decides an outcome.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 PROTOCOL_VERSION = 2  # 2: Step.demand_s
 
@@ -21,6 +22,9 @@ DEADLINE_MARK = "racegate deadline"
 
 class ProtocolError(ValueError):
     """A child's report does not match this protocol (version, kind or fields)."""
+
+
+D = TypeVar("D")
 
 
 @dataclass(frozen=True)
@@ -89,31 +93,112 @@ class ChildReport:
         return cls(**data)
 
 
-# The progress event naming the stepping threads (`tids`: their native ids, as the kernel
-# lists them in /proc/<pid>/task), for the runner's stall watch (harness.run.stall).
-STEPPING = "stepping"
+@dataclass(frozen=True)
+class Built:
+    """The child built its replicas: how many threads it runs, and on what (the hardware goes
+    out now, as harness.versions.hardware reads it: a run that hangs later writes no report)."""
+
+    threads: int
+    hardware: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Built:
+        return cls(_int(raw["threads"]), dict(raw["hardware"]))
+
+
+@dataclass(frozen=True)
+class Stepping:
+    """Its threads are stepping: their native ids, as the kernel lists them in
+    /proc/<pid>/task, for the runner's stall watch (harness.run.stall) and sampler."""
+
+    tids: tuple[int, ...]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Stepping:
+        return cls(tuple(_int(t) for t in raw["tids"]))
+
+
+@dataclass(frozen=True)
+class CacheDeleted:
+    """A `deleted` state's mid-run deletion: the bytes removed, and when it began (monotonic;
+    it ended at the event's `at`)."""
+
+    bytes: int
+    start: float
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> CacheDeleted:
+        return cls(_int(raw["bytes"]), float(raw["start"]))
+
+
+@dataclass(frozen=True)
+class StartGateWait:
+    """A process of a run with one process per worker waited at its start barrier
+    (harness.run.child_spec.StartGate): `met` when every sibling arrived, false when it gave
+    up waiting."""
+
+    met: bool
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> StartGateWait:
+        if not isinstance(raw["met"], bool):
+            raise ProtocolError(f"start_gate met is {raw['met']!r}; expected true or false")
+        return cls(raw["met"])
+
+
+# Each kind of progress event, the name its JSON line carries, and its data: a ThreadReport
+# is a thread's report as it lands (a crash later loses nothing of it).
+EventData = Built | Stepping | ThreadReport | CacheDeleted | StartGateWait
+EVENT_KINDS: dict[str, type[EventData]] = {
+    "built": Built,
+    "stepping": Stepping,
+    "thread": ThreadReport,
+    "cache_deleted": CacheDeleted,
+    "start_gate": StartGateWait,
+}
+_KIND_OF = {cls: kind for kind, cls in EVENT_KINDS.items()}
+
+
+def _int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(f"{value!r} is no integer")
+    return value
 
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """One progress.jsonl line: `built` (threads, hardware), `stepping` (tids), `thread` (a
-    ThreadReport as it lands), `cache_deleted` (bytes; `start`, when the deletion began: it
-    ended `at`), `start_gate` (met)."""
+    """One progress.jsonl line: when (`at`, monotonic) and what (`data`, one of EventData);
+    as JSON its kind (EVENT_KINDS' name), at, data and the protocol version."""
 
-    kind: str
     at: float
-    data: dict[str, Any]
+    data: EventData
     version: int = PROTOCOL_VERSION
 
+    @property
+    def kind(self) -> str:
+        return _KIND_OF[type(self.data)]
+
     def to_line(self) -> str:
-        return json.dumps(asdict(self)) + "\n"
+        line = {"kind": self.kind, "at": self.at, "data": asdict(self.data)}
+        return json.dumps({**line, "version": self.version}) + "\n"
 
     @classmethod
     def from_line(cls, line: str) -> ProgressEvent:
+        """ProtocolError on another version, an unknown kind or data that is not its kind's;
+        ValueError on a line that is no JSON (a torn line). Readers skip either."""
         raw = json.loads(line)
+        if not isinstance(raw, dict):
+            raise ProtocolError(f"progress event {raw!r} is no object")
         if raw.get("version") != PROTOCOL_VERSION:
             raise ProtocolError(f"progress event version {raw.get('version')!r}")
-        return cls(**_fields(cls, raw))
+        kind = EVENT_KINDS.get(raw.get("kind"))
+        if kind is None:
+            known = ", ".join(EVENT_KINDS)
+            raise ProtocolError(f"progress event kind {raw.get('kind')!r}; known: {known}")
+        try:
+            return cls(float(raw["at"]), kind.from_json(raw["data"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(f"progress event {raw['kind']!r} malformed: {exc!r}") from None
 
 
 @dataclass(frozen=True)
@@ -147,18 +232,19 @@ class ChildEvidence:
     # Its namespace's processes still alive when its worker ended, which the kernel killed.
     left_in_namespace: tuple[int, ...] = ()
 
-    def events(self, kind: str) -> list[ProgressEvent]:
-        return [e for e in self.progress if e.kind == kind]
+    def events(self, kind: type[D]) -> list[tuple[float, D]]:
+        """(at, data) of each of its progress events of one kind, in order."""
+        return [(e.at, e.data) for e in self.progress if isinstance(e.data, kind)]
 
     def threads(self) -> tuple[ThreadReport, ...]:
         """Per-thread reports: the final report's, else what progress got before a crash."""
         if self.report is not None:
             return self.report.threads
-        return tuple(ThreadReport.from_json(e.data) for e in self.events("thread"))
+        return tuple(report for _, report in self.events(ThreadReport))
 
     def threads_built(self) -> int | None:
-        built = self.events("built")
-        return int(built[0].data["threads"]) if built else None
+        built = self.events(Built)
+        return built[0][1].threads if built else None
 
 
 @dataclass(frozen=True)

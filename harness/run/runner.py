@@ -24,11 +24,12 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from harness import env_names
 from harness.run import activity, cache_state, lifeline, pidns, private_root, stacks, stall
+from harness.run.child_spec import ChildSpec, Mode, StartGate
 from harness.run.protocol import (
+    CacheDeleted,
     CacheEvidence,
     ChildEvidence,
     ChildReport,
@@ -106,11 +107,9 @@ def kill_live_children() -> None:
 atexit.register(kill_live_children)
 
 
-def start_child(
-    spec: dict[str, Any], run_dir: Path, env: dict[str, str]
-) -> subprocess.Popen[bytes]:
+def start_child(spec: ChildSpec, run_dir: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     cache_state.private_dir(run_dir)
-    (run_dir / "scenario.json").write_text(json.dumps(spec))
+    spec.write(run_dir)
     if STOPPING.is_set():
         raise RuntimeError("racegate is shutting down: no new run is started")
     # Output goes straight to files; the runner only ever reads their tails. The stall
@@ -243,7 +242,7 @@ def finish_child(
 
 
 def run_children(
-    specs: list[dict[str, Any]], base: Path, env: dict[str, str], scenario: Scenario
+    specs: list[ChildSpec], base: Path, env: dict[str, str], scenario: Scenario
 ) -> tuple[list[ChildEvidence], WatchEvidence]:
     """Start every child at once (one per device for `processes`), wait for all; what each
     left, and what the stall watch saw of them together."""
@@ -253,9 +252,7 @@ def run_children(
     dirs = [base / f"child{i}" for i in range(len(specs))]
     # The children budget their deadline from this start, not their own (after importing torch,
     # which under load takes seconds): their result must land before the timeout here kills them.
-    procs = [
-        start_child(spec | {"runner_t0": t0}, d, env) for spec, d in zip(specs, dirs, strict=True)
-    ]
+    procs = [start_child(spec.started_at(t0), d, env) for spec, d in zip(specs, dirs, strict=True)]
     # Each worker runs in a PID namespace of its own, a grandchild of the runner: signals and
     # /proc looks go to it (its pid as it announced it), the kills to its process group.
     told = {
@@ -313,20 +310,15 @@ def installed_versions() -> dict[str, str]:
     return {**versions.software(import_torch=True), "source": "parent (child did not report)"}
 
 
-def child_specs(scenario: Scenario, base: Path) -> list[dict[str, Any]]:
+def child_specs(scenario: Scenario, base: Path) -> list[ChildSpec]:
     """One spec per child: one child for threads; one per thread of it under `processes`."""
     if not scenario.spec.one_process_per_worker:
-        return [{"scenario": scenario.to_json(), "mode": "run"}]
+        return [ChildSpec(scenario, Mode.RUN)]
     per_process = [d for d in scenario.devices for _ in range(scenario.threads_per_device)]
+    # Processes start their steps together, as threads do at their barrier.
+    gate = StartGate(str(base / "start_gate"), len(per_process))
     return [
-        {
-            "scenario": scenario.to_json(),
-            "mode": "process",
-            "process_devices": [d],
-            "thread_offset": i,
-            # Processes start their steps together, as threads do at their barrier.
-            "start_gate": {"dir": str(base / "start_gate"), "parties": len(per_process)},
-        }
+        ChildSpec(scenario, Mode.PROCESS, process_devices=(d,), thread_offset=i, start_gate=gate)
         for i, d in enumerate(per_process)
     ]
 
@@ -341,7 +333,7 @@ def _cache_evidence(
             counters[k] = counters.get(k, 0) + v
     # Under `processes` each process deletes the shared cache at its own first steady step:
     # a later one may find little or nothing left, so the run's deletion is their sum.
-    deleted = [int(e.data["bytes"]) for c in children for e in c.events("cache_deleted")]
+    deleted = [d.bytes for c in children for _, d in c.events(CacheDeleted)]
     return CacheEvidence(
         state=str(scenario.cache_state),
         dir=str(root),
@@ -380,8 +372,7 @@ class Primed:
 def _prime(scenario: Scenario, base: Path, root: Path, run_id: str) -> Primed:
     """The priming run of a warm/deleted state, in `root`; its processes gone when it returns."""
     env, _ = child_env(scenario, root, run_id)
-    spec = {"scenario": scenario.to_json(), "mode": "prime"}
-    primes, watch = run_children([spec], base / "prime", env, scenario)
+    primes, watch = run_children([ChildSpec(scenario, Mode.PRIME)], base / "prime", env, scenario)
     lifeline.kill_run(run_id)
     return Primed(root, primes[0], watch)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness.run import schedstat, stacks
 from harness.run.lifeline import DUMP_SIGNAL
-from harness.run.protocol import STEPPING, ProgressEvent, ProtocolError
+from harness.run.protocol import ProgressEvent, ProtocolError, Stepping
 
 SAMPLE_EVERY_S = 2.0  # between two looks at the run's CPU demand (and, when idle, its stacks)
 # Cores here are CPU demand: time on a CPU plus time waiting on a run queue (_task_demand), so a
@@ -113,8 +113,8 @@ def reported_tids(run_dir: Path) -> list[int] | None:
             # A torn last line is one being written: the event shows up at a later look.
             with contextlib.suppress(ValueError, TypeError, ProtocolError):
                 event = ProgressEvent.from_line(line)
-                if event.kind == STEPPING:
-                    return [int(t) for t in event.data["tids"]]
+                if isinstance(event.data, Stepping):
+                    return list(event.data.tids)
     return None
 
 

@@ -1,9 +1,9 @@
 """The isolated child process: build replicas, warm up if asked, drive threads, write a report.
 
-Run as `python -m harness.run.worker RUN_DIR` by harness.run.runner, with the scenario in
-RUN_DIR/scenario.json. Thread reports are appended to RUN_DIR/progress.jsonl as they land and
-the whole run goes to RUN_DIR/result.json (harness.run.protocol), so a crash later in the run
-loses nothing already known.
+Run as `python -m harness.run.worker RUN_DIR` by harness.run.runner, with its spec in
+RUN_DIR/scenario.json (harness.run.child_spec). Thread reports are appended to
+RUN_DIR/progress.jsonl as they land and the whole run goes to RUN_DIR/result.json
+(harness.run.protocol), so a crash later in the run loses nothing already known.
 """
 
 from __future__ import annotations
@@ -33,33 +33,42 @@ if __name__ == "__main__":  # not when a test imports this module
     pidns.announce(Path(sys.argv[1]), pidns.enter(Path(sys.argv[1])))
 
 import faulthandler  # noqa: E402
-import json  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
-from typing import IO, Any  # noqa: E402
+from typing import IO  # noqa: E402
 
 import torch  # noqa: E402
 
 from harness.run import cache_state, threads  # noqa: E402
-from harness.run.protocol import STEPPING, ChildReport, ProgressEvent, ThreadReport  # noqa: E402
+from harness.run.child_spec import ChildSpec, ChildSpecError, Mode, StartGate  # noqa: E402
+from harness.run.protocol import (  # noqa: E402
+    Built,
+    CacheDeleted,
+    ChildReport,
+    EventData,
+    ProgressEvent,
+    StartGateWait,
+    Stepping,
+    ThreadReport,
+)
 from harness.scenario.spec import Scenario  # noqa: E402
 from harness.scenario.versions import hardware, software  # noqa: E402
 from harness.scenario.vocab import Strategy  # noqa: E402
 from harness.scenario.workload_api import Workload, WorkloadSpec, check_replica, load_workload  # noqa: E402
 
 
-def _mark(gate: dict[str, Any], what: str, me: int) -> None:
-    folder = Path(gate["dir"])
+def _mark(gate: StartGate, what: str, me: int) -> None:
+    folder = Path(gate.dir)
     folder.mkdir(mode=0o700, exist_ok=True)
     (folder / f"{what}-{me}").touch()
 
 
-def _count(gate: dict[str, Any], what: str) -> int:
-    return sum(1 for _ in Path(gate["dir"]).glob(f"{what}-*"))
+def _count(gate: StartGate, what: str) -> int:
+    return sum(1 for _ in Path(gate.dir).glob(f"{what}-*"))
 
 
-def wait_for_siblings(gate: dict[str, Any], me: int, until: float) -> bool:
+def wait_for_siblings(gate: StartGate, me: int, until: float) -> bool:
     """The `processes` strategy's start barrier: announce this process ready, wait for all.
 
     On files, not multiprocessing.Barrier: the processes are independent `python -m
@@ -69,20 +78,19 @@ def wait_for_siblings(gate: dict[str, Any], me: int, until: float) -> bool:
     """
     _mark(gate, "ready", me)
     while True:
-        if _count(gate, "ready") >= int(gate["parties"]):
+        if _count(gate, "ready") >= gate.parties:
             return True
         if time.monotonic() >= until or threads.GIVE_UP.is_set():
             return False
         time.sleep(0.005)
 
 
-def runner_start(spec: dict[str, Any], timeout_s: float) -> float:
-    """When the runner started this child (time.monotonic(); Linux's clock is system-wide), so
-    the time spent importing torch counts against the run's budget; this process's own start
-    when the spec has none or a value from another clock."""
+def runner_start(t0: float | None, timeout_s: float) -> float:
+    """When the runner started this child (its spec's runner_t0, time.monotonic(); Linux's
+    clock is system-wide), so the time spent importing torch counts against the run's budget;
+    this process's own start when the spec has none or a value from another clock."""
     now = time.monotonic()
-    t0 = spec.get("runner_t0")
-    return t0 if isinstance(t0, (int, float)) and 0 <= now - t0 < timeout_s else now
+    return t0 if t0 is not None and 0 <= now - t0 < timeout_s else now
 
 
 def thread_report(run: threads.ThreadRun) -> ThreadReport:
@@ -101,7 +109,7 @@ class Child:
     """This process's run: its folder, scenario, spec, and the stacks file faulthandler writes."""
 
     run_dir: Path
-    spec: dict[str, Any]
+    spec: ChildSpec
     scenario: Scenario
     stacks: IO[str]
     started: float  # the runner's start (monotonic)
@@ -110,9 +118,9 @@ class Child:
     def deadline(self) -> float:
         return self.started + self.scenario.timeout_s * 0.9
 
-    def emit(self, kind: str, **data: Any) -> None:
+    def emit(self, data: EventData) -> None:
         with (self.run_dir / "progress.jsonl").open("a") as fh:
-            fh.write(ProgressEvent(kind, time.monotonic(), data).to_line())
+            fh.write(ProgressEvent(time.monotonic(), data).to_line())
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -143,18 +151,16 @@ def arm_stack_dumps(run_dir: Path, started: float, timeout_s: float) -> IO[str]:
 
 def build_runs(child: Child, workload: Workload) -> list[threads.ThreadRun]:
     sc, spec = child.scenario, child.spec
-    mode = spec["mode"]
     strategy = str(sc.strategy)
     if sc.spec.one_process_per_worker and strategy not in workload.strategies():
         # `processes` is harness-level: a workload that does not list it runs per_device in each.
         strategy = str(Strategy.PER_DEVICE)
-    devices = list(spec.get("process_devices", sc.devices))
     # A prime builds one replica per device: compiled artifacts are keyed by device.
-    per_device = 1 if mode in ("prime", "process") else sc.threads_per_device
+    per_device = 1 if spec.mode in (Mode.PRIME, Mode.PROCESS) else sc.threads_per_device
     runs: list[threads.ThreadRun] = []
-    for device in devices:
+    for device in spec.devices:
         for _ in range(per_device):
-            index = spec.get("thread_offset", 0) + len(runs)
+            index = spec.thread_offset + len(runs)
             kwargs = {}
             if sc.target_devices:  # the incident's topology: the target on other GPUs
                 target = sc.target_devices[sc.devices.index(device) % len(sc.target_devices)]
@@ -197,10 +203,10 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
     def delete_cache() -> None:
         root = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parent
         start = time.monotonic()  # the event's `at` is its end: the judge counts the span
-        child.emit("cache_deleted", bytes=cache_state.delete_cache(root), start=start)
+        child.emit(CacheDeleted(bytes=cache_state.delete_cache(root), start=start))
 
     is_deleted = sc.cache_state.spec.deleted_mid_run
-    gate = spec.get("start_gate")
+    gate = spec.start_gate
     plan = threads.Plan(
         schedule=sc.schedule,
         warmup_steps=sc.warmup_steps,
@@ -210,22 +216,22 @@ def drive(child: Child, runs: list[threads.ThreadRun], shapes: list[int]) -> flo
         fail_on_recompile=sc.spec.warmed_up,
         on_first_steady_step=delete_cache if is_deleted else None,
         switch_shape_after_hook=is_deleted,
-        on_quota=(lambda: _mark(gate, "done", spec["thread_offset"])) if gate else None,
-        siblings_done=(lambda: _count(gate, "done") >= int(gate["parties"])) if gate else None,
+        on_quota=(lambda: _mark(gate, "done", spec.thread_offset)) if gate else None,
+        siblings_done=(lambda: _count(gate, "done") >= gate.parties) if gate else None,
         # The runner reads /proc/<pid>/task/<tid>: ids as it sees them, not the namespace's.
-        on_started=lambda tids: child.emit(STEPPING, tids=pidns.outer_tids(tids)),
+        on_started=lambda tids: child.emit(Stepping(tuple(pidns.outer_tids(tids)))),
     )
     if gate:
         # Half the time left at most: a sibling that died before the gate must not turn this
         # process's run into a hang (the concurrency check still sees a late start).
         limit = time.monotonic() + (child.deadline - time.monotonic()) / 2
-        met = wait_for_siblings(spec["start_gate"], spec.get("thread_offset", 0), limit)
-        child.emit("start_gate", met=met)
+        met = wait_for_siblings(gate, spec.thread_offset, limit)
+        child.emit(StartGateWait(met))
     grace = min(30.0, sc.timeout_s * 0.05)  # deadline (0.9) + grace stays inside the timeout
     if threads.run_threads(runs, plan, join_grace_s=grace):
         child.final_dump()
     for run in runs:
-        child.emit("thread", **thread_report(run).to_json())
+        child.emit(thread_report(run))
     return warmup_s
 
 
@@ -238,9 +244,13 @@ def flops(workload: Workload, shapes: list[int]) -> tuple[dict[str, float | None
 
 
 def main(run_dir: Path) -> int:
-    spec = json.loads((run_dir / "scenario.json").read_text())
-    scenario = Scenario.from_json(spec["scenario"])
-    started = runner_start(spec, scenario.timeout_s)
+    try:
+        spec = ChildSpec.read(run_dir)
+    except ChildSpecError as exc:  # one line: the runner files it with the child's stderr
+        print(f"racegate worker: {exc}", file=sys.stderr)
+        return 2
+    scenario = spec.scenario
+    started = runner_start(spec.runner_t0, scenario.timeout_s)
     stacks = arm_stack_dumps(run_dir, started, scenario.timeout_s)
     child = Child(run_dir, spec, scenario, stacks, started)
     if scenario.switch_interval_s:
@@ -251,13 +261,12 @@ def main(run_dir: Path) -> int:
     shapes = list(workload.shapes())
     runs = build_runs(child, workload)
     # The hardware goes out now too: a run that hangs later writes no report to carry it.
-    devices = tuple(spec.get("process_devices", scenario.devices))
-    machine = hardware(devices)
-    child.emit("built", threads=len(runs), hardware=machine)
+    machine = hardware(spec.devices)
+    child.emit(Built(len(runs), machine))
     # Read now, not after the threads: a run whose threads hung has only the join's grace left
     # to write its report before the runner kills it, and the reading walks package metadata.
     installed = software()
-    if spec["mode"] == "prime":
+    if spec.mode is Mode.PRIME:
         warmup_s: float | None = prime(child, runs, shapes)
     else:
         warmup_s = drive(child, runs, shapes)

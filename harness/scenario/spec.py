@@ -72,7 +72,7 @@ class Scenario:
 
     def label(self) -> str:
         """Short human name, e.g. `tiny/per_device/cold/barrier/cpu×2` (see `scenario_key`)."""
-        return scenario_key(self.to_json())
+        return scenario_key(self)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -92,8 +92,8 @@ class Scenario:
         return make_scenario(**data)
 
 
-def scenario_key(scenario: Mapping[str, Any]) -> str:
-    """A scenario's one name, from its JSON form (`Scenario.to_json()`, a record's `scenario`):
+def scenario_key(scenario: Scenario) -> str:
+    """A scenario's one name (`Scenario.label`, a record's `scenario`):
     `preset/strategy/cache_state/schedule/devices×threads`, as `tiny/per_device/cold/barrier/cpu×2`.
 
     Records, the CLI's lines and the summaries group runs by it. Three keys group coarser, on
@@ -104,10 +104,10 @@ def scenario_key(scenario: Mapping[str, Any]) -> str:
     (harness/cases/test_race.py: `strategy-cache_state-devicesxthreads`, the run-wide preset and
     schedule left out, no `/` so `-k` selects it).
     """
-    devices = ",".join(scenario["devices"])
+    s = scenario
     return (
-        f"{scenario['preset']}/{scenario['strategy']}/{scenario['cache_state']}/"
-        f"{scenario['schedule']}/{devices}×{scenario['threads_per_device']}"
+        f"{s.preset}/{s.strategy}/{s.cache_state}/{s.schedule}/"
+        f"{','.join(s.devices)}×{s.threads_per_device}"
     )
 
 
