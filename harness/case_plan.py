@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.judge.suite import RacegateConfig
 from harness.judge.verdict import Calibration, cell_label, cell_of, control_rates, repeats_for
+from harness.session import RacegateConfig
 
 
 def topologies(rc: RacegateConfig) -> list[tuple[tuple[str, ...], int]]:

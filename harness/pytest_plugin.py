@@ -23,13 +23,13 @@ import pytest
 
 from harness import options, state
 from harness.judge import race_expectations
-from harness.judge.suite import RacegateConfig, racegate_key
 from harness.judge.verdict import Calibration
 from harness.record import RunRecord
 from harness.report import terminal
 from harness.run import private_root
 from harness.run.slots import SlotPool
 from harness.scenario import versions
+from harness.session import RacegateConfig, racegate_key
 
 # Before anything imports torch (none of the imports above does): torch makes its caches under
 # TMPDIR and ~ on import; they go into this process's own root instead (harness.run.private_root).

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge.suite import RacegateConfig
 from harness.scenario.vocab import Schedule, Strategy
+from harness.session import RacegateConfig
 
 # Every test here starts child processes: the process tier (tests/conftest.py).
 pytestmark = pytest.mark.process

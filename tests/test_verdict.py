@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.judge.gate import decide_gate
-from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, TooSlowToJudge, judge
+from harness.judge.suite import OUTCOME_ERRORS, TooSlowToJudge, judge
 from harness.judge.verdict import (
     Calibration,
     Status,
@@ -28,6 +28,7 @@ from harness.judge.verdict import (
 from harness.record import CacheProof, Hardware, RunRecord, ThreadRecord, Versions, read_jsonl
 from harness.scenario.spec import make_scenario
 from harness.scenario.vocab import Outcome, Schedule, Strategy
+from harness.session import RacegateConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = {"torch": "2.13.0+cpu", "transformers": "5.17.0", "python": "3.12.3"}

@@ -24,7 +24,7 @@ from harness.case_plan import (
     topologies,
 )
 from harness.judge import race_expectations
-from harness.judge.suite import OUTCOME_ERRORS, RacegateConfig, judge, racegate_key
+from harness.judge.suite import OUTCOME_ERRORS, judge
 from harness.judge.verdict import Calibration, cell_label
 from harness.pipeline import run_case
 from harness.pytest_plugin import calibration, session_records, slot_pool
@@ -33,6 +33,7 @@ from harness.run.runner import SharedPrimes
 from harness.run.slots import Slot, SlotPool, release
 from harness.scenario.spec import Scenario, make_scenario
 from harness.scenario.vocab import Outcome
+from harness.session import RacegateConfig, racegate_key
 
 # Per-case time limit (pytest-timeout, thread method: all stacks dumped on a hang).
 CASE_TIMEOUT_S = 900

@@ -6,36 +6,10 @@ the failure a table row predicts; any other failure still fails the case.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import pytest
-
 from harness.judge.outcomes import is_spurious_recompile, worst
 from harness.judge.race_evidence import timed_out
-from harness.judge.race_expectations import ExpectedFailure
-from harness.options import RunOptions
 from harness.record import RunRecord
 from harness.scenario.vocab import Outcome
-
-
-@dataclass(frozen=True, kw_only=True)
-class RacegateConfig(RunOptions):
-    """The resolved plugin settings for this session: the run options and what the plugin adds."""
-
-    gpus: int
-    expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
-    versions: dict[str, str]
-    overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
-    case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only); 0: auto
-
-    def run_timeout_within(self, budget_s: float) -> float:
-        """Seconds per isolated run: --run-timeout when given, never more than the case's share
-        of its pytest timeout (past that pytest-timeout would end the whole session)."""
-        return min(self.run_timeout, budget_s) if self.run_timeout else budget_s
-
-
-# Where the pytest plugin stashes the resolved settings; cases read them through it.
-racegate_key = pytest.StashKey[RacegateConfig]()
 
 
 class RaceOutcomeError(AssertionError):

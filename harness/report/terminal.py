@@ -17,9 +17,10 @@ import pytest
 from harness.judge import probe_expectations, verdict
 from harness.judge.gate import Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from, roles_of
-from harness.judge.suite import RaceOutcomeError, racegate_key
+from harness.judge.suite import RaceOutcomeError
 from harness.probes.runner import ProbeRun  # the probe registry and runner: no torch import
 from harness.record import RunRecord, read_jsonl
+from harness.session import racegate_key
 
 calibration_key = pytest.StashKey[verdict.Calibration]()
 PLUGIN_NAME = "racegate-verdict"

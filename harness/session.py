@@ -1,0 +1,35 @@
+"""The pytest session's resolved racegate settings, and the stash key the plugin keeps them under.
+
+A front-door module: the plugin (harness/pytest_plugin.py) resolves them once from the option
+table (harness/options.py); the cases, their plan and the terminal verdict read them from the
+stash. The judge never sees them (it judges records).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from harness.judge.race_expectations import ExpectedFailure
+from harness.options import RunOptions
+
+
+@dataclass(frozen=True, kw_only=True)
+class RacegateConfig(RunOptions):
+    """The resolved plugin settings for this session: the run options and what the plugin adds."""
+
+    gpus: int
+    expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
+    versions: dict[str, str]
+    overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
+    case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only); 0: auto
+
+    def run_timeout_within(self, budget_s: float) -> float:
+        """Seconds per isolated run: --run-timeout when given, never more than the case's share
+        of its pytest timeout (past that pytest-timeout would end the whole session)."""
+        return min(self.run_timeout, budget_s) if self.run_timeout else budget_s
+
+
+# Where the pytest plugin stashes the resolved settings; cases read them through it.
+racegate_key = pytest.StashKey[RacegateConfig]()
