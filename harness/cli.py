@@ -170,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# --- `expectations`: propose (and with --update write) expectations/race.toml rows from runs.
+# --- `expectations`: propose (and with --update write) harness/expectations/race.toml rows from
+# runs.
 def add_expectations_parser(sub: argparse._SubParsersAction) -> None:
     from harness.judge.race_expectations import DEFAULT_TABLE
 
@@ -245,7 +246,8 @@ def validate_against_workload(scenarios: list[Scenario], where: str = "--workloa
 
 
 def _probe_expectations(torch_version: str, device: str) -> dict[str, str]:
-    """What expectations/probes.toml says each probe shows on this torch (no probe is run)."""
+    """What harness/expectations/probes.toml says each probe shows on this torch (no probe is
+    run)."""
     from harness.judge import probe_expectations
 
     try:
@@ -442,8 +444,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     n_bad = len(bad)
     print(
         f"racegate probe: {'FAIL' if n_bad else 'PASS'}: {len(results) - n_bad} of "
-        f"{len(results)} probes match expectations/probes.toml"
-        + (f"; {n_bad} moved or gave no verdict" if n_bad else ""),
+        f"{len(results)} probes match harness/expectations/probes.toml"
+        + (f"; {n_bad} moved or no verdict" if n_bad else ""),
         file=sys.stderr if args.json else sys.stdout,
     )
     return EXIT_FAILED if bad else EXIT_OK

@@ -26,12 +26,13 @@ import nox
 
 from harness import matrix_plan
 
-# ---- The version matrix: expectations/versions.toml, the only place versions are written. ----
+# ---- The version matrix: harness/expectations/versions.toml, the only place versions are
+# written. ----
 SYSTEM = matrix_plan.SYSTEM
 
 
 def load_matrix() -> matrix_plan.Matrix:
-    """expectations/versions.toml; a file nox cannot use stops nox: one line, exit 2."""
+    """harness/expectations/versions.toml; a file nox cannot use stops nox: one line, exit 2."""
     try:
         return matrix_plan.load()
     except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError

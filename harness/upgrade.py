@@ -30,8 +30,8 @@ WIDTH = 78
 # The verdict block's last line (harness.judge.gate.Decision.line).
 _DECISION_LINE = re.compile(r"^(SAFE|UNSAFE|UNDECIDED): (.*) \(exit (\d+); words: [^)]*\)\s*$")
 _BLOCK_TITLE = " racegate verdict "
-# Where the race does not show on CPU (docs/torch-releases.md, expectations/probes.toml): the
-# newest torch whose CPU runs still fire it.
+# Where the race does not show on CPU (docs/torch-releases.md, harness/expectations/probes.toml):
+# the newest torch whose CPU runs still fire it.
 LAST_CPU_FIRING_TORCH = "2.12"
 # How the verdict names a probe's finding (harness.judge.verdict's MASKED and gone reasons).
 _PROBE_SAYS = r"probe (\w+) (shows the hazard(?: on torch [\w.+]*\w)?|says the hazard is \w+)"

@@ -23,7 +23,7 @@ from harness import matrix_plan
 ROOT = Path(__file__).resolve().parent.parent
 NOXFILE = ROOT / "noxfile.py"
 SUPPORT = ROOT / "harness" / "nox_support.py"  # what the noxfile's sessions call
-MATRIX = matrix_plan.load()  # expectations/versions.toml
+MATRIX = matrix_plan.load()  # harness/expectations/versions.toml
 PROCESS_FIXTURES = ("listed",)  # runs nox: its tests are in the process tier (tests/conftest.py)
 
 
@@ -77,8 +77,8 @@ def test_every_session_has_a_one_line_docstring(listed: list[dict[str, Any]]) ->
 
 
 def test_versions_are_written_only_in_the_data_file(noxfile: ModuleType) -> None:
-    """Every version is written once, in expectations/versions.toml; the noxfile, its helpers,
-    the nightly's plan script and workflow only read the lists built from it."""
+    """Every version is written once, in harness/expectations/versions.toml; the noxfile, its
+    helpers, the nightly's plan script and workflow only read the lists built from it."""
     matrix = noxfile.support.MATRIX
     assert matrix == MATRIX
     versions = {*matrix.gpu_torch, *matrix.cpu_torch, *matrix.gpu_transformers}

@@ -23,7 +23,7 @@ class RacegateConfig(RunOptions):
     """The resolved plugin settings for this session: the run options and what the plugin adds."""
 
     gpus: int
-    expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
+    expectations: list[ExpectedFailure]  # harness/expectations/race.toml, loaded and checked once
     versions: dict[str, str]
     overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
     case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only)

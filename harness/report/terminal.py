@@ -125,7 +125,7 @@ def probe_verdicts(config: pytest.Config) -> tuple[dict[str, str], str]:
     rc = config.stash[racegate_key]
     device = "cpu" if rc.devices == ("cpu",) else "cuda"
     out: dict[str, str] = {}
-    where = "expectations/probes.toml"
+    where = "harness/expectations/probes.toml"
     try:
         table = probe_expectations.load()
         for name in verdict.RACE_PROBES:
