@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import checked, private_root
+from harness import checked, code_root, private_root
 from harness.judge.baselines import MEMORY_GROWTH_LIMIT
 from harness.judge.compare import (
     CHANGE_TOLERANCE,
@@ -51,7 +51,6 @@ from harness.record import RunRecord, append_jsonl, read_jsonl
 from harness.vocab import TEST_SLOWDOWN_ENV, Outcome, injected_slowdown
 
 SCHEMA_VERSION = 1
-REPO_ROOT = Path(__file__).resolve().parents[1]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # A child `harness run` whose one record is a timing sample: SAFE, or UNDECIDED (one thread).
 TIMING_EXITS = (EXIT_CODES[Word.SAFE], EXIT_CODES[Word.UNDECIDED])
@@ -382,7 +381,12 @@ def run_once(side: Side, run_args: list[str], out: Path, timeout_s: float) -> Ru
     cmd += ["--out", str(out)]
     try:
         proc = subprocess.run(
-            cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s
+            cmd,
+            cwd=code_root.child_cwd(),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
         )
     except subprocess.TimeoutExpired:
         raise ValueError(f"did not finish within {timeout_s:.0f} s") from None
