@@ -47,9 +47,9 @@ def _csv(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
-DEFAULT_BASELINES = Path("baselines")
+DEFAULT_BASELINES = "the project's baselines/ ([tool.racegate] baselines)"
 BASELINES_HELP = (
-    f"folder of <hardware>.json throughput floors (default: {DEFAULT_BASELINES}/, where absent "
+    f"folder of <hardware>.json throughput floors (default: {DEFAULT_BASELINES}, where absent "
     "means no floors; a folder named here must exist, except for `baseline --update`)"
 )
 
@@ -59,12 +59,17 @@ def baselines_folder(named: Path | None, *, written: bool = False) -> Path:
     skipped, and the report says so); a folder the user named must exist, or a misspelt one
     would skip every floor. `written` (`baseline --update`): it is made."""
     if named is None:
-        return DEFAULT_BASELINES
+        from harness.judge import baselines
+
+        try:
+            return baselines.project_folder()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if not written and not named.is_dir():
         what = "is not a folder" if named.exists() else "does not exist"
         raise UsageError(
             f"--baselines {named} {what}; give the folder of <hardware>.json floors "
-            f"(default: {DEFAULT_BASELINES}/)"
+            f"(default: {DEFAULT_BASELINES})"
         )
     return named
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from harness import options, private_root, state, versions
-from harness.judge import race_expectations
+from harness.judge import baselines, race_expectations
 from harness.judge.suite import RacegateConfig, racegate_key
 from harness.judge.verdict import Calibration
 from harness.record import RunRecord
@@ -35,7 +35,7 @@ MARKERS = {
     "race": "race(): a cross-thread tracing race case (what `-m race` and `-k race` select)",
     "gpu": "gpu(): needs at least one CUDA GPU; skipped with a reason otherwise",
     "multi_gpu": "multi_gpu(): needs at least two CUDA GPUs; skipped with a reason otherwise",
-    "throughput": "throughput(): gates tokens/s against baselines/<hardware>.json",
+    "throughput": "throughput(): gates tokens/s against the project's baselines/<hardware>.json",
     "slow": "slow(): takes minutes; deselect with -m 'not slow'",
     "process": "process(): a harness test that starts child processes or compiles for real "
     "(the process tier; not in `racegate.py test --fast`)",
@@ -107,6 +107,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         elif _is_worker(config):  # the controller bound them, having loaded the workload
             opts = options.roles_from_json(opts, config.workerinput["racegate_roles"])
         expectations = race_expectations.load(production=opts.production)  # bad table: usage
+        floors = baselines.project_folder()  # a named folder that is missing: usage
         results = _records_path(config, opts.results)
         if config.option.racegate_case_jobs < 1:
             raise ValueError(f"--case-jobs must be ≥ 1, got {config.option.racegate_case_jobs}")
@@ -125,6 +126,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         versions=versions.software(),  # imports nothing: metadata for what is not loaded
         overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
         case_jobs=config.option.racegate_case_jobs,
+        baselines=floors,
     )
 
 

@@ -7,6 +7,7 @@ the failure a table row predicts; any other failure still fails the case.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,8 @@ class RacegateConfig(RunOptions):
     versions: dict[str, str]
     overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
     case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only)
+    # The project's throughput floors (harness.judge.baselines.project_folder; may be absent)
+    baselines: Path = Path("baselines")
 
     def run_timeout_within(self, budget_s: float) -> float:
         """Seconds per isolated run: --run-timeout when given, never more than the case's share
