@@ -243,6 +243,15 @@ PYTEST_ONLY: tuple[Option, ...] = (
         default=_CALIBRATION.cap,
         metavar="N",
     ),
+    Option(
+        "--decision-file",
+        "decision_file",
+        "where race cases ran, write the decision the verdict block ends with to this JSON file "
+        "(harness/judge/decision_file.py; `racegate upgrade` reads it); a file already there is "
+        "removed first (default: none written)",
+        type=Path,
+        metavar="PATH",
+    ),
 )
 
 
