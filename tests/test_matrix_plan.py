@@ -79,7 +79,8 @@ def test_adding_a_torch_release_changes_the_data_file_only(tmp_path: Path) -> No
     """A copy of the checkout's nox side with one more release in its versions.toml: nox lists
     the new cells, tagged, and the nightly's plan (which the workflow reads) holds them all."""
     for rel in ("noxfile.py", "pyproject.toml", "harness/__init__.py", "harness/nox_support.py",
-                "harness/matrix_plan.py", "harness/expectations/versions.toml"):  # fmt: skip
+                "harness/matrix_plan.py", "harness/sizing.py",
+                "harness/expectations/versions.toml"):  # fmt: skip
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     m = matrix_plan.load()
@@ -111,7 +112,7 @@ def test_adding_a_torch_release_changes_the_data_file_only(tmp_path: Path) -> No
 @pytest.mark.process
 def test_nox_stops_on_a_bad_versions_file_with_one_line(tmp_path: Path) -> None:
     for rel in ("noxfile.py", "pyproject.toml", "harness/__init__.py", "harness/nox_support.py",
-                "harness/matrix_plan.py"):  # fmt: skip
+                "harness/matrix_plan.py", "harness/sizing.py"):  # fmt: skip
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     bad = matrix_plan.VERSIONS_FILE.read_text().replace('image = "5.17.0"', 'image = "five"')

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from harness import matrix_plan
+from harness import matrix_plan, sizing
 
 ROOT = Path(__file__).resolve().parent.parent
 NOXFILE = ROOT / "noxfile.py"
@@ -599,6 +599,7 @@ def test_xdist_workers_default_to_the_host_and_the_env_var_overrides(
 ) -> None:
     gib = 2**30
     rule = noxfile.support.host_race_workers
+    assert rule is sizing.host_race_workers  # one rule: the nox cells size as racegate.py does
     assert rule(32, 2, 150_000_000_000) == 16  # 2xH200, 32 cores: the cores bound
     assert rule(16, 1, 150_000_000_000) == 8  # one H200, 16 cores
     assert rule(64, 1, 24 * gib) == 2  # a 24 GiB GPU holds two cases
