@@ -99,6 +99,12 @@ def _say(line: str) -> None:
     print(f"racegate upgrade: {line}", file=sys.stderr, flush=True)
 
 
+def is_progress(line: str) -> bool:
+    """A line of `pytest -v` that says a case ended (`path::case[id] XFAIL [ 40%]`, whatever its
+    word: the suite's cases are harness/cases/..., a project's anywhere) or failed."""
+    return bool(re.match(r"\S+\.py::\S+ [A-Z]+", line)) or "FAILED" in line
+
+
 def verdict_block(lines: Sequence[str]) -> list[str]:
     """The side's verdict block as pytest printed it ([] where it printed none): shown in the
     decision, and where MASKED and the probes' findings are quoted from."""
@@ -146,7 +152,7 @@ def run_side(
         for line in proc.stdout:
             out.write(line)
             lines.append(line.rstrip("\n"))
-            if line.startswith(("cases/", "tests/")) or "PASSED" in line or "FAILED" in line:
+            if is_progress(line):
                 print(f"  [{name}] {line.rstrip()}", file=sys.stderr, flush=True)
         code = proc.wait()
     wall = time.monotonic() - started

@@ -115,6 +115,16 @@ def test_a_real_session_writes_the_decision_its_block_prints(
     assert " ".join(side.decision.line().split()) in printed, (side.decision, side.block)
 
 
+def test_each_ended_case_is_progress_whatever_its_word() -> None:
+    """The suite's cases are harness/cases/...: an XFAIL there is progress too (only lines
+    starting cases/ or tests/, or saying PASSED/FAILED, were shown before)."""
+    ended = "harness/cases/test_race.py::test_race[per_device-cold-cpux2] XFAIL (row 3) [ 50%]"
+    assert upgrade.is_progress(ended)
+    assert upgrade.is_progress("test_stub.py::test_case PASSED                 [100%]")
+    assert not upgrade.is_progress("platform linux -- Python 3.11.7, pytest-9.2.0")
+    assert not upgrade.is_progress("harness/cases/test_race.py::test_race[per_device-cold-cpux2] ")
+
+
 def test_the_probe_that_shows_the_hazard_is_quoted_from_a_wrapped_block() -> None:
     lines = [
         " racegate verdict ",
