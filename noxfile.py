@@ -17,7 +17,7 @@ import nox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import nox_support as support
 
-MATRIX = support.MATRIX  # the versions, from expectations/versions.toml
+MATRIX = support.MATRIX  # the versions, from harness/expectations/versions.toml
 
 nox.needs_version = ">=2024.10.9"
 # virtualenv, named: "uv|virtualenv" would try uv first. nox (2026.10) still probes for uv

@@ -21,11 +21,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.pipeline import run_scenario
 from harness.record import append_jsonl
-from harness.scenario.spec import make_scenario
-from tests import fault_kit
+from harness.scenario.spec import Scenario, make_scenario
 
+# The test workloads the cases run, named by import path as any workload is (the runner's child
+# imports them from the checkout); the benchmark imports nothing from tests/.
 FAULT = "tests.fault_workloads:make_workload"
 SERIAL = "tests.serial_workload:make_workload"
+
+
+def fault(preset: str) -> Scenario:
+    """Two threads of FAULT's `preset` (ok, or serial: one lock per step), 4 steady steps of
+    0.1 s each under a keen stall watch: what the fault tests run (tests/fault_kit.py)."""
+    return make_scenario(
+        preset=preset, strategy="eager", workload=FAULT, steps=4, warmup_steps=1,
+        timeout_s=90.0, stall_s=3.0, threads_per_device=2,
+    )  # fmt: skip
 
 
 def tiny(strategy: str, cache_state: str, workload: str | None = None):
@@ -38,8 +48,8 @@ def tiny(strategy: str, cache_state: str, workload: str | None = None):
 
 CASES = {
     # name: (scenario, what it is)
-    "fault ok": (lambda: fault_kit.fault_scenario("ok"), "2 threads, 0.1 s torch steps"),
-    "fault serial": (lambda: fault_kit.fault_scenario("serial"), "the same, one lock per step"),
+    "fault ok": (lambda: fault("ok"), "2 threads, 0.1 s torch steps"),
+    "fault serial": (lambda: fault("serial"), "the same, one lock per step"),
     "late_start processes": (
         lambda: make_scenario(
             preset="late_start",

@@ -48,9 +48,9 @@ def _csv(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
-DEFAULT_BASELINES = Path("baselines")
+DEFAULT_BASELINES = "the project's baselines/ ([tool.racegate] baselines)"
 BASELINES_HELP = (
-    f"folder of <hardware>.json throughput floors (default: {DEFAULT_BASELINES}/, where absent "
+    f"folder of <hardware>.json throughput floors (default: {DEFAULT_BASELINES}, where absent "
     "means no floors; a folder named here must exist, except for `baseline --update`)"
 )
 
@@ -60,12 +60,17 @@ def baselines_folder(named: Path | None, *, written: bool = False) -> Path:
     skipped, and the report says so); a folder the user named must exist, or a misspelt one
     would skip every floor. `written` (`baseline --update`): it is made."""
     if named is None:
-        return DEFAULT_BASELINES
+        from harness.judge import baselines
+
+        try:
+            return baselines.project_folder()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if not written and not named.is_dir():
         what = "is not a folder" if named.exists() else "does not exist"
         raise UsageError(
             f"--baselines {named} {what}; give the folder of <hardware>.json floors "
-            f"(default: {DEFAULT_BASELINES}/)"
+            f"(default: {DEFAULT_BASELINES})"
         )
     return named
 
@@ -171,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# --- `expectations`: propose (and with --update write) expectations/race.toml rows from runs.
+# --- `expectations`: propose (and with --update write) harness/expectations/race.toml rows from
+# runs.
 def add_expectations_parser(sub: argparse._SubParsersAction) -> None:
     from harness.judge.race_expectations import DEFAULT_TABLE
 
@@ -246,7 +252,8 @@ def validate_against_workload(scenarios: list[Scenario], where: str = "--workloa
 
 
 def _probe_expectations(torch_version: str, device: str) -> dict[str, str]:
-    """What expectations/probes.toml says each probe shows on this torch (no probe is run)."""
+    """What harness/expectations/probes.toml says each probe shows on this torch (no probe is
+    run)."""
     from harness.judge import probe_expectations
 
     try:
@@ -443,8 +450,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     n_bad = len(bad)
     print(
         f"racegate probe: {'FAIL' if n_bad else 'PASS'}: {len(results) - n_bad} of "
-        f"{len(results)} probes match expectations/probes.toml"
-        + (f"; {n_bad} moved or gave no verdict" if n_bad else ""),
+        f"{len(results)} probes match harness/expectations/probes.toml"
+        + (f"; {n_bad} moved or no verdict" if n_bad else ""),
         file=sys.stderr if args.json else sys.stdout,
     )
     return EXIT_FAILED if bad else EXIT_OK

@@ -11,6 +11,7 @@ from __future__ import annotations
 PRODUCTION_STRATEGY = "RACEGATE_PRODUCTION_STRATEGY"
 CONTROL_STRATEGY = "RACEGATE_CONTROL_STRATEGY"
 WORKLOAD = "RACEGATE_WORKLOAD"
+BASELINES = "RACEGATE_BASELINES"
 # --- set by the runner for its children
 RUNNER_PID = "RACEGATE_RUNNER_PID"
 RUN_ID = "RACEGATE_RUN_ID"
@@ -23,6 +24,7 @@ NAMES: dict[str, str] = {
     PRODUCTION_STRATEGY: "the strategy the verdict is about (setting production_strategy)",
     CONTROL_STRATEGY: "the positive control's strategy (setting control_strategy)",
     WORKLOAD: "module:factory of the workload under test (setting workload)",
+    BASELINES: "the folder of throughput floors, from the project root (setting baselines)",
     RUNNER_PID: "set for a child: its runner's pid, so the child dies with its runner",
     RUN_ID: "set for a child: the run's id, the marker lifeline finds a run's processes by",
     PRIVATE_ROOT: "set for a child: the run's private 0700 root (harness.run.private_root)",
@@ -56,4 +58,5 @@ SETTING: dict[str, str] = {
     "production_strategy": PRODUCTION_STRATEGY,
     "control_strategy": CONTROL_STRATEGY,
     "workload": WORKLOAD,
+    "baselines": BASELINES,
 }

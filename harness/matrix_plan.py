@@ -1,5 +1,6 @@
-"""The torch × transformers matrix nox runs, read from expectations/versions.toml: the versions
-each matrix crosses, each cell's pins, and the cells' names and tags, derived from that one file.
+"""The torch × transformers matrix nox runs, read from harness/expectations/versions.toml: the
+versions each matrix crosses, each cell's pins, and the cells' names and tags, derived from that
+one file.
 
 Standard library only: nox's own interpreter imports it (through harness/nox_support.py), and so
 do scripts and tests that need the number of cells.
@@ -12,14 +13,14 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-VERSIONS_FILE = Path(__file__).resolve().parent.parent / "expectations" / "versions.toml"
+VERSIONS_FILE = Path(__file__).resolve().parent / "expectations" / "versions.toml"
 SYSTEM = "system"  # the runner image's own torch, reused through --system-site-packages
 _VERSION = re.compile(r"[0-9]+(\.[0-9]+)+")
 
 
 @dataclass(frozen=True)
 class Matrix:
-    """expectations/versions.toml, checked: each list the matrices cross, in its order."""
+    """harness/expectations/versions.toml, checked: each list the matrices cross, in its order."""
 
     torch_releases: tuple[str, ...]
     incident_transformers: tuple[str, ...]

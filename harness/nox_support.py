@@ -25,13 +25,15 @@ from xml.etree import ElementTree
 import nox
 
 from harness import matrix_plan
+from harness.sizing import host_race_workers  # the one sizing rule, racegate.py's too
 
-# ---- The version matrix: expectations/versions.toml, the only place versions are written. ----
+# ---- The version matrix: harness/expectations/versions.toml, the only place versions are
+# written. ----
 SYSTEM = matrix_plan.SYSTEM
 
 
 def load_matrix() -> matrix_plan.Matrix:
-    """expectations/versions.toml; a file nox cannot use stops nox: one line, exit 2."""
+    """harness/expectations/versions.toml; a file nox cannot use stops nox: one line, exit 2."""
     try:
         return matrix_plan.load()
     except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
@@ -318,28 +320,6 @@ def split_marker(posargs: list[str]) -> tuple[str | None, list[str]]:
     parser.add_argument("-m", dest="marker")
     known, rest = parser.parse_known_args(posargs)
     return known.marker, rest
-
-
-# GPU memory one race case may hold on each GPU it uses: the worst `small` race run on 2xH200
-# peaked at 10.4 GiB on one device (results/h200x2-warmup-races,
-# h200x2-warmup-locked-production, h200x2-transformers-matrix; median 4.4 GiB), plus
-# its CUDA context.
-RACE_CASE_GPU_BYTES = 12 * 2**30
-
-
-def host_race_workers(cores: int, gpus: int, gpu_bytes: int) -> int:
-    """Race cases a cell runs at once on this host: min(cores // 2, GPU memory // 12 GiB × GPUs).
-
-    Half the cores: each case's child steps two threads and compiles (inductor's workers) at
-    once, so more cases than cores/2 slow every run down to the run timeout. GPU memory: the
-    smallest GPU's memory over RACE_CASE_GPU_BYTES, times the GPUs (--share-gpus spreads the
-    cases over them). 2xH200 (~140 GiB each, 32 cores): min(16, 22) = 16, what the cells timed in
-    results/h200x2-transformers-matrix ran at; one H200 with 16 cores: min(8, 11) = 8. Unknown
-    GPU memory (0) leaves the cores' bound. Never below 1.
-    """
-    by_cores = cores // 2
-    by_memory = (gpu_bytes // RACE_CASE_GPU_BYTES) * gpus if gpu_bytes else by_cores
-    return max(1, min(by_cores, by_memory))
 
 
 def race_workers(session: nox.Session, gpus: int, gpu_bytes: int, knobs: CellKnobs) -> int:

@@ -53,7 +53,7 @@ CLI_RUN_TIMEOUT_S = 300.0  # `harness run` has no pytest case budget to split
 # any plugin's options are known, so `--results x.jsonl` (two words, x existing) makes x's
 # folder the rootdir, and the checkout's conftest, ini and testpaths are lost; `--results=x`
 # is one word (harness.pytest_plugin refuses the two-word form where it did that).
-PATH_FLAGS = ("--results", "--out", "--records-from")
+PATH_FLAGS = ("--results", "--out", "--records-from", "--decision-file")
 
 
 def case_jobs(text: str) -> int:
@@ -264,6 +264,15 @@ PYTEST_ONLY: tuple[Option, ...] = (
         type=int,
         default=_CALIBRATION.cap,
         metavar="N",
+    ),
+    Option(
+        "--decision-file",
+        "decision_file",
+        "where race cases ran, write the decision the verdict block ends with to this JSON file "
+        "(harness/judge/decision_file.py; `racegate upgrade` reads it); a file already there is "
+        "removed first (default: none written)",
+        type=Path,
+        metavar="PATH",
     ),
 )
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from harness import options, state
-from harness.judge import race_expectations
+from harness.judge import baselines, race_expectations
 from harness.judge.verdict import Calibration
 from harness.record import RunRecord
 from harness.report import terminal
@@ -39,7 +39,7 @@ MARKERS = {
     "race": "race(): a cross-thread tracing race case (what `-m race` and `-k race` select)",
     "gpu": "gpu(): needs at least one CUDA GPU; skipped with a reason otherwise",
     "multi_gpu": "multi_gpu(): needs at least two CUDA GPUs; skipped with a reason otherwise",
-    "throughput": "throughput(): gates tokens/s against baselines/<hardware>.json",
+    "throughput": "throughput(): gates tokens/s against the project's baselines/<hardware>.json",
     "slow": "slow(): takes minutes; deselect with -m 'not slow'",
     "process": "process(): a harness test that starts child processes or compiles for real "
     "(the process tier; not in `racegate.py test --fast`)",
@@ -112,6 +112,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         elif _is_worker(config):  # the controller bound them, having loaded the workload
             opts = options.roles_from_json(opts, config.workerinput["racegate_roles"])
         expectations = race_expectations.load(production=opts.production)  # bad table: usage
+        floors = baselines.project_folder()  # a named folder that is missing: usage
         results = _records_path(config, opts.results)
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
@@ -128,6 +129,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         versions=versions.software(),  # imports nothing: metadata for what is not loaded
         overlapping=xdist_workers(config) > 1,  # runs from here overlap other workers' runs
         case_jobs=config.option.racegate_case_jobs,
+        baselines=floors,
     )
 
 

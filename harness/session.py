@@ -8,6 +8,7 @@ stash. The judge never sees them (it judges records).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -20,10 +21,12 @@ class RacegateConfig(RunOptions):
     """The resolved plugin settings for this session: the run options and what the plugin adds."""
 
     gpus: int
-    expectations: list[ExpectedFailure]  # expectations/race.toml, loaded and checked once
+    expectations: list[ExpectedFailure]  # harness/expectations/race.toml, loaded and checked once
     versions: dict[str, str]
     overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
     case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only); 0: auto
+    # The project's throughput floors (harness.judge.baselines.project_folder; may be absent)
+    baselines: Path = Path("baselines")
 
     def run_timeout_within(self, budget_s: float) -> float:
         """Seconds per isolated run: --run-timeout when given, never more than the case's share

@@ -12,7 +12,9 @@ import subprocess
 from collections.abc import Sequence
 
 # GPU memory one race case may hold on each GPU it uses: the worst `small` race run on 2xH200
-# peaked at 10.4 GiB on one device (median 4.4 GiB), plus its CUDA context.
+# peaked at 10.4 GiB on one device (results/h200x2-warmup-races,
+# h200x2-warmup-locked-production, h200x2-transformers-matrix; median 4.4 GiB), plus its CUDA
+# context.
 RACE_CASE_GPU_BYTES = 12 * 2**30
 
 
@@ -21,8 +23,11 @@ def host_race_workers(cores: int, gpus: int, gpu_bytes: int) -> int:
 
     Half the cores: each case's child steps two threads and compiles at once, so more cases than
     cores/2 slow every run towards its timeout. GPU memory: the smallest GPU's over
-    RACE_CASE_GPU_BYTES, times the GPUs (--share-gpus spreads the cases over them). One H200
-    with 16 cores: min(8, 11) = 8; the 2-core CPU box: 1. No GPU (0 bytes): the cores' bound.
+    RACE_CASE_GPU_BYTES, times the GPUs (--share-gpus spreads the cases over them). 2xH200
+    (~140 GiB each, 32 cores): min(16, 22) = 16, what the nox cells timed in
+    results/h200x2-transformers-matrix ran at; one H200 with 16 cores: min(8, 11) = 8; the
+    2-core CPU box: 1. No GPU or unknown memory (0 bytes): the cores' bound. racegate.py's race
+    selection and the nox cells (harness/nox_support.py) both size with this rule.
     """
     by_cores = cores // 2
     by_memory = (gpu_bytes // RACE_CASE_GPU_BYTES) * gpus if gpu_bytes else by_cores

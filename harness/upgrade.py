@@ -5,7 +5,9 @@ beside the current one (harness.envs), runs the race selection (`pytest -m race`
 and the production strategy) with the current env's python and with the candidate's, each
 judging its own records into its own run folder, then the interleaved throughput A/B of the
 production strategy between the two (harness.ab, where this hardware has a throughput floor),
-and prints one decision (harness.judge.gate) whose exit code it returns.
+and prints one decision (harness.judge.gate) whose exit code it returns. Each side's decision
+is the one its pytest wrote to its run folder (--decision-file, harness.judge.decision_file),
+never read back from the printed text.
 """
 
 from __future__ import annotations
@@ -22,15 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import envs, sizing, state
+from harness.judge import decision_file
 from harness.judge.gate import DECIDED_EXITS, EXIT_USAGE, Decision, Word, combine
 from harness.scenario.vocab import Outcome
 
 WIDTH = 78
-# The verdict block's last line (harness.judge.gate.Decision.line).
-_DECISION_LINE = re.compile(r"^(SAFE|UNSAFE|UNDECIDED): (.*) \(exit (\d+); words: [^)]*\)\s*$")
+DECISION_FILE = "decision.json"  # in the side's run folder, beside its records
 _BLOCK_TITLE = " racegate verdict "
-# Where the race does not show on CPU (docs/torch-releases.md, expectations/probes.toml): the
-# newest torch whose CPU runs still fire it.
+# Where the race does not show on CPU (docs/torch-releases.md, harness/expectations/probes.toml):
+# the newest torch whose CPU runs still fire it.
 LAST_CPU_FIRING_TORCH = "2.12"
 # How the verdict names a probe's finding (harness.judge.verdict's MASKED and gone reasons).
 _PROBE_SAYS = r"probe (\w+) (shows the hazard(?: on torch [\w.+]*\w)?|says the hazard is \w+)"
@@ -97,33 +99,40 @@ def _say(line: str) -> None:
     print(f"racegate upgrade: {line}", file=sys.stderr, flush=True)
 
 
-def _decision_from(lines: Sequence[str], exit_code: int) -> tuple[Decision, list[str]]:
-    """The side's decision from its verdict block's last line (pytest's exit code must agree);
-    a side that did not decide is UNDECIDED, naming how it ended (fail closed)."""
+def is_progress(line: str) -> bool:
+    """A line of `pytest -v` that says a case ended (`path::case[id] XFAIL [ 40%]`, whatever its
+    word: the suite's cases are harness/cases/..., a project's anywhere) or failed."""
+    return bool(re.match(r"\S+\.py::\S+ [A-Z]+", line)) or "FAILED" in line
+
+
+def verdict_block(lines: Sequence[str]) -> list[str]:
+    """The side's verdict block as pytest printed it ([] where it printed none): shown in the
+    decision, and where MASKED and the probes' findings are quoted from."""
     start = max((i for i, ln in enumerate(lines) if _BLOCK_TITLE in ln), default=None)
-    block = list(lines[start:]) if start is not None else []
-    logical: list[str] = []  # the block wraps long lines: an indented line continues the last
-    for ln in block:
-        if ln[:1].isspace() and logical:
-            logical[-1] += " " + ln.strip()
-        else:
-            logical.append(ln)
-    for ln in reversed(logical):
-        m = _DECISION_LINE.match(ln.strip())
-        if m and int(m.group(3)) == exit_code:
-            word = Word(m.group(1))
-            return Decision(word, m.group(2), m.group(2) if word is not Word.SAFE else ""), block
-    tail = [ln.strip() for ln in lines if ln.strip()][-1:] or ["(no output)"]
-    why = f"pytest -m race exited {exit_code} without a decision; its last line: {tail[0]}"
-    return Decision(Word.UNDECIDED, why, "fix what stopped it, then run again"), block
+    return list(lines[start:]) if start is not None else []
+
+
+def side_decision(path: Path, records: Path, exit_code: int, lines: Sequence[str]) -> Decision:
+    """The decision the side's pytest wrote to `path` about `records`, taken only where pytest
+    exited with its code (harness.judge.decision_file.read); else UNDECIDED, naming why and
+    pytest's last line (fail closed)."""
+    try:
+        return decision_file.read(path, records=records, exit_code=exit_code)
+    except decision_file.DecisionFileError as exc:
+        tail = [ln.strip() for ln in lines if ln.strip()][-1:] or ["(no output)"]
+        why = f"pytest -m race exited {exit_code}, no decision taken: {exc}"
+        why += f"; its last line: {tail[0]}"
+        return Decision(Word.UNDECIDED, why, "fix what stopped it, then run again")
 
 
 def run_side(
     name: str, env: envs.Environment, root: Path, pytest_args: Sequence[str], left: str
 ) -> SideResult:
     records = state.new_run(root)
+    decided = records.parent / DECISION_FILE
     cmd = [str(env.python), "-m", "pytest", "-m", "race", "-v", "-p", "no:cacheprovider"]
-    cmd += [f"--results={records}", *pytest_args]  # one word: options.PATH_FLAGS says why
+    # Path options in one word each (options.PATH_FLAGS says why)
+    cmd += [f"--results={records}", f"--decision-file={decided}", *pytest_args]
     _say(f"race selection, {name} ({env.describe()}): running; left: {left}")
     _say(f"  {shlex.join(cmd)}")
     log = records.parent / "pytest.txt"
@@ -144,11 +153,11 @@ def run_side(
         for line in proc.stdout:
             out.write(line)
             lines.append(line.rstrip("\n"))
-            if line.startswith(("cases/", "tests/")) or "PASSED" in line or "FAILED" in line:
+            if is_progress(line):
                 print(f"  [{name}] {line.rstrip()}", file=sys.stderr, flush=True)
         code = proc.wait()
     wall = time.monotonic() - started
-    decision, block = _decision_from(lines, code)
+    decision, block = side_decision(decided, records, code, lines), verdict_block(lines)
     if code not in DECIDED_EXITS:
         block = [*block, *lines[-5:]]
     _say(f"race selection, {name}: {decision.word} in {wall:.0f} s (records: {records})")
@@ -314,15 +323,20 @@ def _ab(
     """(the throughput line, a decision where the A/B failed the upgrade, else None)."""
     from harness.ab.run import Side, run_ab
     from harness.ab.store import write_ab
-    from harness.judge.baselines import baseline_path
+    from harness.judge.baselines import baseline_path, project_folder
 
     if args.ab_runs == 0:
         return "throughput: A/B not run (--ab-runs 0)", None
-    floor = baseline_path(root / "baselines", key)
-    if args.ab == "auto" and key in ("cpu", "unknown") and not floor.is_file():
+    try:  # the project's floors ([tool.racegate] baselines), as the gate reads them
+        floor = baseline_path(project_folder(root), key)
+    except ValueError as exc:
+        floor, missing = None, str(exc)
+    else:
+        missing = f"{floor} has none"
+    if args.ab == "auto" and key in ("cpu", "unknown") and (floor is None or not floor.is_file()):
         return (
-            f"throughput: A/B not run: on a CPU only where baselines/ has a throughput floor "
-            f"for it ({floor.relative_to(root)} has none; --ab always runs it anyway)",
+            f"throughput: A/B not run: on a CPU only where the project's baselines have a "
+            f"throughput floor for it ({missing}; --ab always runs it anyway)",
             None,
         )
     _say(

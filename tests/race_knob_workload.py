@@ -1,9 +1,9 @@
 """A test tool: a tiny CPU workload whose chance per run of hitting torch's real nested-FX race is
 a knob (`preset="p=0.5"`), so the verdict's calibration can be tested on a 2-core CPU box.
 
-The mechanism is the one expectations/probes.toml calls `compiled_call_during_make_fx`: a bare
-`make_fx` trace sets torch's process-global FX-tracing flag (torch < 2.14), and a compiled call in
-another thread meanwhile raises torch's own "Detected that you are using FX to symbolically
+The mechanism is the one harness/expectations/probes.toml calls `compiled_call_during_make_fx`: a
+bare `make_fx` trace sets torch's process-global FX-tracing flag (torch < 2.14), and a compiled call
+in another thread meanwhile raises torch's own "Detected that you are using FX to symbolically
 trace a dynamo-optimized function". A `per_device` replica traces each new shape lazily, in its
 own thread. Once per run (one draw per child process) the knob decides whether that lazy trace
 is left open: with probability p it runs unguarded and stays inside `make_fx` until another

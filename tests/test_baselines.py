@@ -292,3 +292,26 @@ def test_overlapped_runs_are_never_a_floor_nor_judged(tmp_path: Path) -> None:
     assert floor.tokens_per_s == 40_000.0 and floor.n_runs == 3 and floor.refused_runs == 5
     verdict = baselines.check(beside[0], base)
     assert verdict.verdict is FloorCall.TIMING_VOID and verdict.skipped and not verdict.failed
+
+
+def test_the_floors_folder_is_the_projects_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """baselines/ beside the project's pyproject.toml (absent: no floors, not an error); a
+    folder [tool.racegate] or RACEGATE_BASELINES names must exist, else one line naming it."""
+    monkeypatch.delenv("RACEGATE_BASELINES", raising=False)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n')
+    (tmp_path / "src").mkdir()
+    assert baselines.project_folder(tmp_path / "src") == tmp_path / "baselines"
+    assert baselines.load(baselines.project_folder(tmp_path), "cpu") is None
+    (tmp_path / "pyproject.toml").write_text('[tool.racegate]\nbaselines = "perf/floors"\n')
+    with pytest.raises(ValueError) as exc:
+        baselines.project_folder(tmp_path)
+    text = str(exc.value)
+    assert "'perf/floors' (from pyproject [tool.racegate])" in text and "does not exist" in text
+    assert "\n" not in text
+    (tmp_path / "perf" / "floors").mkdir(parents=True)
+    assert baselines.project_folder(tmp_path) == tmp_path / "perf" / "floors"
+    monkeypatch.setenv("RACEGATE_BASELINES", "elsewhere")
+    with pytest.raises(ValueError, match="'elsewhere' \\(from env RACEGATE_BASELINES\\)"):
+        baselines.project_folder(tmp_path)

@@ -1,4 +1,5 @@
-"""expectations/race.toml: its loader's checks, version-range matching, the production rule."""
+"""harness/expectations/race.toml: its loader's checks, version-range matching, the production
+rule."""
 
 from __future__ import annotations
 

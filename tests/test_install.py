@@ -1,12 +1,16 @@
-"""racegate installed into a fresh venv that already has torch: its pytest11 entry point loads
-the plugin in another project, whose `pytest -k race` collects the suite (harness/cases/) and
-whose plain `pytest` collects none of it; the `racegate` console command is there."""
+"""racegate installed into a fresh venv that already has torch, editable and from a wheel: its
+pytest11 entry point loads the plugin in another project, whose `pytest -k race` collects the
+suite (harness/cases/) and whose plain `pytest` collects none of it; the `racegate` console
+command is there, and a wheel carries racegate's own tables (harness/expectations/) while the
+project's throughput floors are the project's own (none: said so)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -38,6 +42,13 @@ def _venv_over_this_python(where: Path) -> Path:
     return python
 
 
+def _project_env() -> dict[str, str]:
+    """This environment less racegate's and pytest's variables and PYTHONPATH (which could
+    reach the checkout): the project sees only what is installed."""
+    drop = ("RACEGATE_", "PYTEST_", "PYTHONPATH")
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
 def test_installed_plugin_collects_the_suite_in_another_project(tmp_path: Path) -> None:
     python = _venv_over_this_python(tmp_path / "venv")
     subprocess.run(
@@ -48,7 +59,7 @@ def test_installed_plugin_collects_the_suite_in_another_project(tmp_path: Path) 
     project = tmp_path / "project"
     project.mkdir()
     (project / "pyproject.toml").write_text(PROJECT)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RACEGATE_", "PYTEST_"))}
+    env = _project_env()
 
     def pytest(*args: str) -> subprocess.CompletedProcess[str]:
         cmd = [python, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", *args]
@@ -64,3 +75,60 @@ def test_installed_plugin_collects_the_suite_in_another_project(tmp_path: Path) 
         [tmp_path / "venv" / "bin" / "racegate", "--help"], capture_output=True, text=True
     )
     assert console.returncode == 0 and "race" in console.stdout, console.stderr
+
+
+def test_a_wheel_carries_its_tables_and_runs_in_another_project(tmp_path: Path) -> None:
+    """`pip wheel` of the package alone (pyproject.toml, harness/, model/: no checkout around
+    it), installed into a fresh venv: from another folder the console command runs a probe
+    against the table the wheel carries, `pytest -k race` collects the suite, and the project's
+    missing baselines/ means no floors, said so. Before the tables moved into harness/ and
+    became package data, the probe stopped at 'cannot read the probe table' and pytest at
+    'cannot read the race table' (site-packages/expectations/... did not exist)."""
+    source = tmp_path / "source"
+    source.mkdir()
+    shutil.copy(ROOT / "pyproject.toml", source / "pyproject.toml")
+    for package in ("harness", "model"):
+        shutil.copytree(
+            ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-index",
+         "--no-build-isolation", "-w", str(wheels), str(source)],
+        check=True, capture_output=True, cwd=tmp_path,
+    )  # fmt: skip
+    (wheel,) = wheels.glob("racegate-*.whl")
+    python = _venv_over_this_python(tmp_path / "venv")
+    subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", str(wheel)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    shutil.rmtree(source)  # the installed copy is all there is
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(PROJECT)
+    env = _project_env()
+
+    def run(*cmd: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
+
+    # Installed: harness from the venv, and its children get no PYTHONPATH entry for it (that
+    # site-packages first on another python's path would shadow that python's transformers).
+    code = "import harness.code_root as c; print(c.ROOT, c.INSTALLED, repr(c.pythonpath()))"
+    where = run(python, "-c", code)
+    assert where.stdout.startswith(str(tmp_path / "venv")), where.stdout + where.stderr
+    assert where.stdout.split()[1:] == ["True", "''"], where.stdout
+    racegate = tmp_path / "venv" / "bin" / "racegate"
+    helped = run(racegate, "--help")
+    assert helped.returncode == 0 and "upgrade" in helped.stdout, helped.stderr
+    probe = run(racegate, "probe", "--only", "is_compiling_leak", "--timeout", "60")
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    assert "1 of 1 probes match harness/expectations/probes.toml" in probe.stdout, probe.stdout
+    floors = run(racegate, "baseline")
+    assert floors.returncode == 0, floors.stderr
+    assert floors.stdout.startswith(f"no baselines in {project / 'baselines'};"), floors.stdout
+    cmd = [python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-k", "race"]
+    selected = run(*cmd)
+    assert selected.returncode == 0, selected.stdout + selected.stderr
+    assert "test_race.py::test_race[per_device-cold-cpux2]" in selected.stdout, selected.stdout
+    assert "test_race_probes.py::test_race_probe[" in selected.stdout, selected.stdout

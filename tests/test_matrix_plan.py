@@ -1,4 +1,4 @@
-"""harness/matrix_plan.py: the version matrix read from expectations/versions.toml, each bad
+"""harness/matrix_plan.py: the version matrix read from harness/expectations/versions.toml, each bad
 value named with its file and key, and every count of cells derived from the file, so adding a
 torch release is one line of data (nox, the nightly's plan and its tests follow)."""
 
@@ -79,12 +79,13 @@ def test_adding_a_torch_release_changes_the_data_file_only(tmp_path: Path) -> No
     """A copy of the checkout's nox side with one more release in its versions.toml: nox lists
     the new cells, tagged, and the nightly's plan (which the workflow reads) holds them all."""
     for rel in ("noxfile.py", "pyproject.toml", "harness/__init__.py", "harness/nox_support.py",
-                "harness/matrix_plan.py", "expectations/versions.toml"):  # fmt: skip
+                "harness/matrix_plan.py", "harness/sizing.py",
+                "harness/expectations/versions.toml"):  # fmt: skip
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     m = matrix_plan.load()
     last = m.torch_releases[-1]
-    versions = tmp_path / "expectations" / "versions.toml"
+    versions = tmp_path / "harness" / "expectations" / "versions.toml"
     versions.write_text(versions.read_text().replace(f'"{last}"]', f'"{last}", "9.9.0"]', 1))
     out = subprocess.run(
         [sys.executable, "-m", "nox", "-f", str(tmp_path / "noxfile.py"), "-l", "--json",
@@ -111,12 +112,12 @@ def test_adding_a_torch_release_changes_the_data_file_only(tmp_path: Path) -> No
 @pytest.mark.process
 def test_nox_stops_on_a_bad_versions_file_with_one_line(tmp_path: Path) -> None:
     for rel in ("noxfile.py", "pyproject.toml", "harness/__init__.py", "harness/nox_support.py",
-                "harness/matrix_plan.py"):  # fmt: skip
+                "harness/matrix_plan.py", "harness/sizing.py"):  # fmt: skip
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     bad = matrix_plan.VERSIONS_FILE.read_text().replace('image = "5.17.0"', 'image = "five"')
-    (tmp_path / "expectations").mkdir()
-    (tmp_path / "expectations" / "versions.toml").write_text(bad)
+    (tmp_path / "harness" / "expectations").mkdir()
+    (tmp_path / "harness" / "expectations" / "versions.toml").write_text(bad)
     out = subprocess.run(
         [sys.executable, "-m", "nox", "-f", str(tmp_path / "noxfile.py"), "-l"],
         capture_output=True, text=True, cwd=tmp_path,

@@ -76,7 +76,7 @@ def test_plan_lists_every_gpu_matrix_cell_exactly_once(plan: list[dict[str, Any]
     assert sorted(sessions) == sorted(s["session"] for s in listed)
     torches = {s["call_spec"]["torch"] for s in listed}
     tfs = {s["call_spec"]["transformers"] for s in listed}
-    # the whole torch × transformers grid of expectations/versions.toml
+    # the whole torch × transformers grid of harness/expectations/versions.toml
     assert len(sessions) == len(torches) * len(tfs) == matrix_plan.load().gpu_cells
     (gpus,) = {t for s in listed for t in s["tags"] if t.startswith("gpus_")}
     assert len({c["artifact"] for c in plan}) == len(plan)  # no cell overwrites another's

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from harness import matrix_plan
+from harness import matrix_plan, sizing
 
 ROOT = Path(__file__).resolve().parent.parent
 NOXFILE = ROOT / "noxfile.py"
 SUPPORT = ROOT / "harness" / "nox_support.py"  # what the noxfile's sessions call
-MATRIX = matrix_plan.load()  # expectations/versions.toml
+MATRIX = matrix_plan.load()  # harness/expectations/versions.toml
 PROCESS_FIXTURES = ("listed",)  # runs nox: its tests are in the process tier (tests/conftest.py)
 
 
@@ -77,8 +77,8 @@ def test_every_session_has_a_one_line_docstring(listed: list[dict[str, Any]]) ->
 
 
 def test_versions_are_written_only_in_the_data_file(noxfile: ModuleType) -> None:
-    """Every version is written once, in expectations/versions.toml; the noxfile, its helpers,
-    the nightly's plan script and workflow only read the lists built from it."""
+    """Every version is written once, in harness/expectations/versions.toml; the noxfile, its
+    helpers, the nightly's plan script and workflow only read the lists built from it."""
     matrix = noxfile.support.MATRIX
     assert matrix == MATRIX
     versions = {*matrix.gpu_torch, *matrix.cpu_torch, *matrix.gpu_transformers}
@@ -599,6 +599,7 @@ def test_xdist_workers_default_to_the_host_and_the_env_var_overrides(
 ) -> None:
     gib = 2**30
     rule = noxfile.support.host_race_workers
+    assert rule is sizing.host_race_workers  # one rule: the nox cells size as racegate.py does
     assert rule(32, 2, 150_000_000_000) == 16  # 2xH200, 32 cores: the cores bound
     assert rule(16, 1, 150_000_000_000) == 8  # one H200, 16 cores
     assert rule(64, 1, 24 * gib) == 2  # a 24 GiB GPU holds two cases

@@ -1,4 +1,5 @@
-"""expectations/probes.toml: the loader's validation, range matching, and the committed data."""
+"""harness/expectations/probes.toml: the loader's validation, range matching, and the committed
+data."""
 
 from __future__ import annotations
 
@@ -131,7 +132,7 @@ def test_compare_mismatch_says_which_way_and_how_to_update() -> None:
     status, message = pe.compare(result("2.13.0+cpu", Verdict.SAFE), table)
     assert status is pe.Status.MISMATCH
     for part in (PROBE, "expected hazard, saw safe", "2.13.0+cpu", "entry 1",
-                 "expectations/probes.toml", 'verdict = "safe"', "source"):  # fmt: skip
+                 "harness/expectations/probes.toml", 'verdict = "safe"', "source"):  # fmt: skip
         assert part in message
 
 
@@ -140,7 +141,7 @@ def test_compare_match_no_entry_and_broken() -> None:
     assert pe.compare(result("2.12.1"), table)[0] is pe.Status.MATCH
     status, message = pe.compare(result("2.17.0"), table)
     assert status is pe.Status.MISSING  # fails, never skips (harness/cases/test_race_probes.py)
-    assert message.startswith("add a row for torch 2.17.0 (expectations/probes.toml)")
+    assert message.startswith("add a row for torch 2.17.0 (harness/expectations/probes.toml)")
     for verdict in (Verdict.HANG, Verdict.ERROR):  # never pass, even where the table is silent
         assert pe.compare(result("2.17.0", verdict), table)[0] is pe.Status.BROKEN
         assert pe.compare(result("2.12.1", verdict), table)[0] is pe.Status.BROKEN
@@ -155,7 +156,7 @@ def test_committed_table_is_valid_and_covers_every_probe_on_measured_releases() 
 
 
 def test_committed_table_entries_cite_sources() -> None:
-    raw = tomllib.loads((ROOT / "expectations" / "probes.toml").read_text())
+    raw = tomllib.loads((ROOT / "harness" / "expectations" / "probes.toml").read_text())
     for item in raw["probe"]:
         assert len(item["reason"]) > 20 and len(item["source"]) > 10, item["name"]
 
@@ -186,7 +187,7 @@ def test_a_release_without_entries_fails_every_probe_naming_the_row_to_add() -> 
         res = ProbeResult(name, Verdict.SAFE, "d", 0.1, "2.99.0+cu130", "cuda")
         status, message = pe.compare(res, table)
         assert status is pe.Status.MISSING
-        assert message.startswith("add a row for torch 2.99.0 (expectations/probes.toml)")
+        assert message.startswith("add a row for torch 2.99.0 (harness/expectations/probes.toml)")
         assert name in message
 
 

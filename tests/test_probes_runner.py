@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import code_root
 from harness.probes import runner as probes
 from harness.probes.runner import ProbeResult, ProbeRun, Verdict
 
@@ -150,7 +151,7 @@ def test_cli_lists_probes_without_importing_torch() -> None:
     code = "import sys; from harness.probes import runner as probes; "
     code += "assert probes.main(['--list']) == 0; "
     code += "print('torch imported' if 'torch' in sys.modules else 'torch not imported')"
-    env = {**os.environ, "PYTHONPATH": str(probes.ROOT)}
+    env = {**os.environ, "PYTHONPATH": code_root.pythonpath()}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert "compiled_call_during_make_fx" in out.stdout

@@ -340,7 +340,7 @@ def test_old_records_without_the_production_strategy_are_not_gated(
 
 
 def test_masked_when_clean_but_a_probe_shows_the_hazard_on_this_torch(floors: Path) -> None:
-    """per_device clean on CPU torch 2.13 (expectations/probes.toml: the make_fx hazard)."""
+    """per_device clean on CPU torch 2.13 (harness/expectations/probes.toml: the make_fx hazard)."""
     runs = [cpu_record(strategy="per_device", torch=t, tpd=2) for t in ("2.13.0+cpu", "2.14.1")]
     m = build_matrix(runs, floors, PROD)
     assert m.groups["cpu", ("2.13.0+cpu", "5.8.1")].status("per_device").status == "MASKED"

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import code_root
 from harness.ab.result import ABResult
 from harness.ab.stats import SIDES, compare_samples, gpu_mismatch, sample_of
 from harness.judge.compare import CHANGE_TOLERANCE, DEFAULT_CONFIDENCE
 from harness.judge.gate import EXIT_CODES, Word
 from harness.record import RunRecord, append_jsonl, read_jsonl
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # A child `harness run` whose one record is a timing sample: SAFE, or UNDECIDED (one thread).
 TIMING_EXITS = (EXIT_CODES[Word.SAFE], EXIT_CODES[Word.UNDECIDED])
 # Options ab sets itself, or that would break "one run, one record, timed alone".
@@ -93,7 +93,12 @@ def run_once(side: Side, run_args: list[str], out: Path, timeout_s: float) -> Ru
     cmd += ["--out", str(out)]
     try:
         proc = subprocess.run(
-            cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s
+            cmd,
+            cwd=code_root.child_cwd(),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
         )
     except subprocess.TimeoutExpired:
         raise ValueError(f"did not finish within {timeout_s:.0f} s") from None

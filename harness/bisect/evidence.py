@@ -22,11 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import envs
+from harness import code_root, envs, state
 from harness.bisect.search import Evidence
 from harness.judge.gate import EXIT_CODES, Decision, Word, combine
 
-ROOT = Path(__file__).resolve().parents[2]
 # The nested-FX error's own probes: the incident's hazard (a compiled call raising because
 # another thread traces, or a flag left set after an overlap).
 NESTED_FX_PROBES = (
@@ -56,7 +55,7 @@ class Runner:
         """`python ARGS` in this environment, from the repository root."""
         return subprocess.run(
             [str(self.env.python), *args],
-            cwd=ROOT,
+            cwd=code_root.child_cwd(),
             env={**os.environ, **self.variables},
             capture_output=True,
             text=True,
@@ -90,7 +89,7 @@ def target_dir_env(pins: Mapping[str, str], where: Path, progress: Progress) -> 
                 )
             partial.rename(folder)
         paths.append(str(folder))
-    pythonpath = os.pathsep.join([*paths, str(ROOT)])
+    pythonpath = code_root.pythonpath(*paths)
     here = envs.Environment(Path(sys.executable), {}, dict(pins), where)
     return Runner(here, {"PYTHONPATH": pythonpath})
 
@@ -101,9 +100,8 @@ def make_env(pins: Mapping[str, str], where: Path | None, progress: Progress) ->
     if where is not None:
         return target_dir_env(pins, where, progress)
     try:
-        made = envs.candidate(
-            dict(pins), base=envs.current(), where=envs.envs_dir(ROOT), progress=progress
-        )
+        where = envs.envs_dir(state.checkout_root())
+        made = envs.candidate(dict(pins), base=envs.current(), where=where, progress=progress)
     except envs.EnvError as exc:
         raise RuntimeError(str(exc)) from None
     return Runner(made)

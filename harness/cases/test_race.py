@@ -1,6 +1,6 @@
 """The race suite: every strategy × cache state × topology on the devices present.
 
-Known-bad combinations come from expectations/race.toml and are `xfail(strict=True)`;
+Known-bad combinations come from harness/expectations/race.toml and are `xfail(strict=True)`;
 the production strategy must always pass. The production strategy and the positive control (the
 known-bad one) are the workload's (its roles(); [tool.racegate], --production-strategy and
 --control-strategy override them). The control is collected first and runs all its repeats,

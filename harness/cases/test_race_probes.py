@@ -1,7 +1,7 @@
 """Deterministic race probes: each probe's verdict on the installed torch against the table.
 
 The probes run once per module, in a fresh subprocess (harness.probes.runner.run_probes_isolated);
-each verdict must equal its entry in expectations/probes.toml. No entry for this torch: fail
+each verdict must equal its entry in harness/expectations/probes.toml. No entry for this torch: fail
 (add a row).
 """
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import shlex
 import statistics
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +21,6 @@ from harness.pipeline import run_case
 from harness.scenario.spec import make_scenario
 from harness.scenario.vocab import Outcome, Strategy, strategies_where
 
-BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 # Steady steps per run: ~5 s of steady state for `small` (35 ms steps), ~30 s for qwen3-8b
 # (3 s steps). More steps did not tame small's run-to-run spread (20 steps: 23% over 4 runs;
 # 150 steps: 21% over 3 runs on an H200): its floors carry 25% (baselines/h200x2.json).
@@ -84,7 +82,7 @@ def test_throughput_at_floor(preset: str, strategy: Strategy, racegate_config) -
         baselines.floor_key(first.scenario),
         hardware,
         statistics.median(rates),
-        baselines.load(BASELINES, hardware),
+        baselines.load(rc.baselines, hardware),
     )
     if result.skipped:
         pytest.skip(result.message)
@@ -115,7 +113,7 @@ def test_nested_fx_off_never_passes_the_gate(racegate_config) -> None:
     # Throughput leg: against the race-free compiled floor of this very scenario (JUDGED_BY:
     # small/warmup/2x1/150steps/recompile). Only a floor measured in the same setup can tell a
     # fallback from noise; a hardware profile without that floor leaves this leg to the detector.
-    result = baselines.check(record, baselines.load(BASELINES, baselines.hardware_key(record)))
+    result = baselines.check(record, baselines.load(rc.baselines, baselines.hardware_key(record)))
     # Only the fallback itself counts as caught: by its detector, by the race it can't hide
     # (a nested-FX error or a stall in the compiler from 2.12 on: the one rule of
     # harness.judge.race_evidence), or by the floor; a crash or a stale floor is not.

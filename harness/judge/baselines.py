@@ -161,6 +161,27 @@ def floor_key(scenario: Scenario) -> str:
     return key
 
 
+def project_folder(start: Path | None = None) -> Path:
+    """The project's folder of <hardware>.json floors: `[tool.racegate] baselines` (or env
+    RACEGATE_BASELINES), relative to the project root (the folder of its pyproject.toml, as for
+    the state folder), else `<project root>/baselines`. racegate's checkout keeps its own floors
+    there; a project racegate is installed into has its own, or none: then no throughput is
+    judged, and each throughput check says there is no baseline. A folder that was named but is
+    not one is a ValueError: a misspelt name would skip every floor unnoticed."""
+    from harness import state
+    from harness.scenario import settings
+
+    value, where = settings.setting("baselines", pyproject=settings.find_pyproject(start))
+    folder = state.checkout_root(start) / str(value)
+    if where != "default" and not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ValueError(
+            f"baselines {str(value)!r} (from {where}): {folder} {what}; give the folder of "
+            "<hardware>.json throughput floors (default: baselines/ beside pyproject.toml)"
+        )
+    return folder
+
+
 def baseline_path(baselines_dir: Path, hardware: str) -> Path:
     return Path(baselines_dir) / f"{hardware}.json"
 

@@ -1,4 +1,5 @@
-"""Proposes and writes expectations/race.toml rows from run records (`harness expectations`).
+"""Proposes and writes harness/expectations/race.toml rows from run records (`harness
+expectations`).
 
 Rules, each a proposal the CLI prints before anything is written:
 - a strict row whose every matching run passed (an XPASS in every run) is narrowed to end
@@ -95,7 +96,7 @@ class Proposal:
             out += ["    " + line for line in render_row(raw).splitlines()]
         out += [f"rejected: {r}" for r in self.rejected]
         out += [f"note: {n}" for n in self.notes]
-        return out or ["no change: every run agrees with expectations/race.toml"]
+        return out or ["no change: every run agrees with harness/expectations/race.toml"]
 
 
 def propose(rows: list[rx.ExpectedFailure], records: list[RunRecord], production: str) -> Proposal:

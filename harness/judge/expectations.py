@@ -1,4 +1,4 @@
-"""The one matching rule of the expectation tables (expectations/race.toml and probes.toml).
+"""The one matching rule of the expectation tables (harness/expectations/race.toml and probes.toml).
 
 A row applies to a torch release range, a transformers release range and a device kind. Both
 tables parse ranges, read versions and match devices here, so they cannot drift apart: a

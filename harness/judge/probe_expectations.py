@@ -1,4 +1,4 @@
-"""The committed table of expected probe verdicts by torch range (expectations/probes.toml).
+"""The committed table of expected probe verdicts by torch range (harness/expectations/probes.toml).
 
 Loads and validates it (overlapping ranges, unknown probes, keys and verdicts are rejected)
 and compares one probe result with it. A release the table has no entry for fails (add a
@@ -23,7 +23,7 @@ from harness.judge.expectations import (
 )
 from harness.probes.runner import PROBES, ProbeResult, Verdict
 
-DEFAULT_TABLE = Path(__file__).resolve().parents[2] / "expectations" / "probes.toml"
+DEFAULT_TABLE = Path(__file__).resolve().parents[1] / "expectations" / "probes.toml"
 TABLE_VERDICTS = (Verdict.HAZARD, Verdict.SAFE, Verdict.NA)  # never hang/error: those always fail
 REQUIRED = ("name", "torch", "verdict", "reason", "source")
 ALLOWED = frozenset(REQUIRED) | {"device"}
@@ -55,7 +55,7 @@ class Expectation:
 
     def describe(self) -> str:
         return (
-            f"expectations/probes.toml entry {self.entry}: {self.name}, "
+            f"harness/expectations/probes.toml entry {self.entry}: {self.name}, "
             f"torch {self.scope.torch}, device {self.device} -> {self.verdict}"
         )
 
@@ -139,7 +139,7 @@ def compare(result: ProbeResult, entries: list[Expectation]) -> tuple[Status, st
         )
     entry = lookup(entries, result.name, result.torch_version, result.device)
     if entry is None:
-        where = missing_row("expectations/probes.toml", result.torch_version, result.device,
+        where = missing_row("harness/expectations/probes.toml", result.torch_version, result.device,
                             f"probe {result.name}")  # fmt: skip
         return Status.MISSING, (f"{where}. It saw {result.verdict}: {result.detail}")
     if entry.verdict == result.verdict:
@@ -150,7 +150,7 @@ def compare(result: ProbeResult, entries: list[Expectation]) -> tuple[Status, st
         f"  what it saw: {result.detail}\n"
         f"  table entry: {entry.describe()}\n"
         f"    reason: {entry.reason}\n    source: {entry.source}\n"
-        "  to update: if torch changed, edit expectations/probes.toml: narrow that entry's "
+        "  to update: if torch changed, edit harness/expectations/probes.toml: narrow that entry's "
         f'torch range and add one for this release with verdict = "{result.verdict}", a '
         "reason, and the upstream source (file at the release tag, or the PR) that justifies "
         "it. If the table is right, torch or the probe regressed: read the probe's detail."

@@ -9,7 +9,7 @@ verdict no power (harness.judge.verdict). The rule, for one run record:
 - a thread's error is dynamo's MetricsContext collision ("Metric(s) ... have already been set in
   the current context"): torch 2.10's compile-metrics context is one per process, and two
   threads compiling at once write into the same one (classified `other_error`, as any error it
-  does not name; expectations/race.toml, results/cpu-torch-releases-probes-and-races);
+  does not name; harness/expectations/race.toml, results/cpu-torch-releases-probes-and-races);
 - a `hang` the stall watch called (`stalled_s`: every stack unchanged, the run idle) where a
   stepping thread's stack has a frame in torch's compiler (COMPILE_FILES): threads stuck in a
   compile, as the H200's per_device deadlocks were (results/h200-cell-control-detection);

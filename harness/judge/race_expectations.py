@@ -1,4 +1,5 @@
-"""The committed table of race cases known to fail, by version range (expectations/race.toml).
+"""The committed table of race cases known to fail, by version range
+(harness/expectations/race.toml).
 
 A matching row turns a race case into `xfail(strict=...)`, so an upstream fix shows up as
 an XPASS that names the row to update; a case no row covers must pass. The production
@@ -17,7 +18,7 @@ from harness.checked import GateInputError, boolean, choices, integer, keys, tab
 from harness.judge.expectations import Scope, parse_device, parse_range, release
 from harness.scenario.vocab import CacheState, Outcome, Strategy
 
-DEFAULT_TABLE = Path(__file__).resolve().parents[2] / "expectations" / "race.toml"
+DEFAULT_TABLE = Path(__file__).resolve().parents[1] / "expectations" / "race.toml"
 ROW_KEY = "expected_failure"
 REQUIRED = ("torch", "strategies", "outcomes", "reason", "source")
 DEFAULTS: dict[str, Any] = {  # the optional keys and their values when left out
@@ -53,7 +54,7 @@ class ExpectedFailure:
     def describe(self) -> str:
         strategies = ",".join(sorted(self.strategies))
         return (
-            f"expectations/race.toml row {self.row} (torch {self.scope.torch} "
+            f"harness/expectations/race.toml row {self.row} (torch {self.scope.torch} "
             f"transformers {self.scope.transformers} {self.scope.device} {strategies}: "
             f"{'|'.join(self.outcomes)})"
         )

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from harness import code_root
 from harness.run import cache_state, private_root
 from harness.scenario import versions
 
@@ -27,7 +28,6 @@ DEFAULT_TIMEOUT_S = 20.0  # per probe; a healthy probe takes < 2 s, so this only
 _IMPORT_ALLOWANCE_S = 90.0  # the child's `import torch` on a slow, cold machine
 _PER_PROBE_SLACK_S = 5.0  # on top of timeout_s per probe, before the child counts as hung
 _START = "racegate-probe: start "  # child → parent on stderr: which probe is running
-ROOT = Path(__file__).resolve().parents[2]
 
 
 class Verdict(StrEnum):
@@ -254,7 +254,7 @@ def _run_child(
 ) -> tuple[subprocess.CompletedProcess[str] | None, str, str]:
     """One `python -m harness.probes.runner` child over `remaining`, its caches in `tmp`:
     (the process, or None if it was killed at its limit; its stderr; why it would have failed)."""
-    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    pythonpath = code_root.pythonpath(current=os.environ.get("PYTHONPATH"))
     cmd = [
         python or sys.executable,
         "-m",
@@ -271,7 +271,7 @@ def _run_child(
     try:
         proc = subprocess.run(
             cmd,
-            cwd=ROOT,
+            cwd=code_root.child_cwd(),
             capture_output=True,
             text=True,
             timeout=limit,

@@ -54,9 +54,9 @@ LEGEND = [
     " outcome). INCONCLUSIVE: no run failed, but the evidence is short (the control did not run"
     " or fire in a cell, more runs are needed: the details say how many, or some runs were still"
     " busy at their deadline: too slow to judge). MASKED: every"
-    " run ended ok, the control never failed here, and a probe in expectations/probes.toml shows"
-    " the hazard on this torch, so nothing could be seen (docs/torch-releases.md). NO DATA: not"
-    " run here.",
+    " run ended ok, the control never failed here, and a probe in harness/expectations/probes.toml"
+    " shows the hazard on this torch, so nothing could be seen (docs/torch-releases.md). NO DATA:"
+    " not run here.",
     "Gate: per hardware × torch × transformers, SAFE when the production strategy is SAFE (no"
     " nested-FX error, silent fallback, hang or other failure in any cache state and topology),"
     " tokens/s within floor × (1 ± tolerance) where a floor exists and memory flat; UNSAFE when"

@@ -450,7 +450,8 @@ def _unreported(record: RunRecord) -> bool:
 
 
 def expected_probes(torch_version: str, hardware: str) -> dict[str, str]:
-    """Probe name -> the verdict expectations/probes.toml expects on this torch and device."""
+    """Probe name -> the verdict harness/expectations/probes.toml expects on this torch and
+    device."""
     try:
         entries = _probe_table()
         device = "cpu" if hardware == "cpu" else "cuda"

@@ -4,7 +4,8 @@ The last lines of a race session are the decision, rendered from the records thi
 appended to its results file (under pytest-xdist only the controller prints, reading the file
 all workers share), those of each --records-from PATH (said), and this torch's probe verdicts:
 the table's, or the probe cases' own results when they ran in this session. Unless
---no-racegate-gate, pytest exits with that decision's code (harness.judge.gate).
+--no-racegate-gate, pytest exits with that decision's code (harness.judge.gate); with
+--decision-file PATH the decision is also written there (harness.judge.decision_file).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.judge import probe_expectations, verdict
+from harness.judge import decision_file, probe_expectations, verdict
 from harness.judge.gate import Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from, roles_of
 from harness.judge.suite import RaceOutcomeError
@@ -45,6 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for flag, name in counts.items():
         if opt(name) < 1:
             raise pytest.UsageError(f"racegate: {flag} must be ≥ 1, got {opt(name)}")
+    _clear_decision_file(config)
     config.stash[calibration_key] = verdict.Calibration(
         control=control,
         control_repeat=opt("racegate_control_repeat"),
@@ -126,7 +128,7 @@ def probe_verdicts(config: pytest.Config) -> tuple[dict[str, str], str]:
     rc = config.stash[racegate_key]
     device = "cpu" if rc.devices == ("cpu",) else "cuda"
     out: dict[str, str] = {}
-    where = "expectations/probes.toml"
+    where = "harness/expectations/probes.toml"
     try:
         table = probe_expectations.load()
         for name in verdict.RACE_PROBES:
@@ -194,12 +196,36 @@ def _conclude(config: pytest.Config, failed_cases: int) -> tuple[list[str], Deci
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Under the gate (the default), pytest exits with the decision's code: a session whose
     cases passed exits 0 only when the decision is SAFE. Interrupts, internal and usage errors
-    keep pytest's own codes."""
+    keep pytest's own codes. --decision-file gets the decision, gate or not (its reader checks
+    pytest's exit against it)."""
     concluded = _conclude(session.config, _session(session.config).failed_cases)
-    if concluded is None or not session.config.getoption("racegate_gate"):
+    if concluded is None:
         return
-    if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+    gate = session.config.getoption("racegate_gate")
+    if gate and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         session.exitstatus = concluded[1].exit_code
+    path = session.config.getoption("racegate_decision_file")
+    rc = session.config.stash[racegate_key]
+    if path is not None and rc.results is not None:
+        decided = decision_file.SessionDecision(concluded[1], str(rc.results))
+        decision_file.write(path, decided)
+
+
+def _clear_decision_file(config: pytest.Config) -> None:
+    """--decision-file: a file already at the path is removed (a stale decision must never be
+    read as this session's); a path that cannot hold the file is a usage error now."""
+    path = config.getoption("racegate_decision_file")
+    if path is None or hasattr(config, "workerinput"):  # the controller writes it
+        return
+    if path.is_dir() or not path.parent.is_dir():
+        what = "is a folder" if path.is_dir() else "is in no existing folder"
+        raise pytest.UsageError(f"racegate: --decision-file {path} {what}; give a file path")
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"racegate: --decision-file {path}: cannot remove the file there: {exc.strerror}"
+        ) from None
 
 
 def pytest_terminal_summary(

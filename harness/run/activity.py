@@ -36,6 +36,7 @@ import time
 from array import array
 from pathlib import Path
 
+from harness import code_root
 from harness.run import lifeline, stall
 from harness.run.protocol import ThreadActivity
 
@@ -45,7 +46,6 @@ from harness.run.protocol import ThreadActivity
 SAMPLE_EVERY_S = 0.002
 SAMPLER_NICE = -10
 _STOP_WAIT_S = 10.0  # for the sampler to write what it saw once asked to stop
-_REPO = Path(__file__).resolve().parents[2]
 
 
 def _pack(values: array) -> str:
@@ -82,7 +82,7 @@ class ActivitySampler:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=_REPO,
+            cwd=code_root.child_cwd(),
             env=self._env,
         )
         lifeline.LIVE_POPENS.add(self._proc.pid)  # reaped by its own wait, not reap_orphans

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness import env_names
+from harness import code_root, env_names
 from harness.run import activity, cache_state, lifeline, pidns, private_root, stacks, stall
 from harness.run.child_spec import ChildSpec, Mode, StartGate
 from harness.run.protocol import (
@@ -43,7 +43,6 @@ from harness.scenario import versions
 from harness.scenario.spec import Scenario
 from harness.scenario.vocab import injected_slowdown
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TAIL_BYTES = 64 * 1024  # of a child's stderr kept as evidence; the rest stays on disk
 STACKS_BYTES = 4 * 1024 * 1024  # faulthandler caps each dump (100 frames × 100 threads)
 
@@ -52,7 +51,7 @@ def child_env(scenario: Scenario, root: Path, run_id: str) -> tuple[dict[str, st
     """The child's environment, and the user's values it overrode (variable → value)."""
     private = cache_state.private_env(root)
     env = dict(os.environ) | private
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = code_root.pythonpath(current=env.get("PYTHONPATH"))
     env["PYTHONUNBUFFERED"] = "1"
     env[lifeline.RUN_MARKER] = run_id
     env[env_names.RUNNER_PID] = str(os.getpid())
@@ -122,7 +121,7 @@ def start_child(spec: ChildSpec, run_dir: Path, env: dict[str, str]) -> subproce
         proc = subprocess.Popen(
             [sys.executable, "-m", "harness.run.worker", str(run_dir)],
             env=env,
-            cwd=REPO_ROOT,
+            cwd=code_root.child_cwd(),
             stdout=out,
             stderr=err,
             start_new_session=True,  # a timeout kills the whole process group

@@ -21,6 +21,8 @@ DEFAULTS: dict[str, Any] = {
     "production_strategy": str(Strategy.WARMUP_LOCKED),
     "control_strategy": str(Strategy.PER_DEVICE),
     "workload": DEFAULT_WORKLOAD,
+    # The folder of throughput floors, relative to the project root (harness.judge.baselines).
+    "baselines": "baselines",
 }
 
 
