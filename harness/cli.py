@@ -32,6 +32,9 @@ from harness.scenario.spec import Scenario, check_devices_present, make_scenario
 from harness.scenario.versions import ABSENT
 from harness.scenario.workload_api import WorkloadError, has_strategies
 
+# How the user called it: the `racegate` console command, or `python -m harness` in a checkout.
+PROG = "racegate" if Path(sys.argv[0]).name == "racegate" else "python -m harness"
+
 EXIT_OK, EXIT_FAILED = 0, 1  # the commands that gate nothing (probe, baseline, expectations)
 
 
@@ -76,7 +79,7 @@ def baselines_folder(named: Path | None, *, written: bool = False) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m harness", description="racegate: gate torch upgrades.")
+    parser = _Parser(prog=PROG, description="racegate: gate torch upgrades.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser(
@@ -542,7 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["ab"]:  # its own parser; `harness run` options pass through after --
         from harness.ab import cli as ab_cli
 
-        return ab_cli.main(argv[1:], prog="python -m harness ab")
+        return ab_cli.main(argv[1:], prog=f"{PROG} ab")
     if argv[:1] == ["race"]:  # every argument after it is pytest's
         return cmd_race(argv[1:])
     try:

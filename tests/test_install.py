@@ -121,6 +121,7 @@ def test_a_wheel_carries_its_tables_and_runs_in_another_project(tmp_path: Path) 
     racegate = tmp_path / "venv" / "bin" / "racegate"
     helped = run(racegate, "--help")
     assert helped.returncode == 0 and "upgrade" in helped.stdout, helped.stderr
+    assert helped.stdout.startswith("usage: racegate "), helped.stdout[:200]  # its own name
     probe = run(racegate, "probe", "--only", "is_compiling_leak", "--timeout", "60")
     assert probe.returncode == 0, probe.stdout + probe.stderr
     assert "1 of 1 probes match harness/expectations/probes.toml" in probe.stdout, probe.stdout
