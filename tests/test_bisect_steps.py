@@ -79,21 +79,23 @@ def test_no_records_or_no_control_run_is_unclear(tmp_path: Path) -> None:
 
 
 def test_settled_rules() -> None:
-    assert settled(Hazard.MASKED, X, X)  # masked is an answer, though the gate's word is not
-    assert not settled(Hazard.UNCLEAR, U, U)
-    assert not settled(Hazard.RACES, U, X)  # production short of power: ask again
-    assert settled(Hazard.RACES, U, S) and settled(Hazard.GONE, S, S)
-    assert settled("", U, None) and not settled("", X, None)  # probes only, no class given
+    assert settled(Hazard.MASKED, X)  # masked is an answer, though the gate's word is not
+    assert not settled(Hazard.UNCLEAR, U)
+    # production short of power with no gating hazard: the decision is UNDECIDED, ask again
+    assert not settled(Hazard.RACES, X)
+    assert settled(Hazard.RACES, U) and settled(Hazard.GONE, S)
+    assert settled("", U) and not settled("", X)  # probes only, no class given
 
 
 def test_names_of_each_change() -> None:
-    races, masked, gone = (Hazard.RACES, U, S), (Hazard.MASKED, U, X), (Hazard.GONE, S, S)
+    races, masked, gone = (Hazard.RACES, U), (Hazard.MASKED, U), (Hazard.GONE, S)
     assert names(races, masked) == ("first masked", "last where the race shows")
     assert names(masked, gone) == ("first fixed", "last bad")
     assert names(gone, races) == ("first bad", "last good")
     assert names(masked, races) == ("first unmasked", "last masked")
-    assert names(("", U, None), ("", S, None)) == ("first fixed", "last bad")
-    assert names((Hazard.RACES, U, S), (Hazard.RACES, U, U)) == ("first changed", "last unchanged")
+    assert names(("", U), ("", S)) == ("first fixed", "last bad")
+    assert names((Hazard.RACES, S), (Hazard.RACES, U)) == ("first bad", "last good")
+    assert names((Hazard.RACES, X), (Hazard.RACES, X)) == ("first changed", "last unchanged")
 
 
 def test_probes_only_class() -> None:

@@ -2,14 +2,14 @@
 
 Pure search logic, no torch and no processes: `harness.bisect.evidence` supplies the oracle that
 runs probes and race cases in each release's environment. What is compared is a step's state:
-its class (harness.bisect.steps: RACES, MASKED, GONE, ...), its decision and the production
-strategy's word. Flake-aware: a step that did not settle (UNDECIDED, or its class UNCLEAR; a
-MASKED step is settled) is asked again (up to `tries` times) and never taken as either side;
-before a change is named both neighbours are asked `confirm` more times and must give the same
-state every time. Each stretch between two changes is assumed to hold one state: the first
-change from the oldest release is found by halving, then, while the state reached differs from
-the newest release's, the next change in the rest of the range (RACES -> MASKED -> GONE names
-both). `checked` lists every answer it got.
+its class (harness.bisect.steps: RACES, MASKED, GONE, ...) and its decision (the gating probes'
+and the production strategy's words combined). Flake-aware: a step that did not settle
+(UNDECIDED, or its class UNCLEAR; a MASKED step is settled) is asked again (up to `tries`
+times) and never taken as either side; before a change is named both neighbours are asked
+`confirm` more times and must give the same state every time. Each stretch between two changes
+is assumed to hold one state: the first change from the oldest release is found by halving,
+then, while the state reached differs from the newest release's, the next change in the rest
+of the range (RACES -> MASKED -> GONE names both). `checked` lists every answer it got.
 """
 
 from __future__ import annotations
@@ -36,13 +36,14 @@ class Evidence:
     why: str = ""  # why this class: the control's rates and the probes that decided it
 
     @property
-    def state(self) -> tuple[str, Word, Word | None]:
-        """What the search compares between releases."""
-        return self.hazard, self.decision, self.production
+    def state(self) -> tuple[str, Word]:
+        """What the search compares between releases: the class and the decision (which
+        holds the production strategy's word, harness.bisect.steps.settled)."""
+        return self.hazard, self.decision
 
     @property
     def settled(self) -> bool:
-        return steps.settled(self.hazard, self.decision, self.production)
+        return steps.settled(self.hazard, self.decision)
 
 
 @dataclass(frozen=True)

@@ -79,23 +79,23 @@ def from_race(verdict: Verdict, probes: Mapping[str, str]) -> tuple[Hazard, str]
     )
 
 
-def settled(hazard: str, decision: Word, production: Word | None) -> bool:
+def settled(hazard: str, decision: Word) -> bool:
     """Whether a step decided something the search can compare: a known class (or none given:
-    the decision alone), and no UNDECIDED word, except that MASKED is itself the answer."""
+    the decision alone) and a decided word, except that MASKED is itself the answer. The
+    production strategy's word enters through the decision (harness.judge.gate.combine of it
+    and the gating probes): INCONCLUSIVE for want of power leaves the decision UNDECIDED, so
+    the step is asked again, unless a gating probe already makes it UNSAFE (then it cannot be
+    taken as good)."""
     if hazard == Hazard.UNCLEAR:
         return False
-    if hazard == Hazard.MASKED:
-        return True
-    return decision is not Word.UNDECIDED and production is not Word.UNDECIDED
+    return hazard == Hazard.MASKED or decision is not Word.UNDECIDED
 
 
-def names(
-    before: tuple[str, Word, Word | None], after: tuple[str, Word, Word | None]
-) -> tuple[str, str]:
+def names(before: tuple[str, Word], after: tuple[str, Word]) -> tuple[str, str]:
     """(what the newer release is, what the older one is) for a change between two steps'
-    (hazard, decision, production) states: 'first masked' / 'last where the race shows',
-    'first fixed' / 'last bad', 'first bad' / 'last good', ..."""
-    (h0, d0, _), (h1, d1, _) = before, after
+    (class, decision) states: 'first masked' / 'last where the race shows', 'first fixed' /
+    'last bad', 'first bad' / 'last good', ..."""
+    (h0, d0), (h1, d1) = before, after
     if h0 and h1 and h0 != h1:
         if h1 == Hazard.MASKED:
             return "first masked", (
