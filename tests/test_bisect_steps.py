@@ -45,6 +45,7 @@ def cell(release: str, transformers: str = "5.17.0") -> str:
 @pytest.mark.parametrize(
     ("release", "want"),
     [("2.12.1", Hazard.RACES), ("2.13.0", Hazard.MASKED), ("2.14.1", Hazard.GONE)],
+    ids=["2.12.1", "2.13.0", "2.14.1"],  # no class name in an id: -k race selects race cases
 )
 def test_the_class_of_each_release_from_its_cpu_matrix_records(
     release: str, want: Hazard, tmp_path: Path
@@ -139,7 +140,7 @@ class RealSteps:
         )  # fmt: skip
 
 
-def test_races_masked_gone_names_both_changes_with_real_steps(tmp_path: Path) -> None:
+def test_three_classes_in_a_row_name_both_changes_with_real_steps(tmp_path: Path) -> None:
     oracle = RealSteps(
         {r: [(cell(r), r)] for r in ("2.12.1", "2.13.0", "2.14.1")} | {"2.11.0": [
             ("repeat-per_device/cpu_matrix-torch-2.11.0-transformers-5.6.0/records.jsonl", "2.11.0")
