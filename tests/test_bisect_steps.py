@@ -205,3 +205,18 @@ def test_an_unclear_step_is_asked_again_and_its_settled_answer_used(tmp_path: Pa
 
     result = bisect(["2.12.1", "2.13.0"], flaky_then_masked, tries=2, confirm=0)
     assert result.outcome is Outcome.CHANGED and result.direction == "first masked"
+
+
+def test_a_release_judged_over_all_its_answers_keeps_a_race_once_shown(tmp_path: Path) -> None:
+    """What the oracle does when a release is asked again (its earlier records merged): the
+    one-run miss on 2.12.1 (MASKED alone) and its 5-run repeat (RACES) judged together read
+    RACES; 2.13.0's silent runs merged with more silent ones stay MASKED."""
+    miss = records(cell("2.12.1", "5.6.0"), tmp_path)
+    shown = records(
+        "repeat-per_device/cpu_matrix-torch-2.12.1-transformers-5.6.0/records.jsonl", tmp_path
+    )
+    assert judge_race(miss, probes("2.12.1"), Calibration())[1] is Hazard.MASKED
+    assert judge_race(miss + shown, probes("2.12.1"), Calibration())[1] is Hazard.RACES
+    silent = records(cell("2.13.0"), tmp_path) + records(cell("2.13.0", "5.6.0"), tmp_path)
+    masked = judge_race(silent, probes("2.13.0"), Calibration())
+    assert masked[1] is Hazard.MASKED and "(2 runs)" in masked[2]

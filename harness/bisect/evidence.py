@@ -10,8 +10,10 @@ that environment's python from the repository root (`python -m harness.probes.ru
 changed. The race selection writes its run records to a folder of the bisection's; they are
 judged here again with this step's own probe verdicts (harness.judge.verdict.decide), which
 gives the step's class (harness.bisect.steps: RACES, MASKED, GONE, UNCLEAR) beside the gate's
-word. A step asked again because it did not settle (too few runs for power, say) merges the
-records of its earlier unsettled answers (`--records-from`), so power accumulates.
+word. A release asked again (unsettled, or a neighbour's confirmation) merges the records of
+all its earlier answers (`--records-from`): the control's rate and the production runs
+accumulate until power decides, and a race the control showed once on a release stays shown
+there (race_evidence admits only the race itself), while silence must hold over every run.
 """
 
 from __future__ import annotations
@@ -266,8 +268,8 @@ class ReleaseOracle:
     progress: Progress = print
     records: Path | None = None  # where each answer's race records go (None: a temp folder)
     made: dict[str, Runner] = field(default_factory=dict)
-    # per release, the records of its answers since its last settled one (merged when asked again)
-    pending: dict[str, list[Path]] = field(default_factory=dict)
+    # per release, the records of all its earlier answers (merged when it is asked again)
+    earlier: dict[str, list[Path]] = field(default_factory=dict)
     asked: int = 0
 
     def env_for(self, release: str) -> Runner:
@@ -291,7 +293,7 @@ class ReleaseOracle:
         if self.race_args is not None:
             if self.records is None:
                 self.records = Path(tempfile.mkdtemp(prefix="racegate-bisect-"))
-            earlier = self.pending.get(release, [])
+            earlier = list(self.earlier.get(release, []))
             out = self.records / f"{self.asked:02d}-{self.package}-{release}"
             race = race_step(env, self.race_args, self.timeout, verdicts, out, earlier)
             parts.append(race.decision)
@@ -300,7 +302,7 @@ class ReleaseOracle:
             observations["class"] = str(hazard)
             observations |= {f"verdict {k}": v for k, v in race.statuses.items()}
             if earlier:
-                why += f" (merged with {len(earlier)} earlier unsettled answer(s))"
+                why += f" (with the records of {len(earlier)} earlier answer(s) merged)"
         decision = combine(parts, empty="no evidence")
         evidence = Evidence(
             release,
@@ -315,10 +317,7 @@ class ReleaseOracle:
             production=production,
             why=why,
         )
-        if self.race_args is not None:
-            if evidence.settled:
-                self.pending.pop(release, None)
-            elif race.records is not None:
-                self.pending.setdefault(release, []).append(race.records)
+        if self.race_args is not None and race.records is not None:
+            self.earlier.setdefault(release, []).append(race.records)
         self.progress(f"  {release}: {hazard}, {decision.word} ({why}; {evidence.note})")
         return evidence
