@@ -68,6 +68,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--envs", type=Path, help="folder of per-release --target installs")
     b.add_argument("--timeout", type=float, default=1800.0, help="seconds per race selection")
     b.add_argument("--json-out", type=Path, help="also write the result as JSON here")
+    b.add_argument(
+        "--records",
+        type=Path,
+        help="keep each race selection's run records here, one folder per answer (default: a "
+        "temporary folder)",
+    )
 
     r = sub.add_parser("repro", help="write a standalone reproducer, verified on two releases")
     r.add_argument(
@@ -96,7 +102,7 @@ def _describe(e: search.Evidence | None) -> str:
     if e is None:
         return "-"
     commit = f" (commit {e.commit})" if e.commit else ""
-    return f"{e.release}{commit}: {e.decision}"
+    return f"{e.release}{commit}: {search.describe_state(e)}"
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -119,8 +125,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     print(f"racegate bisect: {package} {' '.join(chosen)}; fixed: {pinned}")
     print(f"evidence: {what}; UNSAFE when a gating probe reads hazard: {', '.join(gating) or '-'}")
     oracle = evidence.ReleaseOracle(
-        package, fixed, gating, race_args, args.envs, args.timeout, progress=print
-    )
+        package, fixed, gating, race_args, args.envs, args.timeout, progress=print,
+        records=args.records,
+    )  # fmt: skip
     t0 = time.monotonic()
     result = search.bisect(chosen, oracle, tries=args.tries, confirm=args.confirm)
     wall = time.monotonic() - t0
@@ -130,7 +137,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def compare_url(result: search.Result, package: str) -> str:
+def compare_url(result: search.Result | search.Change, package: str) -> str:
     a, b = result.before, result.after
     if a is None or b is None:
         return ""
@@ -141,24 +148,32 @@ def compare_url(result: search.Result, package: str) -> str:
     return COMPARE_URL[package].format(a=a.release, b=b.release)
 
 
+def format_change(change: search.Change, package: str) -> list[str]:
+    """One confirmed change: both releases with their commits and states, the range, why."""
+    why = "; ".join(f"{k} {a} -> {b}" for k, (a, b) in change.changed_observations().items())
+    lines = [
+        f"{change.direction}: {package} {_describe(change.after)}",
+        f"{change.older}: {package} {_describe(change.before)}",
+        f"upstream range: {compare_url(change, package)}",
+        "why: " + (why or "the decision changed with no observation differing"),
+    ]
+    for e in (change.before, change.after):
+        if e.why:
+            lines.append(f"  {e.release} is {e.hazard}: {e.why}")
+    return lines
+
+
 def format_result(result: search.Result, package: str, wall: float) -> str:
     lines = [f"outcome: {result.outcome} ({len(result.checked)} answers, {wall:.0f} s)"]
+    for change in result.changes:
+        lines += format_change(change, package)
     if result.outcome is search.Outcome.CHANGED:
-        older = "last bad" if result.direction == "first fixed" else "last good"
-        lines += [
-            f"{result.direction}: {package} {_describe(result.after)}",
-            f"{older}: {package} {_describe(result.before)}",
-            f"upstream range: {compare_url(result, package)}",
-            "why: "
-            + (
-                "; ".join(f"{k} {a} -> {b}" for k, a, b in _changes(result))
-                or "the decision changed with no observation differing"
-            ),
-            "confirmed: each neighbour re-run and decided the same way",
-        ]
+        lines.append("confirmed: each neighbour re-run and decided the same way")
     elif result.outcome is search.Outcome.UNCHANGED:
         lines.append(f"no change: {_describe(result.before)} ... {_describe(result.after)}")
     else:
+        if result.changes:
+            lines.append("(the change(s) above were confirmed before the search stopped)")
         lines.append(f"no culprit named: {result.why}")
     lines.append(
         f"exit {result.exit_code} (the gate's code for the newest release's decision; "
@@ -181,6 +196,9 @@ def to_json(result: search.Result, package: str, wall: float) -> dict[str, Any]:
             "commit": e.commit,
             "observations": dict(e.observations),
             "note": e.note,
+            "class": e.hazard,
+            "production": None if e.production is None else str(e.production),
+            "why": e.why,
         }
 
     return {
@@ -192,6 +210,17 @@ def to_json(result: search.Result, package: str, wall: float) -> dict[str, Any]:
         "after": ev(result.after),
         "compare_url": compare_url(result, package),
         "changed": {k: [a, b] for k, a, b in _changes(result)},
+        "changes": [
+            {
+                "direction": c.direction,
+                "older": c.older,
+                "before": ev(c.before),
+                "after": ev(c.after),
+                "compare_url": compare_url(c, package),
+                "changed": {k: list(v) for k, v in c.changed_observations().items()},
+            }
+            for c in result.changes
+        ],
         "why": result.why,
         "checked": [ev(e) for e in result.checked],
         "wall_s": round(wall, 1),

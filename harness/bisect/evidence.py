@@ -7,11 +7,18 @@ PYTHONPATH of the current interpreter. Probes and the race selection run as subp
 that environment's python from the repository root (`python -m harness.probes.runner`,
 `python -m pytest -m race ...`), never imported here. Which probes decide is a choice
 (`gating`); every probe's verdict is kept as an observation, so the report can say what else
-changed.
+changed. The race selection writes its run records to a folder of the bisection's; they are
+judged here again with this step's own probe verdicts (harness.judge.verdict.decide), which
+gives the step's class (harness.bisect.steps: RACES, MASKED, GONE, UNCLEAR) beside the gate's
+word. A release asked again (unsettled, or a neighbour's confirmation) merges the records of
+all its earlier answers (`--records-from`): the control's rate and the production runs
+accumulate until power decides, and a race the control showed once on a release stays shown
+there (race_evidence admits only the race itself), while silence must hold over every run.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -23,8 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import code_root, envs, state
+from harness.bisect import steps
 from harness.bisect.search import Evidence
-from harness.judge.gate import EXIT_CODES, Decision, Word, combine
+from harness.judge import verdict as race_verdict
+from harness.judge.gate import EXIT_CODES, Decision, Word, combine, decide_gate
+from harness.judge.inputs import read_records, roles_of
 
 # The nested-FX error's own probes: the incident's hazard (a compiled call raising because
 # another thread traces, or a flag left set after an overlap).
@@ -148,9 +158,20 @@ def probe_decision(verdicts: Mapping[str, str], gating: Sequence[str]) -> Decisi
 
 def race_decision(env: Runner, args: Sequence[str], timeout: float) -> Decision:
     """The race selection (`python -m pytest -m race ARGS`) in `env`: its exit code's word."""
+    return _pytest_word(_run_race(env, args, timeout))
+
+
+def _run_race(
+    env: Runner, args: Sequence[str], timeout: float
+) -> subprocess.CompletedProcess[str] | None:
     try:
-        done = env.run(["-m", "pytest", "-m", "race", "-p", "no:cacheprovider", *args], timeout)
+        return env.run(["-m", "pytest", "-m", "race", "-p", "no:cacheprovider", *args], timeout)
     except subprocess.TimeoutExpired:
+        return None
+
+
+def _pytest_word(done: subprocess.CompletedProcess[str] | None, timeout: float = 0) -> Decision:
+    if done is None:
         return Decision(Word.UNDECIDED, f"race selection ran past {timeout:g} s", "")
     word = _WORD_OF_EXIT.get(done.returncode)
     lines = done.stdout.strip().splitlines() or [""]
@@ -164,6 +185,74 @@ def race_decision(env: Runner, args: Sequence[str], timeout: float) -> Decision:
     return Decision(word, f"race selection: {tail}", "")
 
 
+def calibration_of(args: Sequence[str]) -> race_verdict.Calibration:
+    """The calibration the race selection judges with: --power-cap and --control-repeat as
+    given in its arguments (pytest's defaults otherwise), so both judge alike."""
+    parser = argparse.ArgumentParser(add_help=False)
+    default = race_verdict.Calibration()
+    parser.add_argument("--power-cap", type=int, default=default.cap)
+    parser.add_argument("--control-repeat", type=int, default=default.control_repeat)
+    known, _ = parser.parse_known_args(list(args))
+    return race_verdict.Calibration(cap=known.power_cap, control_repeat=known.control_repeat)
+
+
+@dataclass(frozen=True)
+class RaceStep:
+    """One race selection judged: the production strategy's word, the step's class and why."""
+
+    decision: Decision
+    hazard: steps.Hazard
+    why: str
+    records: Path | None  # this answer's records file (None: none written)
+    statuses: dict[str, str] = field(default_factory=dict)  # strategy -> verdict status
+
+
+def judge_race(
+    records: list, probes: Mapping[str, str], cal: race_verdict.Calibration
+) -> tuple[Decision, steps.Hazard, str, dict[str, str]]:
+    """(production word, class, why, status per strategy) of a release's race-selection records,
+    judged with this release's probe verdicts. Pure: the CLI's and pytest's verdict, reused."""
+    if not records:
+        return decide_gate(None), steps.Hazard.UNCLEAR, "no run records", {}
+    production, control = roles_of(records)
+    cal = race_verdict.Calibration(control=control, cap=cal.cap, control_repeat=cal.control_repeat)
+    judged = race_verdict.decide(
+        records, production=production, probes=probes, strategies=[control], calibration=cal
+    )
+    hazard, why = steps.from_race(judged, probes)
+    statuses = {s.strategy: str(s.status) for s in judged.strategies}
+    return decide_gate(judged), hazard, why, statuses
+
+
+def race_step(
+    env: Runner,
+    args: Sequence[str],
+    timeout: float,
+    probes: Mapping[str, str],
+    out: Path,
+    earlier: Sequence[Path] = (),
+) -> RaceStep:
+    """The race selection in `env`, its records written to out/records.jsonl and judged with
+    the records of `earlier` answers merged; the word fails closed with pytest's own exit."""
+    out.mkdir(parents=True, exist_ok=True)
+    own = out / "records.jsonl"
+    merge = [a for path in earlier for a in ("--records-from", str(path))]
+    done = _run_race(env, [*args, "--results", str(own), *merge], timeout)
+    said = _pytest_word(done, timeout)
+    try:
+        records = read_records([*earlier, own]) if own.is_file() else []
+    except (OSError, ValueError) as exc:
+        word = Decision(Word.UNDECIDED, f"records unreadable: {exc}", "")
+        return RaceStep(word, steps.Hazard.UNCLEAR, str(exc)[:200], None)
+    mine, hazard, why, statuses = judge_race(records, probes, calibration_of(args))
+    if done is None or _WORD_OF_EXIT.get(done.returncode) is None:
+        hazard, why = steps.Hazard.UNCLEAR, said.reason  # a session that did not finish
+    word = combine([mine, said], empty="no race selection")
+    if said.word is not mine.word:  # pytest also counted failed cases; fail closed
+        word = Decision(word.word, f"{word.reason} (records: {mine.word}; pytest: {said.word})", "")
+    return RaceStep(word, hazard, why, own if own.is_file() else None, statuses)
+
+
 @dataclass
 class ReleaseOracle:
     """release -> Evidence for one package's releases, the other pins fixed."""
@@ -175,7 +264,11 @@ class ReleaseOracle:
     where: Path | None = None
     timeout: float = 1800.0
     progress: Progress = print
+    records: Path | None = None  # where each answer's race records go (None: a temp folder)
     made: dict[str, Runner] = field(default_factory=dict)
+    # per release, the records of all its earlier answers (merged when it is asked again)
+    earlier: dict[str, list[Path]] = field(default_factory=dict)
+    asked: int = 0
 
     def env_for(self, release: str) -> Runner:
         if release not in self.made:
@@ -184,6 +277,7 @@ class ReleaseOracle:
         return self.made[release]
 
     def __call__(self, release: str) -> Evidence:
+        self.asked += 1
         try:
             env = self.env_for(release)
             got = installed(env)
@@ -192,9 +286,21 @@ class ReleaseOracle:
             return Evidence(release, Word.UNDECIDED, {}, note=str(exc)[:300])
         observations = {f"probe {k}": v for k, v in verdicts.items()}
         parts = [probe_decision(verdicts, self.gating)]
+        hazard, why = steps.from_probes(verdicts, self.gating)
+        production = None
         if self.race_args is not None:
-            parts.append(race_decision(env, self.race_args, self.timeout))
-            observations["race selection"] = str(parts[-1].word)
+            if self.records is None:
+                self.records = Path(tempfile.mkdtemp(prefix="racegate-bisect-"))
+            earlier = list(self.earlier.get(release, []))
+            out = self.records / f"{self.asked:02d}-{self.package}-{release}"
+            race = race_step(env, self.race_args, self.timeout, verdicts, out, earlier)
+            parts.append(race.decision)
+            production, hazard, why = race.decision.word, race.hazard, race.why
+            observations["race selection"] = str(race.decision.word)
+            observations["class"] = str(hazard)
+            observations |= {f"verdict {k}": v for k, v in race.statuses.items()}
+            if earlier:
+                why += f" (with the records of {len(earlier)} earlier answer(s) merged)"
         decision = combine(parts, empty="no evidence")
         evidence = Evidence(
             release,
@@ -205,6 +311,11 @@ class ReleaseOracle:
                 [", ".join(f"{k} {got[k]}" for k in ("torch", "transformers") if k in got)]
                 + [p.reason for p in parts]
             ),
+            hazard=str(hazard),
+            production=production,
+            why=why,
         )
-        self.progress(f"  {release}: {decision.word} ({evidence.note})")
+        if self.race_args is not None and race.records is not None:
+            self.earlier.setdefault(release, []).append(race.records)
+        self.progress(f"  {release}: {hazard}, {decision.word} ({why}; {evidence.note})")
         return evidence
