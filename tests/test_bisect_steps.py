@@ -73,7 +73,7 @@ def test_masked_needs_a_probe_that_reads_hazard_else_it_is_gone(tmp_path: Path) 
 def test_no_records_or_no_control_run_is_unclear(tmp_path: Path) -> None:
     assert judge_race([], probes("2.12.1"), Calibration())[1] is Hazard.UNCLEAR
     no_control = [
-        r for r in records(cell("2.12.1"), tmp_path) if r.scenario["strategy"] != "per_device"
+        r for r in records(cell("2.12.1"), tmp_path) if r.scenario.strategy != "per_device"
     ]
     _, hazard, why, _ = judge_race(no_control, probes("2.12.1"), Calibration())
     assert hazard is Hazard.UNCLEAR and "did not run" in why
