@@ -115,13 +115,26 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
         control=rc.control,
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
-    with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
-        selected = cell in control_cells(request.session.items, cal.control)
-        records, why = _run_race_case(
-            scenario, strategy, cell, rc, cal, pytestconfig, primes, command, selected
-        )
+    pool = slot_pool(pytestconfig)
+    own = pool.take(1) if pool is not None else []  # this worker's run slot: others see it busy
+    try:
+        with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
+            selected = cell in control_cells(request.session.items, cal.control)
+            records, why = _run_race_case(
+                scenario, strategy, cell, rc, cal, pytestconfig, primes, command, selected
+            )
+    finally:
+        release(own)
     judge(records)  # raises on a failed run (which ended the case unless it is the control)
     print(f"{strategy} {cell}: {len(records)} runs; {why}")
+
+
+def _batch(pool: SlotPool | None, case_jobs: int, want: int) -> tuple[int, list[Slot]]:
+    """(runs at once, the extra slots held for them) for a batch of `want` runs."""
+    if pool is None:
+        return max(1, min(case_jobs or 1, want)), []
+    extra = pool.take(want - 1)
+    return 1 + len(extra), extra
 
 
 def _run_race_case(
@@ -138,35 +151,6 @@ def _run_race_case(
     """The case's runs (all the control's; the production strategy's as many as its power
     asks; the others until the first failure) and why that many. Runs at once: --case-jobs N,
     or (auto) this worker's own run slot and the session's free ones (harness.run.slots)."""
-    pool = slot_pool(pytestconfig)
-    own = pool.take(1) if pool is not None else []  # this worker's: others see it busy
-    try:
-        return _race_case_runs(
-            scenario, strategy, cell, rc, cal, pytestconfig, primes, command, control_selected
-        )
-    finally:
-        release(own)
-
-
-def _batch(pool: SlotPool | None, case_jobs: int, want: int) -> tuple[int, list[Slot]]:
-    """(runs at once, the extra slots held for them) for a batch of `want` runs."""
-    if pool is None:
-        return max(1, min(case_jobs or 1, want)), []
-    extra = pool.take(want - 1)
-    return 1 + len(extra), extra
-
-
-def _race_case_runs(
-    scenario: Scenario,
-    strategy: str,
-    cell: str,
-    rc: RacegateConfig,
-    cal: Calibration,
-    pytestconfig: pytest.Config,
-    primes: SharedPrimes,
-    command: str,
-    control_selected: bool,
-) -> tuple[list[RunRecord], str]:
     pool = slot_pool(pytestconfig)
     run = functools.partial(
         run_case,
