@@ -44,7 +44,7 @@ SERIAL = (
     "(needs ≥ 50%)"
 )
 
-# Control runs that failed, each for another reason than the race (issue 36, item 1).
+# Control runs that failed, each for another reason than the race.
 NOT_THE_RACE = {
     "serialised": lambda: record("per_device", "not_concurrent", detail=SERIAL),
     "unrelated error": lambda: record(
