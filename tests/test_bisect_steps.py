@@ -207,7 +207,9 @@ def test_an_unclear_step_is_asked_again_and_its_settled_answer_used(tmp_path: Pa
     assert result.outcome is Outcome.CHANGED and result.direction == "first masked"
 
 
-def test_a_release_judged_over_all_its_answers_keeps_what_its_control_once_showed(tmp_path: Path) -> None:
+def test_a_release_judged_over_all_its_answers_keeps_what_its_control_once_showed(
+    tmp_path: Path,
+) -> None:
     """What the oracle does when a release is asked again (its earlier records merged): the
     one-run miss on 2.12.1 (MASKED alone) and its 5-run repeat (RACES) judged together read
     RACES; 2.13.0's silent runs merged with more silent ones stay MASKED."""
