@@ -237,7 +237,13 @@ def _suite(tmp_path: Path, knob: str, *extra: str) -> tuple[subprocess.Completed
 def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) -> None:
     """p=1: the control fails 3 of 3 runs (Wilson low 0.44: 8 runs asked, capped at 5, power
     94%), so warmup_locked runs 5 times and is SAFE; the block ends the session."""
-    proc, records = _suite(tmp_path, "p=1", "--control-repeat", "3", "--power-cap", "5")
+    args = ("p=1", "--control-repeat", "3", "--power-cap", "5")
+    proc, records = _suite(tmp_path, *args)
+    if any(r.outcome == Outcome.NOT_CONCURRENT for r in records[:3]):
+        # A loaded 2-core box starved a control run's threads (they never overlapped): that run
+        # is no evidence either way, and the control's rate is then not the knob's. Once more.
+        (tmp_path / "again").mkdir()
+        proc, records = _suite(tmp_path / "again", *args)
     out = proc.stdout
     seen = [(r.scenario.strategy, r.outcome, r.detail) for r in records]  # what a failure says
     expected = ["per_device"] * 3 + ["warmup_locked"] * 5
