@@ -57,7 +57,7 @@ PATH_FLAGS = ("--results", "--out", "--records-from", "--decision-file")
 
 
 def case_jobs(text: str) -> int:
-    """--case-jobs: a number ≥ 1, or auto (0: harness.case_plan.runs_at_once sizes it)."""
+    """--case-jobs: a number ≥ 1, or auto (0: the session's shared run slots, harness.run.slots)."""
     if text.strip().lower() == "auto":
         return 0
     try:

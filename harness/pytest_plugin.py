@@ -59,7 +59,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(opt.flag, dest=f"racegate_{opt.dest}", **opt.argparse_kwargs())
 
 
-def xdist_workers(config: pytest.Config) -> int:
+def _xdist_workers(config: pytest.Config) -> int:
     """How many pytest-xdist workers run this session (1 without xdist)."""
     worker = getattr(config, "workerinput", None)
     if worker is not None:
@@ -127,7 +127,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         gpus=gpus,
         expectations=expectations,
         versions=versions.software(),  # imports nothing: metadata for what is not loaded
-        overlapping=xdist_workers(config) > 1,  # runs from here overlap other workers' runs
+        overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
         case_jobs=config.option.racegate_case_jobs,
         baselines=floors,
     )
@@ -196,9 +196,9 @@ def _share_slots(config: pytest.Config) -> None:
         return
     if _is_worker(config):
         if (folder := config.workerinput.get("racegate_slots")) is not None:
-            config.stash[slots_key] = SlotPool(Path(folder), xdist_workers(config))
-    elif xdist_workers(config) > 1:
-        config.stash[slots_key] = SlotPool.make(xdist_workers(config))
+            config.stash[slots_key] = SlotPool(Path(folder), _xdist_workers(config))
+    elif _xdist_workers(config) > 1:
+        config.stash[slots_key] = SlotPool.make(_xdist_workers(config))
 
 
 def slot_pool(config: pytest.Config) -> SlotPool | None:

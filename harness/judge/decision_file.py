@@ -11,10 +11,10 @@ which, and that side is UNDECIDED (fail closed), never a guess from the printed 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.files import write_whole
 from harness.judge.gate import Decision, Word
 
 SCHEMA_VERSION = 1
@@ -68,10 +68,8 @@ class SessionDecision:
 
 
 def write(path: Path, decided: SessionDecision) -> None:
-    """Write the file whole or not at all (a temporary file beside it, then renamed)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(decided.to_json(), indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    """Write the file whole or not at all (harness.files)."""
+    write_whole(path, json.dumps(decided.to_json(), indent=1, sort_keys=True) + "\n")
 
 
 def read(path: Path, *, records: Path, exit_code: int) -> Decision:

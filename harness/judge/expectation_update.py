@@ -15,8 +15,6 @@ Kept rows keep their reason and source, as written.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checked import GateInputError
+from harness.files import write_whole
 from harness.judge import race_expectations as rx
 from harness.judge.expectations import device_kind, minor
 from harness.judge.inputs import read_records, roles_of
@@ -251,12 +250,4 @@ def propose_from(records: list[Path], table: Path) -> Proposal:
 def write(proposal: Proposal, table: Path, *, reason: str | None, source: str | None) -> None:
     """Rewrite `table` in place (atomically, keeping its mode) with the proposal applied."""
     text = apply(proposal, table, reason=reason, source=source)
-    fd, tmp = tempfile.mkstemp(dir=table.parent, prefix=f".{table.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, table.stat().st_mode & 0o777)
-        os.replace(tmp, table)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_whole(table, text, mode=table.stat().st_mode & 0o777)

@@ -52,7 +52,7 @@ class SlotPool:
         for i in range(self.size):
             if len(held) >= most:
                 break
-            fd = os.open(self.folder / str(i), os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(self.folder / str(i), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -1,0 +1,25 @@
+"""Files written whole: a private temporary beside the target, renamed over it.
+
+A reader sees the old file or the new one, never half of either; the temporary has an
+unpredictable name made with O_EXCL (tempfile.mkstemp), so a link planted beside the target is
+never written through, and a failed write leaves no temporary behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_whole(path: Path, text: str, *, mode: int = 0o600) -> None:
+    """Replace `path` with `text`, with permission bits `mode`."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
