@@ -31,12 +31,45 @@ def case_strategies(rc: RacegateConfig, cal: Calibration) -> list[str]:
     return sorted(chosen, key=lambda s: s != control)  # stable: the rest keep their order
 
 
+def case_order(rc: RacegateConfig, cal: Calibration) -> list[tuple[str, str, tuple[str, ...], int]]:
+    """(strategy, cache state, devices, threads per device) of every race case, in collection
+    order: for each cell the control's case, then the production strategy's beside it; then
+    the other strategies' cases, strategy by strategy.
+
+    pytest-xdist (--dist load) hands each worker consecutive cases, two at first, and a worker
+    runs its own in order. So every control cell starts at once on a worker of its own, the
+    production cell that waits for that control's rate queues behind it, and the longest cases
+    (the production strategy's, up to the power cap) start first instead of last (one H100:
+    the warm production cell waited 100 s for its control, queued behind the cold control, and
+    the deleted one started at 252 s of a 458 s session).
+    """
+    strategies = case_strategies(rc, cal)
+    cells = [(state, d, t) for state in rc.cache_states for d, t in topologies(rc)]
+    first = [s for s in (cal.control, rc.production) if s in strategies]
+    order = [(s, *cell) for cell in cells for s in first]
+    return order + [(s, *cell) for s in strategies if s not in first for cell in cells]
+
+
 def case_repeats(strategy: str, rc: RacegateConfig, cal: Calibration) -> tuple[int, bool, str]:
     """(runs, stop at the first failure, why) for a case that is not the production strategy's."""
     if strategy == cal.control:
         n = max(rc.repeat, cal.control_repeat)
         return n, False, f"positive control: all {n} runs, for its detection rate"
     return rc.repeat, True, f"--repeat {rc.repeat}"
+
+
+def runs_at_once(repeat: int, stop: bool, *, pooled: bool, expected_to_fail: bool) -> int:
+    """How many of a non-production case's `repeat` runs it asks to make at once (it gets as
+    many as the run slots allow): all of them for the control, or a case with no expectation
+    row that fails it, where the session shares run slots; one at a time for a case that stops
+    at its first failure under a fixed --case-jobs (batching those put ~50 runs on 16 cores on
+    one H200 and every run hung: results/h200-cell-fail-closed) or whose row says it fails (its
+    first run usually ends it; more at once would hold slots for runs that only hang). One
+    H100: the session's last case, with no row, made its 3 runs one by one (128 s) while 5 of
+    6 slots stood free."""
+    if stop and (not pooled or expected_to_fail):
+        return 1
+    return repeat
 
 
 def production_runs_left(

@@ -17,11 +17,11 @@ import sys
 import pytest
 
 from harness.case_plan import (
+    case_order,
     case_repeats,
-    case_strategies,
     control_cells,
     production_runs_left,
-    topologies,
+    runs_at_once,
 )
 from harness.judge import race_expectations
 from harness.judge.suite import OUTCOME_ERRORS, judge
@@ -45,47 +45,45 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     rc = metafunc.config.stash[racegate_key]
     cal = calibration(metafunc.config)
     params = []
-    for strategy in case_strategies(rc, cal):
-        # The control runs all its repeats and the production case as many as power asks:
-        # the case's time limit grows with its most runs (each run keeps the same budget).
-        most = {cal.control: max(rc.repeat, cal.control_repeat), rc.production: cal.cap}
+    # The control runs all its repeats and the production case as many as power asks: the
+    # case's time limit grows with its most runs (each run keeps the same budget).
+    most = {cal.control: max(rc.repeat, cal.control_repeat), rc.production: cal.cap}
+    for strategy, cache_state, devices, tpd in case_order(rc, cal):
         timeout = CASE_TIMEOUT_S * max(1.0, most.get(strategy, rc.repeat) / rc.repeat)
-        for cache_state in rc.cache_states:
-            for devices, tpd in topologies(rc):
-                marks = [pytest.mark.race, pytest.mark.timeout(timeout)]
-                if strategy == rc.production:  # `-m production` selects these
-                    marks.append(pytest.mark.production)
-                if devices != ("cpu",):
-                    marks.append(pytest.mark.gpu)
-                if len(devices) > 1:
-                    marks.append(pytest.mark.multi_gpu)
-                row = race_expectations.match(
-                    rc.expectations,
-                    torch_version=rc.versions["torch"],
-                    transformers_version=rc.versions["transformers"],
-                    device=devices[0],
-                    strategy=strategy,
-                    cache_state=cache_state,
-                    threads_per_device=tpd,
-                    devices=len(devices),
+        marks = [pytest.mark.race, pytest.mark.timeout(timeout)]
+        if strategy == rc.production:  # `-m production` selects these
+            marks.append(pytest.mark.production)
+        if devices != ("cpu",):
+            marks.append(pytest.mark.gpu)
+        if len(devices) > 1:
+            marks.append(pytest.mark.multi_gpu)
+        row = race_expectations.match(
+            rc.expectations,
+            torch_version=rc.versions["torch"],
+            transformers_version=rc.versions["transformers"],
+            device=devices[0],
+            strategy=strategy,
+            cache_state=cache_state,
+            threads_per_device=tpd,
+            devices=len(devices),
+        )
+        if row is not None:
+            marks.append(
+                pytest.mark.xfail(
+                    strict=row.strict,
+                    raises=tuple(OUTCOME_ERRORS[o] for o in row.outcomes),
+                    reason=f"{row.reason} [{row.describe()}; if this now passes, upstream "
+                    f"changed: update or delete that row, citing the source]",
                 )
-                if row is not None:
-                    marks.append(
-                        pytest.mark.xfail(
-                            strict=row.strict,
-                            raises=tuple(OUTCOME_ERRORS[o] for o in row.outcomes),
-                            reason=f"{row.reason} [{row.describe()}; if this now passes, upstream "
-                            f"changed: update or delete that row, citing the source]",
-                        )
-                    )
-                topo = f"{','.join(devices)}x{tpd}"
-                params.append(
-                    pytest.param(
-                        (strategy, cache_state, devices, tpd),
-                        marks=marks,
-                        id=f"{strategy}-{cache_state}-{topo}",
-                    )
-                )
+            )
+        topo = f"{','.join(devices)}x{tpd}"
+        params.append(
+            pytest.param(
+                (strategy, cache_state, devices, tpd),
+                marks=marks,
+                id=f"{strategy}-{cache_state}-{topo}",
+            )
+        )
     metafunc.parametrize("race_case", params)
 
 
@@ -121,7 +119,16 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
         with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
             selected = cell in control_cells(request.session.items, cal.control)
             records, why = _run_race_case(
-                scenario, strategy, cell, rc, cal, pytestconfig, primes, command, selected
+                scenario,
+                strategy,
+                cell,
+                rc,
+                cal,
+                pytestconfig,
+                primes,
+                command,
+                selected,
+                request.node.get_closest_marker("xfail") is not None,
             )
     finally:
         release(own)
@@ -147,6 +154,7 @@ def _run_race_case(
     primes: SharedPrimes,
     command: str,
     control_selected: bool,
+    expect_fail: bool,
 ) -> tuple[list[RunRecord], str]:
     """The case's runs (all the control's; the production strategy's as many as its power
     asks; the others until the first failure) and why that many. Runs at once: --case-jobs N,
@@ -162,10 +170,8 @@ def _run_race_case(
     )
     if strategy != rc.production:
         repeat, stop, why = case_repeats(strategy, rc, cal)
-        # The control's runs side by side (--case-jobs); a case that stops at its first failure
-        # one at a time: batching those too put ~50 runs on 16 cores on one H200 and every run
-        # hung (results/h200-cell-fail-closed).
-        jobs, extra = _batch(pool, rc.case_jobs, 1 if stop else repeat)
+        want = runs_at_once(repeat, stop, pooled=pool is not None, expected_to_fail=expect_fail)
+        jobs, extra = _batch(pool, rc.case_jobs, want)
         try:
             records = run(repeat, stop_on_failure=stop, jobs=jobs)
         finally:
