@@ -116,7 +116,7 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     pool = slot_pool(pytestconfig)
-    own = pool.take(1) if pool is not None else []  # this worker's run slot: others see it busy
+    own = pool.own() if pool is not None else []  # this case's run slot: others see it busy
     try:
         with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
             selected = cell in control_cells(request.session.items, cal.control)

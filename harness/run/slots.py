@@ -7,6 +7,11 @@ ones for a batch, so the host stays as full as the sizing allows and no fuller. 
 exclusive `flock` on one of N files in a private folder the controller made: the kernel frees
 it when its holder exits, however it exits, so a crashed or killed worker never keeps one
 (a counter in a shared file would need its own crash recovery).
+
+A parent that runs several sessions at once (`racegate upgrade`: the current side's and the
+candidate's) makes one pool sized to the host and hands it to each through env_names.SLOTS
+(`SIZE:FOLDER`); their cases then wait for a slot of their own (SlotPool.own), so all the
+sessions together never make more runs at once than the host has slots.
 """
 
 from __future__ import annotations
@@ -14,8 +19,13 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
+import time
 from pathlib import Path
+
+# How often a case waiting for its own slot in a parent's pool looks for a free one.
+WAIT_POLL_S = 0.2
 
 
 class Slot:
@@ -31,17 +41,47 @@ class Slot:
 
 
 class SlotPool:
-    """N slots in `folder` (files 0 … N-1)."""
+    """N slots in `folder` (files 0 … N-1). from_parent: a process above the session made it
+    and shares it with other sessions; it removes it, and a case waits for its own slot."""
 
-    def __init__(self, folder: Path, size: int) -> None:
+    def __init__(self, folder: Path, size: int, *, from_parent: bool = False) -> None:
         if size < 1:
             raise ValueError(f"a slot pool needs ≥ 1 slot, got {size}")
-        self.folder, self.size = folder, size
+        self.folder, self.size, self.from_parent = folder, size, from_parent
 
     @classmethod
     def make(cls, size: int) -> SlotPool:
         """A new pool in a new private folder (0700, unpredictable name)."""
         return cls(Path(tempfile.mkdtemp(prefix="racegate-slots-")), size)
+
+    def handoff(self) -> str:
+        """The pool as env_names.SLOTS (or a worker) reads it back: `SIZE:FOLDER`."""
+        return f"{self.size}:{self.folder}"
+
+    @classmethod
+    def from_handoff(cls, value: str, where: str, *, from_parent: bool) -> SlotPool:
+        """The pool `value` (`SIZE:FOLDER`, from `where`) names; ValueError, one line naming
+        both, where SIZE is not a whole number ≥ 1 or FOLDER not a private folder of ours."""
+        size, _, folder = value.partition(":")
+        usage = f"give SIZE:FOLDER, a number ≥ 1 and a 0700 folder of user {os.getuid()}"
+        if not size.isdigit() or int(size) < 1 or not folder:
+            raise ValueError(f"{where} {value!r}: {usage}")
+        path = Path(folder)
+        if not path.is_absolute():
+            raise ValueError(f"{where} {value!r}: {folder} is not an absolute folder; {usage}")
+        try:
+            st = os.lstat(path)  # a link is no folder of ours, wherever it points
+        except OSError as exc:
+            raise ValueError(f"{where} {value!r}: {folder}: {exc.strerror}; {usage}") from None
+        mode = stat.S_IMODE(st.st_mode)
+        if not stat.S_ISDIR(st.st_mode):
+            raise ValueError(f"{where} {value!r}: {folder} is not an absolute folder; {usage}")
+        if st.st_uid != os.getuid() or mode != 0o700:
+            raise ValueError(
+                f"{where} {value!r}: {folder} is not private (owner uid {st.st_uid}, mode "
+                f"{mode:04o}); {usage}"
+            )
+        return cls(path, int(size), from_parent=from_parent)
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -60,6 +100,21 @@ class SlotPool:
                 continue
             held.append(Slot(fd))
         return held
+
+    def own(self) -> list[Slot]:
+        """A case's own slot. In a parent's pool, waited for: other sessions share it, so a
+        case that ran without one would put more runs on the host than it has slots. No
+        deadlock: the waiter holds no slot, and a holder never waits (extras: take).
+        In a session's own pool, [] when none is free, and the case runs anyway (as every case
+        did before run slots): it has a slot per xdist worker, so none is free only while a
+        batch borrowed this worker's slot between its cases; waiting would idle the worker
+        behind that batch (the production strategy's last runs, minutes) to save one run over
+        the host's size."""
+        if not self.from_parent:
+            return self.take(1)
+        while not (mine := self.take(1)):
+            time.sleep(WAIT_POLL_S)
+        return mine
 
 
 def release(slots: list[Slot]) -> None:
