@@ -127,7 +127,8 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         gpus=gpus,
         expectations=expectations,
         versions=versions.software(),  # imports nothing: metadata for what is not loaded
-        overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
+        # runs from here overlap other workers' runs, or another session's in a parent's pool
+        overlapping=_xdist_workers(config) > 1 or env_names.SLOTS in os.environ,
         case_jobs=config.option.racegate_case_jobs,
         baselines=floors,
     )
