@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,7 @@ pool = SlotPool.from_handoff(os.environ["RACEGATE_SLOTS"], "the test", from_pare
 with open(sys.argv[1], "a") as log:
     for _ in range(int(sys.argv[2])):
         own = pool.own()
-        extra = pool.take(2)
+        extra = pool.extra(2)
         start = time.monotonic()
         time.sleep(0.02)
         log.write(f"{start} {time.monotonic()} {1 + len(extra)}\\n")
@@ -206,3 +207,44 @@ def test_a_bad_pool_from_the_parent_is_a_usage_error(
         f"ERROR: racegate: environment variable {SLOTS} '0:{tmp_path}': give "
         f"SIZE:FOLDER, a number ≥ 1 and a 0700 folder of user {os.getuid()}"
     ], result.errlines
+
+
+# A production case's batches in a parent's pool: its own slot, then extras batch after batch,
+# each freed and taken again at once (harness/cases/test_race.py's loop); its end logged.
+_BATCHER = """
+import os, sys, time
+from harness.run.slots import SlotPool, release
+pool = SlotPool.from_handoff(os.environ["RACEGATE_SLOTS"], "the test", from_parent=True)
+own = pool.own()
+print("holding", flush=True)
+for _ in range(300):
+    extra = pool.extra(1)
+    time.sleep(0.02)
+    release(extra)
+print(time.monotonic(), flush=True)
+"""
+
+
+@pytest.mark.process
+def test_a_waiting_case_gets_a_slot_before_the_next_batch(tmp_path: Path) -> None:
+    """A case waiting for its own slot in a parent's pool gets the next one freed, though a
+    batch frees and takes its extra slot again at once, over and over: it does not wait for
+    the batches to end (up to the case's time limit, had they been the production strategy's
+    minutes of batches)."""
+    pool = SlotPool.make(2)
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "RACEGATE_SLOTS": pool.handoff()}
+    try:
+        batcher = subprocess.Popen(
+            [sys.executable, "-c", _BATCHER], cwd=root, env=env, stdout=subprocess.PIPE, text=True
+        )
+        assert batcher.stdout is not None and batcher.stdout.readline().strip() == "holding"
+        case = SlotPool.from_handoff(pool.handoff(), "the test", from_parent=True)
+        mine = case.own()
+        got = time.monotonic()
+        release(mine)
+        batches_ended = float(batcher.stdout.readline())
+        assert batcher.wait(timeout=60) == 0
+    finally:
+        pool.remove()
+    assert got < batches_ended - 2, (got, batches_ended)  # the batches ran ≥ 6 s after

@@ -133,7 +133,7 @@ def _batch(pool: SlotPool | None, case_jobs: int, want: int) -> tuple[int, list[
     """(runs at once, the extra slots held for them) for a batch of `want` runs."""
     if pool is None:
         return max(1, min(case_jobs or 1, want)), []
-    extra = pool.take(want - 1)
+    extra = pool.extra(want - 1)  # none while a case waits for its own slot
     return 1 + len(extra), extra
 
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 # How often a case waiting for its own slot in a parent's pool looks for a free one.
 WAIT_POLL_S = 0.2
+# Beside the slot files: a case waiting for its own slot holds an exclusive lock on it.
+WAITING = "waiting"
 
 
 class Slot:
@@ -92,7 +94,7 @@ class SlotPool:
         for i in range(self.size):
             if len(held) >= most:
                 break
-            fd = os.open(self.folder / str(i), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            fd = self._open(str(i))
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -103,18 +105,45 @@ class SlotPool:
 
     def own(self) -> list[Slot]:
         """A case's own slot. In a parent's pool, waited for: other sessions share it, so a
-        case that ran without one would put more runs on the host than it has slots. No
-        deadlock: the waiter holds no slot, and a holder never waits (extras: take).
+        case that ran without one would put more runs on the host than it has slots. While it
+        waits it holds the lock on WAITING (waiters queue for it), and no batch takes extra
+        slots (extra), so a freed slot goes to a case before a batch that frees and takes again
+        at once would have it (the production strategy's batches, minutes of them, against the
+        case's time limit). No deadlock: a waiter holds no slot, and a holder never waits.
         In a session's own pool, [] when none is free, and the case runs anyway (as every case
         did before run slots): it has a slot per xdist worker, so none is free only while a
         batch borrowed this worker's slot between its cases; waiting would idle the worker
         behind that batch (the production strategy's last runs, minutes) to save one run over
         the host's size."""
-        if not self.from_parent:
-            return self.take(1)
-        while not (mine := self.take(1)):
-            time.sleep(WAIT_POLL_S)
-        return mine
+        mine = self.take(1)
+        if mine or not self.from_parent:
+            return mine
+        fd = self._open(WAITING)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            while not (mine := self.take(1)):
+                time.sleep(WAIT_POLL_S)
+            return mine
+        finally:
+            os.close(fd)
+
+    def extra(self, most: int) -> list[Slot]:
+        """Up to `most` free slots for a batch's extra runs, without waiting; none while a case
+        waits for its own slot (own)."""
+        if most <= 0:
+            return []
+        fd = self._open(WAITING)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # batches share it; a waiter not
+        except BlockingIOError:
+            return []
+        else:
+            return self.take(most)
+        finally:
+            os.close(fd)
+
+    def _open(self, name: str) -> int:
+        return os.open(self.folder / name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
 
 
 def release(slots: list[Slot]) -> None:
