@@ -339,11 +339,13 @@ def _side_by_side(base: envs.Environment, pytest_args: list[str]) -> tuple[list[
     share when they run at once; 0: one side after the other).
 
     Sized to this host as the main command's are (harness.sizing; the control's cases first):
-    its W run slots shared by both sides, each with about W/2 workers, so that the tail of
-    one side (the production strategy's last batches) leaves no slot idle while the other has
-    cases. One side after the other where the user chose (-n, --dist, --case-jobs N), the host
-    has fewer than 2 slots, or the current environment has no pytest-xdist (the candidate
-    shares its packages)."""
+    its W run slots shared by both sides, each with W/2 workers (rounded down: never more
+    cases than slots, so a case waits for its own slot only while batches hold extras, and
+    they give way to it; harness.run.slots), and the tail of one side (the production
+    strategy's last batches) leaves no slot idle while the other has cases. One side after
+    the other where the user chose (-n, --dist, --case-jobs N), the host has fewer than 2
+    slots, or the current environment has no pytest-xdist (the candidate shares its
+    packages)."""
     sized, why = sizing.race_args(pytest_args)
     if sized:
         has = subprocess.run(
@@ -355,7 +357,7 @@ def _side_by_side(base: envs.Environment, pytest_args: list[str]) -> tuple[list[
         _say(f"race selections: {why}; one side after the other")
         return sized, 0
     slots, gpus, where = sizing.host()
-    each = sizing.worker_args((slots + 1) // 2, gpus)
+    each = sizing.worker_args(slots // 2, gpus)
     _say(
         f"race selections: both sides at once, {' '.join(each)} each, sharing {slots} run "
         f"slots ({where}); the control's cases first"
