@@ -19,6 +19,7 @@ PRIVATE_ROOT = "RACEGATE_PRIVATE_ROOT"
 USER_ENV = "RACEGATE_USER_ENV"
 PID_NAMESPACE = "RACEGATE_PID_NAMESPACE"
 TEST_SLOWDOWN = "RACEGATE_TEST_SLOWDOWN"
+SLOTS = "RACEGATE_SLOTS"
 
 NAMES: dict[str, str] = {
     PRODUCTION_STRATEGY: "the strategy the verdict is about (setting production_strategy)",
@@ -31,6 +32,8 @@ NAMES: dict[str, str] = {
     USER_ENV: "set for a child: JSON of the user's values of the variables the root replaced",
     PID_NAMESPACE: '"0": run children without their own PID namespace (the record says so)',
     TEST_SLOWDOWN: "seconds of sleep per step, a deliberate slowdown for A/B and report tests",
+    SLOTS: "set for a pytest: SIZE:FOLDER, run slots its parent shares with other sessions "
+    "(harness.run.slots; racegate upgrade's two sides)",
     "RACEGATE_VENV": "racegate.py / .ci/run: the virtual environment to make or reuse",
     "RACEGATE_CI_VENV": ".ci/run: the CI venv used when RACEGATE_VENV is unset",
     "RACEGATE_WHEELHOUSE": "nox: a folder of wheels, installs offline from it",

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from harness import options, state
+from harness import env_names, options, state
 from harness.judge import baselines, race_expectations
 from harness.judge.verdict import Calibration
 from harness.record import RunRecord
@@ -127,7 +127,8 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
         gpus=gpus,
         expectations=expectations,
         versions=versions.software(),  # imports nothing: metadata for what is not loaded
-        overlapping=_xdist_workers(config) > 1,  # runs from here overlap other workers' runs
+        # runs from here overlap other workers' runs, or another session's in a parent's pool
+        overlapping=_xdist_workers(config) > 1 or env_names.SLOTS in os.environ,
         case_jobs=config.option.racegate_case_jobs,
         baselines=floors,
     )
@@ -190,20 +191,30 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _share_slots(config: pytest.Config) -> None:
-    """--case-jobs auto under pytest-xdist: one run slot per worker (harness.sizing sized the
-    workers to the host), made by the controller, shared by every worker's race cases."""
+    """--case-jobs auto: the run slots every worker's race cases share. The pool a parent
+    handed over in env_names.SLOTS (shared with its other sessions: racegate upgrade's two
+    sides), else under pytest-xdist one slot per worker (harness.sizing sized the workers to
+    the host), made by the controller. A worker takes the controller's."""
     if config.stash[racegate_key].case_jobs != 0:
         return
-    if _is_worker(config):
-        if (folder := config.workerinput.get("racegate_slots")) is not None:
-            config.stash[slots_key] = SlotPool(Path(folder), _xdist_workers(config))
-    elif _xdist_workers(config) > 1:
-        config.stash[slots_key] = SlotPool.make(_xdist_workers(config))
+    try:
+        if _is_worker(config):
+            if (given := config.workerinput.get("racegate_slots")) is not None:
+                shared = bool(config.workerinput.get("racegate_slots_from_parent"))
+                where = "the pytest-xdist controller's run slots"
+                config.stash[slots_key] = SlotPool.from_handoff(given, where, from_parent=shared)
+        elif (given := os.environ.get(env_names.SLOTS)) is not None:
+            where = f"environment variable {env_names.SLOTS}"
+            config.stash[slots_key] = SlotPool.from_handoff(given, where, from_parent=True)
+        elif _xdist_workers(config) > 1:
+            config.stash[slots_key] = SlotPool.make(_xdist_workers(config))
+    except ValueError as exc:
+        raise pytest.UsageError(f"racegate: {exc}") from None
 
 
 def slot_pool(config: pytest.Config) -> SlotPool | None:
     """The session's shared run slots; None where a case's runs at once are fixed (--case-jobs
-    N, or no pytest-xdist: one at a time)."""
+    N, or no pytest-xdist and no parent's pool: one at a time)."""
     return config.stash.get(slots_key, None)
 
 
@@ -215,15 +226,17 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["racegate_records"] = str(rc.results)
     node.workerinput["racegate_roles"] = options.roles_to_json(rc)
     if (pool := slot_pool(node.config)) is not None:
-        node.workerinput["racegate_slots"] = str(pool.folder)
+        node.workerinput["racegate_slots"] = pool.handoff()
+        node.workerinput["racegate_slots_from_parent"] = pool.from_parent
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     own = config.stash.get(_own_run_key, None)
     if own is not None:
         state.discard_if_empty(own)
-    if (pool := slot_pool(config)) is not None and not _is_worker(config):
-        pool.remove()
+    pool = slot_pool(config)
+    if pool is not None and not _is_worker(config) and not pool.from_parent:
+        pool.remove()  # a parent's pool is the parent's to remove
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -75,11 +75,21 @@ def race_args(user_args: Sequence[str]) -> tuple[list[str], str]:
     """
     if chooses_workers(user_args):
         return [], "side by side: as your -n/--dist/-p says"
-    cores = len(os.sched_getaffinity(0))
-    gpus, gpu_bytes = gpus_here()
-    workers = host_race_workers(cores, gpus, gpu_bytes)
-    where = f"{gpus} GPU(s), {cores} cores" if gpus else f"CPU, {cores} cores"
+    workers, gpus, where = host()
     if workers < 2:
         return [], f"one case at a time ({where}); the control's cases first"
-    args = ["-n", str(workers), *(["--share-gpus"] if gpus else [])]
+    args = worker_args(workers, gpus)
     return args, f"{workers} cases side by side ({where}: {' '.join(args)}); the control's first"
+
+
+def host() -> tuple[int, int, str]:
+    """(race cases at once here, GPUs, the host in words: 'CPU, 2 cores')."""
+    cores = len(os.sched_getaffinity(0))
+    gpus, gpu_bytes = gpus_here()
+    where = f"{gpus} GPU(s), {cores} cores" if gpus else f"CPU, {cores} cores"
+    return host_race_workers(cores, gpus, gpu_bytes), gpus, where
+
+
+def worker_args(workers: int, gpus: int) -> list[str]:
+    """pytest-xdist arguments for `workers` race cases at once (every GPU shared by all)."""
+    return ["-n", str(workers), *(["--share-gpus"] if gpus else [])]

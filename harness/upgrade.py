@@ -13,19 +13,23 @@ never read back from the printed text.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import envs, sizing, state
+from harness import env_names, envs, sizing, state
 from harness.judge import decision_file
 from harness.judge.gate import DECIDED_EXITS, EXIT_USAGE, Decision, Word, combine
+from harness.run.slots import SlotPool
 from harness.scenario.vocab import Outcome
 
 WIDTH = 78
@@ -125,43 +129,138 @@ def side_decision(path: Path, records: Path, exit_code: int, lines: Sequence[str
         return Decision(Word.UNDECIDED, why, "fix what stopped it, then run again")
 
 
-def run_side(
-    name: str, env: envs.Environment, root: Path, pytest_args: Sequence[str], left: str
-) -> SideResult:
-    records = state.new_run(root)
-    decided = records.parent / DECISION_FILE
-    cmd = [str(env.python), "-m", "pytest", "-m", "race", "-v", "-p", "no:cacheprovider"]
-    # Path options in one word each (options.PATH_FLAGS says why)
-    cmd += [f"--results={records}", f"--decision-file={decided}", *pytest_args]
-    _say(f"race selection, {name} ({env.describe()}): running; left: {left}")
-    _say(f"  {shlex.join(cmd)}")
-    log = records.parent / "pytest.txt"
-    started = time.monotonic()
-    lines: list[str] = []
-    with (
-        log.open("w") as out,
-        subprocess.Popen(
+class _Running:
+    """One side's `pytest -m race`, started: its output goes to its log, its progress lines to
+    stderr marked [name], read by a thread of its own so that two sides can run at once."""
+
+    def __init__(
+        self,
+        name: str,
+        env: envs.Environment,
+        root: Path,
+        pytest_args: Sequence[str],
+        left: str,
+        extra_env: dict[str, str] | None = None,
+        now: str = "running",
+    ) -> None:
+        self.name, self.env = name, env
+        self.records = state.new_run(root)
+        self.decided = self.records.parent / DECISION_FILE
+        cmd = [str(env.python), "-m", "pytest", "-m", "race", "-v", "-p", "no:cacheprovider"]
+        # Path options in one word each (options.PATH_FLAGS says why)
+        cmd += [f"--results={self.records}", f"--decision-file={self.decided}", *pytest_args]
+        _say(f"race selection, {name} ({env.describe()}): {now}; left: {left}")
+        _say(f"  {shlex.join(cmd)}")
+        self.lines: list[str] = []
+        self.started = time.monotonic()
+        self._log = (self.records.parent / "pytest.txt").open("w")
+        self.proc = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             cwd=root,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # per-case progress as it happens
-        ) as proc,
-    ):
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            out.write(line)
-            lines.append(line.rstrip("\n"))
-            if is_progress(line):
-                print(f"  [{name}] {line.rstrip()}", file=sys.stderr, flush=True)
-        code = proc.wait()
-    wall = time.monotonic() - started
-    decision, block = side_decision(decided, records, code, lines), verdict_block(lines)
-    if code not in DECIDED_EXITS:
-        block = [*block, *lines[-5:]]
-    _say(f"race selection, {name}: {decision.word} in {wall:.0f} s (records: {records})")
-    return SideResult(name, env, records, decision, block, wall, code < 0 or code == 2)
+            # per-case progress as it happens
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})},
+        )
+        self._reader = threading.Thread(target=self._read, name=f"{name} output", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        with self._log as out:
+            for line in self.proc.stdout:
+                out.write(line)
+                self.lines.append(line.rstrip("\n"))
+                if is_progress(line):
+                    print(f"  [{self.name}] {line.rstrip()}", file=sys.stderr, flush=True)
+
+    def finish(self) -> SideResult:
+        """Waits for pytest and its output; the side's decision and verdict block."""
+        code = self.proc.wait()
+        self._reader.join()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        wall = time.monotonic() - self.started
+        decision = side_decision(self.decided, self.records, code, self.lines)
+        block = verdict_block(self.lines)
+        if code not in DECIDED_EXITS:
+            block = [*block, *self.lines[-5:]]
+        interrupted = code < 0 or code == 2
+        return SideResult(self.name, self.env, self.records, decision, block, wall, interrupted)
+
+    def stop(self, own_s: float = 5, grace_s: float = 30) -> None:
+        """Stops this pytest, its records kept: a Ctrl-C at the terminal reached it too, so
+        first own_s to end on its own, then SIGINT (its Ctrl-C), then SIGKILL after grace_s."""
+        for send, wait_s in ((None, own_s), (signal.SIGINT, grace_s), (signal.SIGKILL, None)):
+            if send is not None and self.proc.poll() is None:
+                self.proc.send_signal(send)
+            try:
+                self.proc.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self._reader.join()
+
+
+def _ended(side: SideResult, left: str) -> None:
+    _say(
+        f"race selection, {side.name}: {side.decision.word} in {side.wall_s:.0f} s "
+        f"(records: {side.records}); left: {left}"
+    )
+
+
+def run_side(
+    name: str, env: envs.Environment, root: Path, pytest_args: Sequence[str], left: str
+) -> SideResult:
+    """One side's race selection, alone."""
+    running = _Running(name, env, root, pytest_args, left)
+    try:
+        side = running.finish()
+    except BaseException:  # Ctrl-C: pytest stops too
+        running.stop()
+        raise
+    _ended(side, left)
+    return side
+
+
+def run_sides(
+    sides: Sequence[tuple[str, envs.Environment]],
+    root: Path,
+    pytest_args: Sequence[str],
+    slots: int,
+    after: str,
+) -> list[SideResult]:
+    """The sides' race selections at once, over one pool of `slots` run slots they share
+    (harness.run.slots, handed over in env_names.SLOTS): together they never make more runs at
+    once than the host has slots, and the one with runs left takes the slots the other's
+    ended cases free. `after`: what is left once both end."""
+    pool = SlotPool.make(slots)
+    handed = {env_names.SLOTS: pool.handoff()}
+    running: list[_Running] = []
+    try:
+        names = " and ".join(name for name, _ in sides)
+        _say(f"race selections: {names} at once, over {slots} run slots; left: {after}")
+        for name, env in sides:
+            others = " and ".join(f"the {n}'s" for n, _ in sides if n != name)
+            now = f"running, {others} at the same time"
+            running.append(_Running(name, env, root, pytest_args, after, handed, now))
+        done: dict[str, SideResult] = {}
+        while len(done) < len(running):
+            for side in running:
+                if side.name not in done and side.proc.poll() is not None:
+                    done[side.name] = side.finish()
+                    still = [s.name for s in running if s.name not in done]
+                    now = f"the {' and '.join(still)}'s race selection (running), " if still else ""
+                    _ended(done[side.name], f"{now}{after}")
+            time.sleep(0.2)
+        return [done[side.name] for side in running]
+    except BaseException:  # Ctrl-C, or a side that could not start: every pytest stops
+        for side in running:
+            side.stop()
+        raise
+    finally:
+        pool.remove()
 
 
 def roles(pytest_args: Sequence[str]) -> tuple[str, str] | None:
@@ -235,10 +334,18 @@ def _what(changes: dict[str, str]) -> str:
     return " and ".join(f"{k} {v}" for k, v in sorted(changes.items(), reverse=True))
 
 
-def _side_by_side(base: envs.Environment, pytest_args: list[str]) -> list[str]:
-    """pytest-xdist arguments for both sides' race selections, sized to this host as the main
-    command's are (harness.sizing; the control's cases first); none where the current
-    environment has no pytest-xdist (the candidate shares its packages) or the user chose."""
+def _side_by_side(base: envs.Environment, pytest_args: list[str]) -> tuple[list[str], int]:
+    """(pytest-xdist arguments for each side's race selection, the run slots the two sides
+    share when they run at once; 0: one side after the other).
+
+    Sized to this host as the main command's are (harness.sizing; the control's cases first):
+    its W run slots shared by both sides, each with W/2 workers (rounded down: never more
+    cases than slots, so a case waits for its own slot only while batches hold extras, and
+    they give way to it; harness.run.slots), and the tail of one side (the production
+    strategy's last batches) leaves no slot idle while the other has cases. One side after
+    the other where the user chose (-n, --dist, --case-jobs N), the host has fewer than 2
+    slots, or the current environment has no pytest-xdist (the candidate shares its
+    packages)."""
     sized, why = sizing.race_args(pytest_args)
     if sized:
         has = subprocess.run(
@@ -246,8 +353,25 @@ def _side_by_side(base: envs.Environment, pytest_args: list[str]) -> list[str]:
         )
         if has.returncode != 0:
             sized, why = [], "one case at a time: the current environment has no pytest-xdist"
-    _say(f"race selections: {why}")
-    return sized
+    if not sized or _fixes_case_jobs(pytest_args):
+        _say(f"race selections: {why}; one side after the other")
+        return sized, 0
+    slots, gpus, where = sizing.host()
+    each = sizing.worker_args(slots // 2, gpus)
+    _say(
+        f"race selections: both sides at once, {' '.join(each)} each, sharing {slots} run "
+        f"slots ({where}); the control's cases first"
+    )
+    return each, slots
+
+
+def _fixes_case_jobs(pytest_args: Sequence[str]) -> bool:
+    """--case-jobs N (not auto): each case's runs at once are fixed, outside any run slots."""
+    for flag, value in itertools.pairwise([*pytest_args, ""]):
+        given = value if flag == "--case-jobs" else flag.removeprefix("--case-jobs=")
+        if flag.startswith("--case-jobs") and given != "auto":
+            return True
+    return False
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
@@ -288,14 +412,19 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if named is not None:
         pytest_args = ["--strategies", ",".join(named), *pytest_args]
-    pytest_args = [*_side_by_side(base, pytest_args), *pytest_args]
+    sized, slots = _side_by_side(base, pytest_args)
+    pytest_args = [*sized, *pytest_args]
     ab_left = "A/B" if args.ab_runs else "no A/B (--ab-runs 0)"
-    current = run_side("current", base, root, pytest_args, f"candidate's race selection, {ab_left}")
-    if current.interrupted:
-        print("racegate upgrade: interrupted; records already written are kept", file=sys.stderr)
-        return 130
-    candidate = run_side("candidate", cand, root, pytest_args, f"{ab_left}, decision")
-    if candidate.interrupted:
+    if slots:  # the A/B after both, alone on the host (its timings)
+        sides = [("current", base), ("candidate", cand)]
+        current, candidate = run_sides(sides, root, pytest_args, slots, f"{ab_left}, decision")
+    else:
+        left = f"candidate's race selection, {ab_left}, decision"
+        current = run_side("current", base, root, pytest_args, left)
+        candidate = None
+        if not current.interrupted:
+            candidate = run_side("candidate", cand, root, pytest_args, f"{ab_left}, decision")
+    if candidate is None or current.interrupted or candidate.interrupted:
         print("racegate upgrade: interrupted; records already written are kept", file=sys.stderr)
         return 130
     key, hardware = _hardware(candidate.records)

@@ -4,8 +4,11 @@ pytest wrote (harness.judge.decision_file), UNDECIDED where that file is missing
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -142,3 +145,135 @@ def test_the_probe_that_shows_the_hazard_is_quoted_from_a_wrapped_block() -> Non
     got = upgrade._probe_lines(side)
     assert got == ["probe compiled_call_during_make_fx shows the hazard on torch 2.13.0"]
     assert upgrade._masked(side)
+
+
+# A race case of the stub suite: holds its own run slot (harness.run.slots, the parent's pool)
+# for a second and logs when, so the test sees which sides' cases overlapped.
+_TIMED_CASE = """
+import os, time
+import pytest
+from harness.pytest_plugin import slot_pool
+
+@pytest.mark.race
+def test_case(pytestconfig, racegate_config):
+    assert racegate_config.overlapping  # the other side's runs overlap its runs: no timings
+    pool = slot_pool(pytestconfig)
+    assert pool is not None and pool.from_parent and pool.size == int(os.environ["SLOTS_WANTED"])
+    own = pool.own()
+    start = time.monotonic()
+    time.sleep(1.5)
+    with open(os.environ["TIMES_FILE"], "a") as log:
+        log.write(f"{start} {time.monotonic()}\\n")
+    own[0].release()
+"""
+
+
+@pytest.mark.process  # two real pytest sessions, each in a python of its own
+@pytest.mark.parametrize("slots", [2, 1])
+def test_both_sides_run_at_once_within_their_shared_slots(
+    slots: int, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_sides starts both sides' `pytest -m race` together over one pool: with 2 slots
+    their cases overlap in time (one after the other, as before, they could not); with 1
+    the second waits for the first's slot, so they never do."""
+    from tests.test_plugin import _plugin
+
+    _plugin(pytester, monkeypatch)
+    monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi: a CPU-only machine
+    times = pytester.path / "times.txt"
+    monkeypatch.setenv("TIMES_FILE", str(times))
+    monkeypatch.setenv("SLOTS_WANTED", str(slots))
+    pytester.makepyfile(test_stub=_TIMED_CASE)
+    here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
+    args = ["--devices", "cpu", "test_stub.py"]
+    sides = [("current", here), ("candidate", here)]
+    current, candidate = upgrade.run_sides(sides, pytester.path, args, slots, "nothing")
+    assert (current.name, candidate.name) == ("current", "candidate")
+    assert current.records != candidate.records
+    spans = sorted(tuple(map(float, line.split())) for line in times.read_text().splitlines())
+    assert len(spans) == 2, (current.block, candidate.block)
+    (_, first_end), (second_start, _) = spans
+    assert (second_start < first_end) is (slots == 2), spans
+
+
+@pytest.mark.process  # asks the current python whether it has pytest-xdist
+@pytest.mark.parametrize(
+    ("given", "cores", "each", "slots"),
+    [
+        ([], 16, ["-n", "4", "--share-gpus"], 8),  # one H200, 16 cores: 8 slots, 4 workers a side
+        ([], 6, ["-n", "1", "--share-gpus"], 3),  # never more cases than slots
+        ([], 2, [], 0),  # one slot: one side after the other, one case at a time
+        (["-n", "3"], 16, [], 0),  # the user's -n: as today
+        (["--case-jobs", "2"], 16, ["-n", "8", "--share-gpus"], 0),  # runs outside the slots
+        (["--case-jobs=auto"], 16, ["-n", "4", "--share-gpus"], 8),
+    ],
+    ids=["h200", "odd", "one-slot", "user-n", "case-jobs", "case-jobs-auto"],
+)
+def test_the_sides_share_the_hosts_slots_unless_the_user_chose(
+    given: list[str], cores: int, each: list[str], slots: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness import sizing
+
+    monkeypatch.setattr(sizing, "gpus_here", lambda: (1, 141 * 2**30))
+    monkeypatch.setattr(sizing.os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
+    assert upgrade._side_by_side(here, given) == (each, slots)
+
+
+_STOPPED_BY_CTRL_C = """
+import os, sys
+from pathlib import Path
+from harness import envs, upgrade
+here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
+sides = [("current", here), ("candidate", here)]
+try:
+    upgrade.run_sides(sides, Path.cwd(), ["--devices", "cpu", "test_stub.py"], 2, "nothing")
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.process  # two real pytest sessions under a real parent, interrupted
+def test_ctrl_c_stops_both_sides(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT to upgrade alone (not its process group): both sides' pytest stop, each in its
+    Ctrl-C path, and upgrade ends 130 with their records' folders kept."""
+    from tests.test_plugin import _plugin
+
+    _plugin(pytester, monkeypatch)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    pids = pytester.path / "pids.txt"
+    pytester.makepyfile(
+        test_stub=f"""
+        import os, time
+        import pytest
+
+        @pytest.mark.race
+        def test_case():
+            with open({str(pids)!r}, "a") as out:
+                out.write(f"{{os.getpid()}}\\n")
+            time.sleep(120)
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _STOPPED_BY_CTRL_C], cwd=pytester.path, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(pids.read_text().split() if pids.exists() else []) < 2:
+            assert time.monotonic() < deadline and parent.poll() is None
+            time.sleep(0.2)
+        parent.send_signal(signal.SIGINT)
+        assert parent.wait(timeout=60) == 130
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    for pid in map(int, pids.read_text().split()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert parent.stderr is not None
+    said = parent.stderr.read().decode()
+    assert said.count("at the same time; left: nothing") == 2, said
+    runs = list((pytester.path / ".racegate" / "runs").iterdir())
+    assert len(runs) == 2 and all((run / "pytest.txt").is_file() for run in runs)

@@ -114,7 +114,7 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     )
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     pool = slot_pool(pytestconfig)
-    own = pool.take(1) if pool is not None else []  # this worker's run slot: others see it busy
+    own = pool.own() if pool is not None else []  # this case's run slot: others see it busy
     try:
         with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
             selected = cell in control_cells(request.session.items, cal.control)
@@ -140,7 +140,7 @@ def _batch(pool: SlotPool | None, case_jobs: int, want: int) -> tuple[int, list[
     """(runs at once, the extra slots held for them) for a batch of `want` runs."""
     if pool is None:
         return max(1, min(case_jobs or 1, want)), []
-    extra = pool.take(want - 1)
+    extra = pool.extra(want - 1)  # none while a case waits for its own slot
     return 1 + len(extra), extra
 
 

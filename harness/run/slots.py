@@ -7,6 +7,11 @@ ones for a batch, so the host stays as full as the sizing allows and no fuller. 
 exclusive `flock` on one of N files in a private folder the controller made: the kernel frees
 it when its holder exits, however it exits, so a crashed or killed worker never keeps one
 (a counter in a shared file would need its own crash recovery).
+
+A parent that runs several sessions at once (`racegate upgrade`: the current side's and the
+candidate's) makes one pool sized to the host and hands it to each through env_names.SLOTS
+(`SIZE:FOLDER`); their cases then wait for a slot of their own (SlotPool.own), so all the
+sessions together never make more runs at once than the host has slots.
 """
 
 from __future__ import annotations
@@ -14,8 +19,15 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
+import time
 from pathlib import Path
+
+# How often a case waiting for its own slot in a parent's pool looks for a free one.
+WAIT_POLL_S = 0.2
+# Beside the slot files: a case waiting for its own slot holds an exclusive lock on it.
+WAITING = "waiting"
 
 
 class Slot:
@@ -31,17 +43,47 @@ class Slot:
 
 
 class SlotPool:
-    """N slots in `folder` (files 0 … N-1)."""
+    """N slots in `folder` (files 0 … N-1). from_parent: a process above the session made it
+    and shares it with other sessions; it removes it, and a case waits for its own slot."""
 
-    def __init__(self, folder: Path, size: int) -> None:
+    def __init__(self, folder: Path, size: int, *, from_parent: bool = False) -> None:
         if size < 1:
             raise ValueError(f"a slot pool needs ≥ 1 slot, got {size}")
-        self.folder, self.size = folder, size
+        self.folder, self.size, self.from_parent = folder, size, from_parent
 
     @classmethod
     def make(cls, size: int) -> SlotPool:
         """A new pool in a new private folder (0700, unpredictable name)."""
         return cls(Path(tempfile.mkdtemp(prefix="racegate-slots-")), size)
+
+    def handoff(self) -> str:
+        """The pool as env_names.SLOTS (or a worker) reads it back: `SIZE:FOLDER`."""
+        return f"{self.size}:{self.folder}"
+
+    @classmethod
+    def from_handoff(cls, value: str, where: str, *, from_parent: bool) -> SlotPool:
+        """The pool `value` (`SIZE:FOLDER`, from `where`) names; ValueError, one line naming
+        both, where SIZE is not a whole number ≥ 1 or FOLDER not a private folder of ours."""
+        size, _, folder = value.partition(":")
+        usage = f"give SIZE:FOLDER, a number ≥ 1 and a 0700 folder of user {os.getuid()}"
+        if not size.isdigit() or int(size) < 1 or not folder:
+            raise ValueError(f"{where} {value!r}: {usage}")
+        path = Path(folder)
+        if not path.is_absolute():
+            raise ValueError(f"{where} {value!r}: {folder} is not an absolute folder; {usage}")
+        try:
+            st = os.lstat(path)  # a link is no folder of ours, wherever it points
+        except OSError as exc:
+            raise ValueError(f"{where} {value!r}: {folder}: {exc.strerror}; {usage}") from None
+        mode = stat.S_IMODE(st.st_mode)
+        if not stat.S_ISDIR(st.st_mode):
+            raise ValueError(f"{where} {value!r}: {folder} is not an absolute folder; {usage}")
+        if st.st_uid != os.getuid() or mode != 0o700:
+            raise ValueError(
+                f"{where} {value!r}: {folder} is not private (owner uid {st.st_uid}, mode "
+                f"{mode:04o}); {usage}"
+            )
+        return cls(path, int(size), from_parent=from_parent)
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -52,7 +94,7 @@ class SlotPool:
         for i in range(self.size):
             if len(held) >= most:
                 break
-            fd = os.open(self.folder / str(i), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            fd = self._open(str(i))
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -60,6 +102,48 @@ class SlotPool:
                 continue
             held.append(Slot(fd))
         return held
+
+    def own(self) -> list[Slot]:
+        """A case's own slot. In a parent's pool, waited for: other sessions share it, so a
+        case that ran without one would put more runs on the host than it has slots. While it
+        waits it holds the lock on WAITING (waiters queue for it), and no batch takes extra
+        slots (extra), so a freed slot goes to a case before a batch that frees and takes again
+        at once would have it (the production strategy's batches, minutes of them, against the
+        case's time limit). No deadlock: a waiter holds no slot, and a holder never waits.
+        In a session's own pool, [] when none is free, and the case runs anyway (as every case
+        did before run slots): it has a slot per xdist worker, so none is free only while a
+        batch borrowed this worker's slot between its cases; waiting would idle the worker
+        behind that batch (the production strategy's last runs, minutes) to save one run over
+        the host's size."""
+        mine = self.take(1)
+        if mine or not self.from_parent:
+            return mine
+        fd = self._open(WAITING)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            while not (mine := self.take(1)):
+                time.sleep(WAIT_POLL_S)
+            return mine
+        finally:
+            os.close(fd)
+
+    def extra(self, most: int) -> list[Slot]:
+        """Up to `most` free slots for a batch's extra runs, without waiting; none while a case
+        waits for its own slot (own)."""
+        if most <= 0:
+            return []
+        fd = self._open(WAITING)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # batches share it; a waiter not
+        except BlockingIOError:
+            return []
+        else:
+            return self.take(most)
+        finally:
+            os.close(fd)
+
+    def _open(self, name: str) -> int:
+        return os.open(self.folder / name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
 
 
 def release(slots: list[Slot]) -> None:
