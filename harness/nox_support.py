@@ -25,6 +25,7 @@ from xml.etree import ElementTree
 import nox
 
 from harness import matrix_plan
+from harness.ab.defaults import ONE_TIMED_RUN
 from harness.sizing import host_race_workers  # the one sizing rule, racegate.py's too
 
 # ---- The version matrix: harness/expectations/versions.toml, the only place versions are
@@ -451,10 +452,9 @@ def stop_without_gpu(why: str) -> NoReturn:
 # 'system' or a release) names another set.
 AB_REFERENCE = (SYSTEM, MATRIX.incident_transformers[0])
 AB_RUNS = 5  # runs per side unless RACEGATE_AB_RUNS says otherwise (harness.ab's default)
-# `harness run` options unless posargs give others: one thread on GPU 0, the production strategy
-# (harness run's default), `small` at the step count benchmarks/ab_power_gpu.sh measures with.
-AB_RUN_ARGS = ("--preset", "small", "--devices", "0", "--threads-per-device", "1",
-               "--steps", "60", "--warmup-steps", "3")  # fmt: skip
+# `harness run` options unless posargs give others: the built-in drafter's `small` on GPU 0, one
+# timed run per process (harness.ab.defaults).
+AB_RUN_ARGS = ("--preset", "small", "--devices", "0", *ONE_TIMED_RUN)
 
 
 def ab_reference(text: str | None) -> tuple[str, str]:

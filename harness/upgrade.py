@@ -430,7 +430,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     key, hardware = _hardware(candidate.records)
     if key == "unknown":
         key, hardware = _hardware(current.records)
-    ab_line, ab_decision = _ab(args, base, cand, root, key)
+    ab_line, ab_decision = _ab(args, base, cand, root, key, named[1] if named else None)
     decision = combine(
         [candidate.decision, *([ab_decision] if ab_decision else [])],
         empty="no decision",
@@ -442,12 +442,23 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     return decision.exit_code
 
 
+def ab_run_args(key: str, production: str | None) -> list[str]:
+    """The `harness run` options of each A/B run: one timed run of the production strategy
+    (harness.ab.defaults), on GPU 0 where the sides' records ran on a GPU (`key`, the
+    baselines' hardware key: 'cpu' on a CPU)."""
+    from harness.ab.defaults import ONE_TIMED_RUN
+
+    devices = [] if key in ("cpu", "unknown") else ["--devices", "0"]
+    return [*devices, *ONE_TIMED_RUN, *(["--strategy", production] if production else [])]
+
+
 def _ab(
     args: argparse.Namespace,
     base: envs.Environment,
     cand: envs.Environment,
     root: Path,
     key: str,
+    production: str | None,
 ) -> tuple[str, Decision | None]:
     """(the throughput line, a decision where the A/B failed the upgrade, else None)."""
     from harness.ab.run import Side, run_ab
@@ -475,7 +486,7 @@ def _ab(
     result = run_ab(
         Side("reference", str(base.python)),
         Side("candidate", str(cand.python)),
-        [],
+        ab_run_args(key, production),
         runs=args.ab_runs,
         records_dir=records,
         progress=lambda line: _say(f"  A/B {line}"),

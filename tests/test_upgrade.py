@@ -277,3 +277,26 @@ def test_ctrl_c_stops_both_sides(
     assert said.count("at the same time; left: nothing") == 2, said
     runs = list((pytester.path / ".racegate" / "runs").iterdir())
     assert len(runs) == 2 and all((run / "pytest.txt").is_file() for run in runs)
+
+
+@pytest.mark.parametrize(
+    ("key", "devices"), [("cpu", []), ("h100-80gb-hbm3x1", ["--devices", "0"])]
+)
+def test_each_ab_run_is_one_thread_of_the_production_strategy(key: str, devices: list) -> None:
+    # Without a thread count `harness run` on a GPU makes a run at 1 and one at 2 threads, and
+    # the A/B refuses a process with two records: on one H100 the upgrade's A/B stopped so.
+    args = upgrade.ab_run_args(key, "warmup_locked")
+    assert args[: len(devices)] == devices
+    assert args[args.index("--threads-per-device") + 1] == "1"
+    assert args[args.index("--strategy") + 1] == "warmup_locked"
+    assert "--strategy" not in upgrade.ab_run_args(key, None)  # harness run's own default
+
+
+@pytest.mark.process  # a real timed `harness run` (about 30 s on the 2-core box)
+def test_an_ab_run_with_the_upgrades_options_makes_one_timed_record(tmp_path: Path) -> None:
+    from harness.ab.run import Side, check_run_args, run_once
+
+    args = check_run_args(upgrade.ab_run_args("cpu", "warmup_locked"))
+    record = run_once(Side("reference", sys.executable), args, tmp_path / "run.jsonl", 600)
+    assert record.outcome == "ok" and record.tokens_per_s and record.tokens_per_s > 0
+    assert (record.scenario.strategy, record.scenario.threads_per_device) == ("warmup_locked", 1)
