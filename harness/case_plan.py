@@ -58,16 +58,16 @@ def case_repeats(strategy: str, rc: RacegateConfig, cal: Calibration) -> tuple[i
     return rc.repeat, True, f"--repeat {rc.repeat}"
 
 
-def runs_at_once(repeat: int, stop: bool, *, pooled: bool, expected_to_fail: bool) -> int:
+def runs_at_once(repeat: int, stop: bool, *, pooled: bool, may_hang: bool) -> int:
     """How many of a non-production case's `repeat` runs it asks to make at once (it gets as
-    many as the run slots allow): all of them for the control, or a case with no expectation
-    row that fails it, where the session shares run slots; one at a time for a case that stops
-    at its first failure under a fixed --case-jobs (batching those put ~50 runs on 16 cores on
-    one H200 and every run hung: results/h200-cell-fail-closed) or whose row says it fails (its
-    first run usually ends it; more at once would hold slots for runs that only hang). One
-    H100: the session's last case, with no row, made its 3 runs one by one (128 s) while 5 of
-    6 slots stood free."""
-    if stop and (not pooled or expected_to_fail):
+    many as the free run slots allow): all of them where the session shares run slots, unless
+    the case stops at its first failure and its expectation row says its runs can hang (a hung
+    run holds its slot for its whole deadline, 46–77 s on one H100, and the first failure ends
+    the case anyway); one at a time for a case that stops at its first failure under a fixed
+    --case-jobs (batching those put ~50 runs on 16 cores on one H200 and every run hung:
+    results/h200-cell-fail-closed). One H100: the session's last case, `processes` deleted,
+    made its 3 runs one by one (128 s) while 5 of 6 slots stood free."""
+    if stop and (not pooled or may_hang):
         return 1
     return repeat
 

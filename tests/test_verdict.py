@@ -320,16 +320,16 @@ def test_each_control_cell_is_collected_with_its_production_cell_before_the_rest
 
 
 @pytest.mark.parametrize(
-    ("stop", "pooled", "expected_to_fail", "at_once"),
+    ("stop", "pooled", "may_hang", "at_once"),
     [(False, False, False, 4), (False, True, True, 4), (True, True, False, 4),
      (True, True, True, 1), (True, False, False, 1)],
 )  # fmt: skip
-def test_a_case_that_should_pass_asks_for_all_its_runs_at_once_in_shared_slots(
-    stop: bool, pooled: bool, expected_to_fail: bool, at_once: int
+def test_a_case_whose_runs_cannot_hang_asks_for_all_of_them_at_once_in_shared_slots(
+    stop: bool, pooled: bool, may_hang: bool, at_once: int
 ) -> None:
     from harness.case_plan import runs_at_once
 
-    assert runs_at_once(4, stop, pooled=pooled, expected_to_fail=expected_to_fail) == at_once
+    assert runs_at_once(4, stop, pooled=pooled, may_hang=may_hang) == at_once
 
 
 def test_cases_skip_one_thread_and_put_the_control_first() -> None:
