@@ -95,8 +95,6 @@ class SideResult:
     decision: Decision
     block: list[str]  # its verdict block, as pytest printed it
     wall_s: float
-    # pytest ended by a signal or Ctrl-C (its exit 2): the user stopped it, nothing to judge
-    interrupted: bool = False
 
 
 def _say(line: str) -> None:
@@ -172,8 +170,9 @@ class _Running:
             for line in self.proc.stdout:
                 out.write(line)
                 self.lines.append(line.rstrip("\n"))
-                if is_progress(line):
-                    print(f"  [{self.name}] {line.rstrip()}", file=sys.stderr, flush=True)
+                if is_progress(line):  # one write: the other side's thread writes too
+                    sys.stderr.write(f"  [{self.name}] {line.rstrip()}\n")
+                    sys.stderr.flush()
 
     def finish(self) -> SideResult:
         """Waits for pytest and its output; the side's decision and verdict block."""
@@ -186,8 +185,10 @@ class _Running:
         block = verdict_block(self.lines)
         if code not in DECIDED_EXITS:
             block = [*block, *self.lines[-5:]]
-        interrupted = code < 0 or code == 2
-        return SideResult(self.name, self.env, self.records, decision, block, wall, interrupted)
+        # A pytest that ended any other way (its exit 2 after a collection error, a signal from
+        # outside) is UNDECIDED, naming its exit; only a Ctrl-C that reached upgrade itself
+        # (KeyboardInterrupt) ends upgrade without a decision.
+        return SideResult(self.name, self.env, self.records, decision, block, wall)
 
     def stop(self, own_s: float = 5, grace_s: float = 30) -> None:
         """Stops this pytest, its records kept: a Ctrl-C at the terminal reached it too, so
@@ -338,10 +339,11 @@ def _side_by_side(base: envs.Environment, pytest_args: list[str]) -> tuple[list[
     """(pytest-xdist arguments for each side's race selection, the run slots the two sides
     share when they run at once; 0: one side after the other).
 
-    Sized to this host as the main command's are (harness.sizing; the control's cases first):
+    Sized to this host as the main command's are (harness.sizing, harness.case_plan's order):
     its W run slots shared by both sides, each with W/2 workers (rounded down: never more
-    cases than slots, so a case waits for its own slot only while batches hold extras, and
-    they give way to it; harness.run.slots), and the tail of one side (the production
+    cases than slots, so a case waits for its own slot only while other cases hold extras: a
+    production batch's until that batch ends, a control case's until its runs end, the
+    longest wait; harness.run.slots), and the tail of one side (the production
     strategy's last batches) leaves no slot idle while the other has cases. One side after
     the other where the user chose (-n, --dist, --case-jobs N), the host has fewer than 2
     slots, or the current environment has no pytest-xdist (the candidate shares its
@@ -421,12 +423,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     else:
         left = f"candidate's race selection, {ab_left}, decision"
         current = run_side("current", base, root, pytest_args, left)
-        candidate = None
-        if not current.interrupted:
-            candidate = run_side("candidate", cand, root, pytest_args, f"{ab_left}, decision")
-    if candidate is None or current.interrupted or candidate.interrupted:
-        print("racegate upgrade: interrupted; records already written are kept", file=sys.stderr)
-        return 130
+        candidate = run_side("candidate", cand, root, pytest_args, f"{ab_left}, decision")
     key, hardware = _hardware(candidate.records)
     if key == "unknown":
         key, hardware = _hardware(current.records)

@@ -148,7 +148,7 @@ def test_the_probe_that_shows_the_hazard_is_quoted_from_a_wrapped_block() -> Non
 
 
 # A race case of the stub suite: holds its own run slot (harness.run.slots, the parent's pool)
-# for a second and logs when, so the test sees which sides' cases overlapped.
+# a while and logs when, so the test sees which sides' cases overlapped.
 _TIMED_CASE = """
 import os, time
 import pytest
@@ -161,7 +161,17 @@ def test_case(pytestconfig, racegate_config):
     assert pool is not None and pool.from_parent and pool.size == int(os.environ["SLOTS_WANTED"])
     own = pool.own()
     start = time.monotonic()
-    time.sleep(1.5)
+    open(f"{os.environ['TIMES_FILE']}.{os.getpid()}", "w").close()
+    if pool.size == 2:  # hold the slot until the other side's case holds one too (≤ 30 s): a
+        # loaded box may start the two pytests seconds apart; run one after the other, the
+        # other never comes and the spans do not overlap
+        folder, name = os.path.split(os.environ["TIMES_FILE"])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if sum(f.startswith(name + ".") for f in os.listdir(folder)) >= 2:
+                break
+            time.sleep(0.1)
+    time.sleep(0.5)
     with open(os.environ["TIMES_FILE"], "a") as log:
         log.write(f"{start} {time.monotonic()}\\n")
     own[0].release()
@@ -300,3 +310,20 @@ def test_an_ab_run_with_the_upgrades_options_makes_one_timed_record(tmp_path: Pa
     record = run_once(Side("reference", sys.executable), args, tmp_path / "run.jsonl", 600)
     assert record.outcome == "ok" and record.tokens_per_s and record.tokens_per_s > 0
     assert (record.scenario.strategy, record.scenario.threads_per_device) == ("warmup_locked", 1)
+
+
+@pytest.mark.process  # a real pytest session that cannot collect
+def test_a_side_whose_pytest_cannot_collect_is_undecided_naming_its_exit(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest exits 2 on a collection error, as on a Ctrl-C: upgrade once took that exit for
+    the user's Ctrl-C and ended 130 with no decision; it is the side's UNDECIDED now."""
+    from tests.test_plugin import _plugin
+
+    _plugin(pytester, monkeypatch)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    pytester.makepyfile(test_stub="import no_such_module_here\n")
+    here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
+    side = upgrade.run_side("candidate", here, pytester.path, ["test_stub.py"], "nothing")
+    assert side.decision.word is Word.UNDECIDED
+    assert "exited 2" in side.decision.reason and not hasattr(side, "interrupted")

@@ -91,16 +91,20 @@ class SlotPool:
     def take(self, most: int) -> list[Slot]:
         """Up to `most` free slots, without waiting: [] when none is free (or most ≤ 0)."""
         held: list[Slot] = []
-        for i in range(self.size):
-            if len(held) >= most:
-                break
-            fd = self._open(str(i))
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            held.append(Slot(fd))
+        try:
+            for i in range(self.size):
+                if len(held) >= most:
+                    break
+                fd = self._open(str(i))
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                held.append(Slot(fd))
+        except BaseException:  # a Ctrl-C mid-way: no slot stays locked for the worker's life
+            release(held)
+            raise
         return held
 
     def own(self) -> list[Slot]:
@@ -109,7 +113,9 @@ class SlotPool:
         waits it holds the lock on WAITING (waiters queue for it), and no batch takes extra
         slots (extra), so a freed slot goes to a case before a batch that frees and takes again
         at once would have it (the production strategy's batches, minutes of them, against the
-        case's time limit). No deadlock: a waiter holds no slot, and a holder never waits.
+        case's time limit). A case that holds extras for all its runs (the control's) still
+        keeps them until its runs end: the longest a case waits, and it counts against that
+        case's time limit. No deadlock: a waiter holds no slot, and a holder never waits.
         In a session's own pool, [] when none is free, and the case runs anyway (as every case
         did before run slots): it has a slot per xdist worker, so none is free only while a
         batch borrowed this worker's slot between its cases; waiting would idle the worker
