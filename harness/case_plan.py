@@ -36,8 +36,9 @@ def case_order(rc: RacegateConfig, cal: Calibration) -> list[tuple[str, str, tup
     order: for each cell the control's case, then the production strategy's beside it; then
     the other strategies' cases, strategy by strategy.
 
-    pytest-xdist (--dist load) hands each worker consecutive cases, two at first, and a worker
-    runs its own in order. So every control cell starts at once on a worker of its own, the
+    pytest-xdist (--dist load) hands each worker consecutive cases, two at first at racegate's
+    sizes (max(2, cases per worker // 4)), and a worker runs its own in order. So with at least
+    as many workers as cells every control cell starts at once on a worker of its own, the
     production cell that waits for that control's rate queues behind it, and the longest cases
     (the production strategy's, up to the power cap) start first instead of last (one H100:
     the warm production cell waited 100 s for its control, queued behind the cold control, and

@@ -214,10 +214,12 @@ PYTEST_ONLY: tuple[Option, ...] = (
         "--case-jobs",
         "case_jobs",
         "isolated runs of one race case at once (its control's runs, and the production "
-        "strategy's once power is known): for outcome counts, never timing; auto: under "
-        "pytest-xdist a case batches its runs into the run slots left free, one per worker "
-        "(sized to the host), so the production strategy at its power cap takes the slots of "
-        "cases that finished; 1 without xdist (default: %(default)s)",
+        "strategy's once power is known): for outcome counts, never timing; auto: a case "
+        "batches its runs into the run slots left free, one per pytest-xdist worker (sized to "
+        "the host) or the pool a parent handed over (racegate upgrade's two sides), so the "
+        "production strategy at its power cap takes the slots of cases that finished; a case "
+        "that stops at its first failure batches too unless its runs can hang; 1 without "
+        "xdist or a parent's pool (default: %(default)s)",
         type=case_jobs,
         default="auto",
         metavar="N|auto",

@@ -23,7 +23,9 @@ class RacegateConfig(RunOptions):
     gpus: int
     expectations: list[ExpectedFailure]  # harness/expectations/race.toml, loaded and checked once
     versions: dict[str, str]
-    overlapping: bool = False  # other pytest-xdist workers run cases beside this one's
+    # other pytest-xdist workers, or another session in a parent's run slots, run cases beside
+    # this one's (no timings)
+    overlapping: bool = False
     case_jobs: int = 1  # --case-jobs: a case's isolated runs at once (outcomes only); 0: auto
     # The project's throughput floors (harness.judge.baselines.project_folder; may be absent)
     baselines: Path = Path("baselines")

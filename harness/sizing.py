@@ -69,8 +69,9 @@ def race_args(user_args: Sequence[str]) -> tuple[list[str], str]:
     """(pytest arguments to add, one line saying why) for the race selection on this host.
 
     Cases run side by side under pytest-xdist with --share-gpus on a GPU host (every worker
-    uses every GPU, so two-GPU cases keep both); the positive control's cases are collected
-    first (harness.case_plan.case_strategies) and pytest-xdist hands cases out in that order.
+    uses every GPU, so two-GPU cases keep both); each cell's control case and the production
+    case beside it are collected first (harness.case_plan.case_order) and pytest-xdist hands
+    cases out in that order.
     Outcomes stay valid side by side; throughput cases, whose timings would not, skip under -n.
     """
     if chooses_workers(user_args):

@@ -496,6 +496,8 @@ def _ab(
         else "no ratio (too few runs)"
     )
     line = f"throughput: {ratio}; A/B of {args.ab_runs} runs a side in {records}"
+    if production is None:  # the user's --strategies: no role to time
+        line += " (harness run's default production strategy: --pytest-args named the strategies)"
     if result.failed:
         why = result.why_failed or "the A/B failed"
         return line, Decision(Word.UNSAFE, f"A/B: {why}", f"do not upgrade: {why}")

@@ -3,7 +3,8 @@
 Known-bad combinations come from harness/expectations/race.toml and are `xfail(strict=True)`;
 the production strategy must always pass. The production strategy and the positive control (the
 known-bad one) are the workload's (its roles(); [tool.racegate], --production-strategy and
---control-strategy override them). The control is collected first and runs all its repeats,
+--control-strategy override them). Each cell's control case is collected first, the production
+case beside it (harness.case_plan.case_order); the control runs all its repeats,
 so its detection rate per cache state × topology, read back from this session's records, sets
 how many runs the production strategy's case makes there (harness.judge.verdict.repeats_for).
 """
