@@ -13,6 +13,7 @@ never read back from the printed text.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import re
@@ -41,6 +42,7 @@ LAST_CPU_FIRING_TORCH = "2.12"
 # How the verdict names a probe's finding (harness.judge.verdict's MASKED and gone reasons).
 _PROBE_SAYS = r"probe (\w+) (shows the hazard(?: on torch [\w.+]*\w)?|says the hazard is \w+)"
 CLEAN = (Outcome.OK, Outcome.NOT_CONCURRENT)  # runs that show no failure
+READER_GRACE_S = 30.0  # a side's output reader after its pytest ended, at most
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -177,7 +179,7 @@ class _Running:
     def finish(self) -> SideResult:
         """Waits for pytest and its output; the side's decision and verdict block."""
         code = self.proc.wait()
-        self._reader.join()
+        self.join_output(READER_GRACE_S)
         assert self.proc.stdout is not None
         self.proc.stdout.close()
         wall = time.monotonic() - self.started
@@ -190,18 +192,34 @@ class _Running:
         # (KeyboardInterrupt) ends upgrade without a decision.
         return SideResult(self.name, self.env, self.records, decision, block, wall)
 
-    def stop(self, own_s: float = 5, grace_s: float = 30) -> None:
-        """Stops this pytest, its records kept: a Ctrl-C at the terminal reached it too, so
-        first own_s to end on its own, then SIGINT (its Ctrl-C), then SIGKILL after grace_s."""
-        for send, wait_s in ((None, own_s), (signal.SIGINT, grace_s), (signal.SIGKILL, None)):
-            if send is not None and self.proc.poll() is None:
-                self.proc.send_signal(send)
-            try:
-                self.proc.wait(timeout=wait_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        self._reader.join()
+    def join_output(self, timeout_s: float) -> None:
+        """Waits for the reader to reach the end of pytest's output, at most timeout_s: an
+        xdist worker that outlived its controller can hold the pipe open."""
+        self._reader.join(timeout=timeout_s)
+
+    def stop(self) -> None:
+        """Stops this pytest, its records kept (stop_all)."""
+        stop_all([self])
+
+
+def stop_all(sides: Sequence[_Running], own_s: float = 5, grace_s: float = READER_GRACE_S) -> None:
+    """Stops every side's pytest at once, records kept: a Ctrl-C at the terminal reached them
+    too, so first own_s for all to end on their own, then SIGINT (their Ctrl-C) to those still
+    running, then SIGKILL after grace_s; each side's reader waits at most grace_s after (a
+    worker that outlived its controller can hold the pipe)."""
+    for send, wait_s in ((None, own_s), (signal.SIGINT, grace_s), (signal.SIGKILL, grace_s)):
+        live = [side for side in sides if side.proc.poll() is None]
+        if not live:
+            break
+        if send is not None:
+            for side in live:
+                side.proc.send_signal(send)
+        deadline = time.monotonic() + wait_s
+        for side in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                side.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for side in sides:
+        side.join_output(grace_s)
 
 
 def _ended(side: SideResult, left: str) -> None:
@@ -257,8 +275,7 @@ def run_sides(
             time.sleep(0.2)
         return [done[side.name] for side in running]
     except BaseException:  # Ctrl-C, or a side that could not start: every pytest stops
-        for side in running:
-            side.stop()
+        stop_all(running)
         raise
     finally:
         pool.remove()
