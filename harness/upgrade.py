@@ -153,7 +153,6 @@ class _Running:
         _say(f"  {shlex.join(cmd)}")
         self.lines: list[str] = []
         self.started = time.monotonic()
-        self._log = (self.records.parent / "pytest.txt").open("w")
         self.proc = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,
@@ -163,6 +162,7 @@ class _Running:
             # per-case progress as it happens
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})},
         )
+        self._log = (self.records.parent / "pytest.txt").open("w")  # after: none left open
         self._reader = threading.Thread(target=self._read, name=f"{name} output", daemon=True)
         self._reader.start()
 
@@ -379,7 +379,7 @@ def _side_by_side(base: envs.Environment, pytest_args: list[str]) -> tuple[list[
     each = sizing.worker_args(slots // 2, gpus)
     _say(
         f"race selections: both sides at once, {' '.join(each)} each, sharing {slots} run "
-        f"slots ({where}); the control's cases first"
+        f"slots ({where}); each cell's control case first"
     )
     return each, slots
 
