@@ -31,7 +31,7 @@ from harness.pipeline import run_case
 from harness.pytest_plugin import calibration, session_records, slot_pool
 from harness.record import RunRecord
 from harness.run.runner import SharedPrimes
-from harness.run.slots import Slot, SlotPool, release
+from harness.run.slots import OWN_WAIT_S, Slot, SlotPool, release
 from harness.scenario.spec import Scenario, make_scenario
 from harness.scenario.vocab import Outcome
 from harness.session import RacegateConfig, racegate_key
@@ -116,6 +116,8 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     pool = slot_pool(pytestconfig)
     own = pool.own() if pool is not None else []  # this case's run slot: others see it busy
+    if pool is not None and pool.from_parent and not own:
+        print(f"no run slot came free in {OWN_WAIT_S:.0f} s: this case runs over the pool's size")
     try:
         with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
             selected = cell in control_cells(request.session.items, cal.control)

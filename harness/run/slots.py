@@ -28,6 +28,18 @@ from pathlib import Path
 WAIT_POLL_S = 0.2
 # Beside the slot files: a case waiting for its own slot holds an exclusive lock on it.
 WAITING = "waiting"
+# The longest a case waits for its own slot in a parent's pool: well inside the slack of a race
+# case's time limit (harness.cases.test_race: its runs get 80% of at least 900 s).
+OWN_WAIT_S = 120.0
+
+
+def _lock(fd: int, kind: int) -> bool:
+    """A flock of `kind` on fd, without waiting: whether it was had."""
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 class Slot:
@@ -107,15 +119,17 @@ class SlotPool:
             raise
         return held
 
-    def own(self) -> list[Slot]:
+    def own(self, wait_s: float = OWN_WAIT_S) -> list[Slot]:
         """A case's own slot. In a parent's pool, waited for: other sessions share it, so a
         case that ran without one would put more runs on the host than it has slots. While it
         waits it holds the lock on WAITING (waiters queue for it), and no batch takes extra
         slots (extra), so a freed slot goes to a case before a batch that frees and takes again
         at once would have it (the production strategy's batches, minutes of them, against the
-        case's time limit). A case that holds extras for all its runs (the control's) still
-        keeps them until its runs end: the longest a case waits, and it counts against that
-        case's time limit. No deadlock: a waiter holds no slot, and a holder never waits.
+        case's time limit). A case that holds extras for all its runs (the control's, with a
+        large --control-repeat) keeps them until its runs end, so the wait ends after wait_s
+        all the same: [] then, and the case runs over the pool's size (one run more than the
+        host's slots beats a case killed by its time limit, whose wait counts against it). No
+        deadlock: a waiter holds no slot, and a holder never waits.
         In a session's own pool, [] when none is free, and the case runs anyway (as every case
         did before run slots): it has a slot per xdist worker, so none is free only while a
         batch borrowed this worker's slot between its cases; waiting would idle the worker
@@ -124,10 +138,16 @@ class SlotPool:
         mine = self.take(1)
         if mine or not self.from_parent:
             return mine
+        deadline = time.monotonic() + wait_s
         fd = self._open(WAITING)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            while not _lock(fd, fcntl.LOCK_EX):  # one waiter at a time
+                if time.monotonic() >= deadline:
+                    return []
+                time.sleep(WAIT_POLL_S)
             while not (mine := self.take(1)):
+                if time.monotonic() >= deadline:
+                    return []
                 time.sleep(WAIT_POLL_S)
             return mine
         finally:
@@ -139,12 +159,8 @@ class SlotPool:
         if most <= 0:
             return []
         fd = self._open(WAITING)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # batches share it; a waiter not
-        except BlockingIOError:
-            return []
-        else:
-            return self.take(most)
+        try:  # batches share it; a waiter holds it alone
+            return self.take(most) if _lock(fd, fcntl.LOCK_SH) else []
         finally:
             os.close(fd)
 
