@@ -74,13 +74,18 @@ def test_a_bad_versions_file_is_one_error_naming_its_file_and_key(
     assert str(path) in text or "Expected" in text or "line" in text, text
 
 
+# The files the noxfile imports (standard library and nox besides): a copy of them is the
+# checkout's nox side.
+NOX_SIDE = ("noxfile.py", "pyproject.toml", "harness/__init__.py", "harness/nox_support.py",
+            "harness/matrix_plan.py", "harness/sizing.py", "harness/ab/__init__.py",
+            "harness/ab/defaults.py")  # fmt: skip
+
+
 @pytest.mark.process
 def test_adding_a_torch_release_changes_the_data_file_only(tmp_path: Path) -> None:
     """A copy of the checkout's nox side with one more release in its versions.toml: nox lists
     the new cells, tagged, and the nightly's plan (which the workflow reads) holds them all."""
-    for rel in ("noxfile.py", "pyproject.toml", "harness/__init__.py", "harness/nox_support.py",
-                "harness/matrix_plan.py", "harness/sizing.py",
-                "harness/expectations/versions.toml"):  # fmt: skip
+    for rel in (*NOX_SIDE, "harness/expectations/versions.toml"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     m = matrix_plan.load()
@@ -111,8 +116,7 @@ def test_adding_a_torch_release_changes_the_data_file_only(tmp_path: Path) -> No
 
 @pytest.mark.process
 def test_nox_stops_on_a_bad_versions_file_with_one_line(tmp_path: Path) -> None:
-    for rel in ("noxfile.py", "pyproject.toml", "harness/__init__.py", "harness/nox_support.py",
-                "harness/matrix_plan.py", "harness/sizing.py"):  # fmt: skip
+    for rel in NOX_SIDE:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     bad = matrix_plan.VERSIONS_FILE.read_text().replace('image = "5.17.0"', 'image = "five"')
