@@ -46,6 +46,16 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _add_call_options(parser: argparse.ArgumentParser) -> None:
+    """The options a comparison is called by, the same for `compare` and `power`."""
+    parser.add_argument(
+        "--tolerance", type=float, default=CHANGE_TOLERANCE, help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="(default: %(default)s)"
+    )
+
+
 def build_parser(prog: str = "python -m harness.ab") -> argparse.ArgumentParser:
     parser = _Parser(prog=prog, description="racegate A/B: candidate vs reference, interleaved.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -64,12 +74,7 @@ def build_parser(prog: str = "python -m harness.ab") -> argparse.ArgumentParser:
             help=f"extra environment for {side} runs, repeatable (default: none)",
         )
     c.add_argument("--runs", type=int, default=5, help="runs per side (default: %(default)s)")
-    c.add_argument(
-        "--tolerance", type=float, default=CHANGE_TOLERANCE, help="(default: %(default)s)"
-    )
-    c.add_argument(
-        "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="(default: %(default)s)"
-    )
+    _add_call_options(c)
     c.add_argument(
         "--run-timeout", type=float, default=900.0, help="seconds per run (default: %(default)s)"
     )
@@ -82,12 +87,7 @@ def build_parser(prog: str = "python -m harness.ab") -> argparse.ArgumentParser:
     p.add_argument("--reference", type=Path, required=True, help="reference pool (.jsonl)")
     p.add_argument("--candidate", type=Path, required=True, help="candidate pool (.jsonl)")
     p.add_argument("--per-side", type=int, default=2, help="runs per side (default: %(default)s)")
-    p.add_argument(
-        "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="(default: %(default)s)"
-    )
-    p.add_argument(
-        "--tolerance", type=float, default=CHANGE_TOLERANCE, help="(default: %(default)s)"
-    )
+    _add_call_options(p)
     p.add_argument(
         "--slowdown",
         type=float,
