@@ -16,9 +16,9 @@ def write_whole(path: Path, text: str, *, mode: int = 0o600) -> None:
     """Replace `path` with `text`, with permission bits `mode`."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w") as fh:
+        os.fchmod(fd, mode)  # by the descriptor: nothing else can be at that name meanwhile
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

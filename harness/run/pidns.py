@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from harness import env_names
+from harness.files import write_whole
 from harness.run import lifeline
 
 CLONE_NEWUSER = 0x10000000
@@ -220,9 +221,7 @@ def outer_tids(tids: list[int]) -> list[int]:
 
 def announce(run_dir: Path, containment: str) -> None:
     """The worker's pid as the runner sees it, and its containment, in the run dir (atomic)."""
-    tmp = run_dir / f"{ANNOUNCE}.tmp"
-    tmp.write_text(json.dumps({"pid": outer_pid(), "containment": containment}))
-    tmp.replace(run_dir / ANNOUNCE)
+    write_whole(run_dir / ANNOUNCE, json.dumps({"pid": outer_pid(), "containment": containment}))
 
 
 def left_in_namespace(run_dir: Path) -> list[int]:

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from harness import env_names
+from harness.files import write_whole
 from harness.run import cache_state
 
 ROOT_PREFIX = "racegate-root-"
@@ -73,12 +74,8 @@ def _owner_facts(pid: int) -> dict:
 
 
 def _write_owner(root: Path) -> None:
-    """The owner file, replaced whole (written beside it, then renamed over it)."""
-    tmp = root / f".{OWNER}.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(_owner_facts(_made_by or os.getpid()), fh)
-    os.replace(tmp, root / OWNER)
+    """The owner file, replaced whole (harness.files)."""
+    write_whole(root / OWNER, json.dumps(_owner_facts(_made_by or os.getpid())))
 
 
 def _read_owner(root: Path) -> dict | None:

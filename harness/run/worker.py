@@ -40,6 +40,7 @@ from typing import IO  # noqa: E402
 
 import torch  # noqa: E402
 
+from harness.files import write_whole  # noqa: E402
 from harness.run import cache_state, threads  # noqa: E402
 from harness.run.child_spec import ChildSpec, ChildSpecError, Mode, StartGate  # noqa: E402
 from harness.run.protocol import (  # noqa: E402
@@ -281,9 +282,7 @@ def main(run_dir: Path) -> int:
         flops_error=flops_error,
     )
     faulthandler.cancel_dump_traceback_later()
-    tmp = run_dir / "result.json.tmp"
-    tmp.write_text(report.to_json())
-    tmp.replace(run_dir / "result.json")
+    write_whole(run_dir / "result.json", report.to_json())
     stacks.flush()
     # Hung threads cannot be joined; leave without running interpreter teardown on them.
     sys.stdout.flush()
