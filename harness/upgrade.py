@@ -358,9 +358,8 @@ def _side_by_side(base: envs.Environment, pytest_args: list[str]) -> tuple[list[
 
     Sized to this host as the main command's are (harness.sizing, harness.case_plan's order):
     its W run slots shared by both sides, each with W/2 workers (rounded down: never more
-    cases than slots, so a case waits for its own slot only while other cases hold extras: a
-    production batch's until that batch ends, a control case's until its runs end, the
-    longest wait; harness.run.slots), and the tail of one side (the production
+    cases than slots, so a case waits for its own slot only while other cases' batches hold
+    extras, at most harness.run.slots.OWN_WAIT_S), and the tail of one side (the production
     strategy's last batches) leaves no slot idle while the other has cases. One side after
     the other where the user chose (-n, --dist, --case-jobs N), the host has fewer than 2
     slots, or the current environment has no pytest-xdist (the candidate shares its

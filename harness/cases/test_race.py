@@ -179,12 +179,18 @@ def _run_race_case(
     )
     if strategy != rc.production:
         repeat, stop, why = case_repeats(strategy, rc, cal)
-        want = runs_at_once(repeat, stop, pooled=pool is not None, may_hang=may_hang)
-        jobs, extra = _batch(pool, rc.case_jobs, want)
-        try:
-            records = run(repeat, stop_on_failure=stop, jobs=jobs)
-        finally:
-            release(extra)
+        records = []
+        # Batch by batch, each with the slots free then, as the production case below: a case
+        # waiting for its own slot gets one between batches, not after all of this case's runs.
+        while (left := repeat - len(records)) > 0:
+            want = runs_at_once(left, stop, pooled=pool is not None, may_hang=may_hang)
+            jobs, extra = _batch(pool, rc.case_jobs, want)
+            try:
+                records += run(jobs, stop_on_failure=stop, first_index=len(records), jobs=jobs)
+            finally:
+                release(extra)
+            if stop and any(r.outcome != Outcome.OK for r in records):
+                break  # the case has failed
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
         records = []
         left, why = production_runs_left(

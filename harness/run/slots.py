@@ -125,11 +125,11 @@ class SlotPool:
         waits it holds the lock on WAITING (waiters queue for it), and no batch takes extra
         slots (extra), so a freed slot goes to a case before a batch that frees and takes again
         at once would have it (the production strategy's batches, minutes of them, against the
-        case's time limit). A case that holds extras for all its runs (the control's, with a
-        large --control-repeat) keeps them until its runs end, so the wait ends after wait_s
-        all the same: [] then, and the case runs over the pool's size (one run more than the
-        host's slots beats a case killed by its time limit, whose wait counts against it). No
-        deadlock: a waiter holds no slot, and a holder never waits.
+        case's time limit). Cases hold extras one batch of runs at a time, but a batch whose
+        runs hang lasts their whole deadline, so the wait ends after wait_s all the same: []
+        then, and the case runs over the pool's size (one run more than the host's slots beats
+        a case killed by its time limit, whose wait counts against it). No deadlock: a waiter
+        holds no slot, and a holder never waits.
         In a session's own pool, [] when none is free, and the case runs anyway (as every case
         did before run slots): it has a slot per xdist worker, so none is free only while a
         batch borrowed this worker's slot between its cases; waiting would idle the worker
