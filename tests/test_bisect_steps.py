@@ -222,3 +222,28 @@ def test_a_release_judged_over_all_its_answers_keeps_what_its_control_once_showe
     silent = records(cell("2.13.0"), tmp_path) + records(cell("2.13.0", "5.6.0"), tmp_path)
     masked = judge_race(silent, probes("2.13.0"), Calibration())
     assert masked[1] is Hazard.MASKED and "(2 runs)" in masked[2]
+
+
+def test_a_release_asked_again_passes_its_earlier_records_in_one_word_each(tmp_path: Path) -> None:
+    """pytest takes an existing path given as a word of its own for the rootdir before the
+    plugin's options are known, and the plugin refuses that: each re-ask of a release (its
+    earlier answers' folders exist) ended UNDECIDED so."""
+    import subprocess
+    import sys
+
+    from harness import envs
+    from harness.bisect.evidence import Runner, race_step
+
+    class Recording(Runner):
+        def run(self, args, timeout):
+            self.args = list(args)
+            return subprocess.CompletedProcess(args, EXIT_UNDECIDED, "", "")
+
+    earlier = tmp_path / "first"
+    earlier.mkdir()
+    here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
+    env = Recording(here)
+    race_step(env, ["--power-cap", "1"], 60, {}, tmp_path / "second", [earlier])
+    paths = [a for a in env.args if a.startswith(("--results", "--records-from"))]
+    own = tmp_path / "second" / "records.jsonl"
+    assert paths == [f"--results={own}", f"--records-from={earlier}"]

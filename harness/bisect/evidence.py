@@ -156,11 +156,6 @@ def probe_decision(verdicts: Mapping[str, str], gating: Sequence[str]) -> Decisi
     return Decision(Word.SAFE, f"probes {', '.join(gating)}: safe or n/a", "")
 
 
-def race_decision(env: Runner, args: Sequence[str], timeout: float) -> Decision:
-    """The race selection (`python -m pytest -m race ARGS`) in `env`: its exit code's word."""
-    return _pytest_word(_run_race(env, args, timeout))
-
-
 def _run_race(
     env: Runner, args: Sequence[str], timeout: float
 ) -> subprocess.CompletedProcess[str] | None:
@@ -236,8 +231,10 @@ def race_step(
     the records of `earlier` answers merged; the word fails closed with pytest's own exit."""
     out.mkdir(parents=True, exist_ok=True)
     own = out / "records.jsonl"
-    merge = [a for path in earlier for a in ("--records-from", str(path))]
-    done = _run_race(env, [*args, "--results", str(own), *merge], timeout)
+    # Path options in one word each (options.PATH_FLAGS says why): an earlier answer's folder
+    # given as a word of its own became pytest's rootdir, and the plugin refuses that.
+    merge = [f"--records-from={path}" for path in earlier]
+    done = _run_race(env, [*args, f"--results={own}", *merge], timeout)
     said = _pytest_word(done, timeout)
     try:
         records = read_records([*earlier, own]) if own.is_file() else []
