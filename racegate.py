@@ -21,10 +21,12 @@ import shutil
 import site
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
-from harness.sizing import race_args  # standard library only, like this file
+from harness import race_exit  # standard library only, like this file
+from harness.sizing import race_args  # the same
 
 ROOT = Path(__file__).resolve().parent
 REQUIREMENTS = ROOT / "requirements" / "ci.txt"
@@ -252,26 +254,42 @@ def main(argv: list[str]) -> int:
         return 2
     except subprocess.CalledProcessError as exc:
         print(f"racegate: error: installing the requirements failed ({exc})", file=sys.stderr)
-        return 1
+        # race gates: nothing ran, nothing is decided (1 is UNSAFE's code)
+        return race_exit.EXIT_UNDECIDED if argv[0] == "race" else 1
     if argv[0] in ("race", "test"):
         tested = subprocess.run([str(python), "-c", VERSIONS], capture_output=True, text=True)
         print(f"racegate: testing {tested.stdout.strip() or tested.stderr.strip()}", flush=True)
+    decided = folder = None
     if argv[0] == "race":  # side by side, sized to this host (harness/sizing.py)
         sized, why = race_args(argv[1:])
         print(f"racegate: {why}", flush=True)
-        steps = [[*steps[0][:2], *sized, *steps[0][2:]]]
-    for step in steps:
-        head, *rest = step
-        tool = head.removeprefix("@")
-        command = [str(python.parent / tool), *rest] if tool != head else [str(python), *step]
-        print(f"racegate: {' '.join(command)}", file=sys.stderr, flush=True)
-        try:
-            rc = subprocess.run(command, cwd=ROOT).returncode
-        except KeyboardInterrupt:
-            return 130
-        if rc != 0:
-            return rc
-    return 0
+        # UNDECIDED where pytest decided nothing (harness/race_exit.py), in a 0700 folder
+        decided = race_exit.given_path(argv[1:])
+        folder = None if decided else Path(tempfile.mkdtemp(prefix="racegate-race-"))
+        own = [f"{race_exit.FLAG}={folder / 'decision.json'}"] if folder else []
+        decided = decided or folder / "decision.json"
+        steps = [[*steps[0][:2], *sized, *steps[0][2:4], *own, *steps[0][4:]]]
+    rc = 0
+    try:
+        for step in steps:
+            head, *rest = step
+            tool = head.removeprefix("@")
+            command = [str(python.parent / tool), *rest] if tool != head else [str(python), *step]
+            print(f"racegate: {' '.join(command)}", file=sys.stderr, flush=True)
+            try:
+                rc = subprocess.run(command, cwd=ROOT).returncode
+            except KeyboardInterrupt:
+                return 130
+            if rc != 0:
+                break
+        if decided is not None:
+            rc, why = race_exit.gated(rc, decided)
+            if why:
+                print(f"racegate: {why}", file=sys.stderr)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    return rc
 
 
 if __name__ == "__main__":

@@ -12,16 +12,18 @@ import argparse
 import itertools
 import json
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness import options, sizing, state, upgrade
+from harness import options, race_exit, sizing, state, upgrade
 from harness.bisect import command as bisect_command
 from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from
@@ -507,10 +509,22 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_race(pytest_args: list[str]) -> int:
-    """The race selection in this directory, sized to the host; pytest's exit is the decision."""
+    """The race selection in this directory, sized to the host; pytest's exit is the decision,
+    UNDECIDED where it decided nothing (harness.race_exit)."""
     sized, why = sizing.race_args(pytest_args)
     print(f"racegate: {why}", file=sys.stderr, flush=True)
-    return subprocess.call([sys.executable, "-m", "pytest", *sized, "-m", "race", *pytest_args])
+    folder = Path(tempfile.mkdtemp(prefix="racegate-race-"))  # 0700, in the private root
+    try:
+        decided = race_exit.given_path(pytest_args)
+        own = [] if decided else [f"{race_exit.FLAG}={folder / 'decision.json'}"]
+        decided = decided or folder / "decision.json"
+        cmd = [sys.executable, "-m", "pytest", *sized, "-m", "race", *own, *pytest_args]
+        code, why = race_exit.gated(subprocess.call(cmd), decided)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if why:
+        print(f"racegate: {why}", file=sys.stderr)
+    return code
 
 
 PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)

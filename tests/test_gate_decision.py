@@ -184,3 +184,39 @@ def test_an_ab_child_undecided_is_a_timing_sample(tmp_path: Path, code: int, sam
     else:
         with pytest.raises(ValueError, match=f"exited {code} with 1 record"):
             run_once(side, [], out, 30)
+
+
+def test_a_front_door_that_decided_nothing_exits_undecided(tmp_path: Path) -> None:
+    from harness import race_exit
+
+    assert EXIT_CODES[Word.UNDECIDED] == race_exit.EXIT_UNDECIDED
+    decided = tmp_path / "decision.json"
+    assert race_exit.gated(0, decided)[0] == race_exit.EXIT_UNDECIDED  # no decision written
+    decided.write_text(json.dumps({"exit_code": 7}))
+    assert race_exit.gated(0, decided)[0] == race_exit.EXIT_UNDECIDED  # the gate was off
+    decided.write_text(json.dumps({"exit_code": 0}))
+    assert race_exit.gated(0, decided) == (0, None)
+    assert race_exit.gated(1, tmp_path / "none.json") == (1, None)  # pytest's own word stands
+    assert race_exit.given_path(["-x", "--decision-file=d.json"]) == Path("d.json")
+    assert race_exit.given_path(["--decision-file", "e.json"]) == Path("e.json")
+
+
+@pytest.mark.process  # the two front doors, each a real process running a real pytest
+@pytest.mark.parametrize(
+    "front",
+    [["-m", "harness", "race"], [str(ROOT / "racegate.py"), "race"]],
+    ids=["module", "script"],  # no "race" in an id (test_plugin)
+)
+def test_a_gating_command_that_ran_no_case_does_not_exit_0(front: list[str]) -> None:
+    """`racegate race --collect-only` (and a selection that leaves no case, or the gate
+    turned off) once exited 0 with no decision: pytest's exit passed on."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "RACEGATE_VENV"}  # the host's torch
+    proc = subprocess.run(
+        [sys.executable, *front, "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == EXIT_CODES[Word.UNDECIDED], proc.stdout[-2000:] + proc.stderr
+    assert "no race case ran, so nothing is decided" in proc.stderr

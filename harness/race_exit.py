@@ -1,0 +1,45 @@
+"""The exit of a gating race selection (`racegate race`, `racegate.py race`): pytest's, unless
+it decided nothing.
+
+pytest exits with the gate's decision only where race cases ran; a session that selected none
+(`--collect-only`, a `-m`/`-k` that leaves none, the gate turned off) exits 0 with no decision.
+A gating command must not: each front door asks pytest for --decision-file and exits UNDECIDED
+where pytest exited 0 without a SAFE decision there. Standard library only: racegate.py imports
+it before any environment exists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+FLAG = "--decision-file"
+# harness.judge.gate's exit code of UNDECIDED (tests/test_gate_decision.py checks they agree).
+EXIT_UNDECIDED = 7
+
+
+def given_path(args: Sequence[str]) -> Path | None:
+    """The --decision-file the user gave themselves, if any."""
+    for i, arg in enumerate(args):
+        if arg.startswith(f"{FLAG}="):
+            return Path(arg.partition("=")[2])
+        if arg == FLAG and i + 1 < len(args):
+            return Path(args[i + 1])
+    return None
+
+
+def gated(pytest_exit: int, decision_file: Path) -> tuple[int, str | None]:
+    """(the command's exit, a line saying why where it is not pytest's): where pytest exited 0,
+    the decision it wrote must be SAFE (its exit_code 0, harness.judge.decision_file), else
+    UNDECIDED."""
+    if pytest_exit != 0:
+        return pytest_exit, None
+    try:
+        code = json.loads(decision_file.read_text())["exit_code"]
+    except (OSError, ValueError, KeyError, TypeError):
+        code = None
+    if code == 0:
+        return 0, None
+    why = "no race case ran" if code is None else f"pytest exited 0 but decided exit {code}"
+    return EXIT_UNDECIDED, f"UNDECIDED: {why}, so nothing is decided (exit {EXIT_UNDECIDED})"
