@@ -220,3 +220,17 @@ def test_a_gating_command_that_ran_no_case_does_not_exit_0(front: list[str]) -> 
     )  # fmt: skip
     assert proc.returncode == EXIT_CODES[Word.UNDECIDED], proc.stdout[-2000:] + proc.stderr
     assert "no race case ran, so nothing is decided" in proc.stderr
+
+
+@pytest.mark.process
+def test_a_module_that_failed_to_collect_keeps_a_session_from_safe(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --continue-on-collection-errors pytest exits 1 for a broken module, and the gate
+    swaps its exit for the decision's: the broken module must count, or that could be SAFE."""
+    pytester.makepyfile(test_broken="import no_such_module_here\n")
+    result = _pytest_session(
+        pytester, monkeypatch, CASES["SAFE"][1], "--continue-on-collection-errors"
+    )
+    assert result.ret == EXIT_CODES[Word.UNDECIDED], result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*fix the 1 test that failed other than by a run outcome*"])

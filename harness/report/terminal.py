@@ -86,6 +86,12 @@ class SessionVerdict:
             raise ValueError(f"{rc.results} was unreadable when this session began")
         return read_jsonl(rc.results)[self.before :]
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # A module that failed to collect (kept going with --continue-on-collection-errors)
+        # is a broken case: no evidence either way, so the decision is never SAFE.
+        if report.failed:
+            self.failed_cases += 1
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
