@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from harness import options, race_exit, sizing, state, upgrade
 from harness.bisect import command as bisect_command
+from harness.judge.baselines import production_bars
 from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from
 from harness.judge.summary import failure_lines, format_table, summarise
@@ -290,7 +291,8 @@ def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: Te
         probes=probes,
         strategies=opts.strategies,
     )
-    decision = decide_gate(verdict)  # harness run judges no throughput floor
+    # harness run judges no throughput floor; memory and the test slowdown, as the report
+    decision = decide_gate(verdict, missed=production_bars(records, production))
     print("\n".join(render(verdict, decision)), file=stream, flush=True)
     return decision
 

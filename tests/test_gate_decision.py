@@ -234,3 +234,22 @@ def test_a_module_that_failed_to_collect_keeps_a_session_from_safe(
     )
     assert result.ret == EXIT_CODES[Word.UNDECIDED], result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*fix the 1 test that failed other than by a run outcome*"])
+
+
+@pytest.mark.process
+def test_runs_under_the_test_slowdown_are_no_safe_anywhere(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report called records whose production runs ran under the test slowdown (or whose
+    memory grew) UNSAFE while pytest's verdict and `harness run` called the same records SAFE:
+    one rule now (harness.judge.baselines.production_bars), the same word from each."""
+    import dataclasses
+
+    slowed = [
+        dataclasses.replace(r, test_slowdown="2x") if r.scenario.strategy == PROD else r
+        for r in CASES["SAFE"][1]
+    ]
+    result = _pytest_session(pytester, monkeypatch, slowed)
+    assert result.ret == EXIT_CODES[Word.UNSAFE], result.stdout.str()[-3000:]
+    opts = options.resolve({"devices": "cpu"}, gpus=0, for_cli=True)
+    assert cli.print_verdict(slowed, opts, io.StringIO()).word is Word.UNSAFE

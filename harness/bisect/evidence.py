@@ -33,6 +33,7 @@ from harness import code_root, envs, state
 from harness.bisect import steps
 from harness.bisect.search import Evidence
 from harness.judge import verdict as race_verdict
+from harness.judge.baselines import production_bars
 from harness.judge.gate import EXIT_CODES, Decision, Word, combine, decide_gate
 from harness.judge.inputs import read_records, roles_of
 
@@ -216,7 +217,8 @@ def judge_race(
     )
     hazard, why = steps.from_race(judged, probes)
     statuses = {s.strategy: str(s.status) for s in judged.strategies}
-    return decide_gate(judged), hazard, why, statuses
+    bars = production_bars(records, production)  # as pytest's verdict and the report
+    return decide_gate(judged, missed=bars), hazard, why, statuses
 
 
 def race_step(

@@ -8,7 +8,7 @@ as three answers. The words are defined in docs/vocabulary.md#verdict-words.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -71,6 +71,7 @@ def decide_gate(
     failed_cases: int = 0,
     *,
     bar: str = "tokens/s or memory missed its bar",
+    missed: Sequence[str] = (),
 ) -> Decision:
     """The decision for one set of records.
 
@@ -78,8 +79,12 @@ def decide_gate(
     throughput: whether tokens/s (and memory) met their bar, None where not judged;
     failed_cases: tests that failed other than by a run outcome the verdict judges (a broken
     case, a unit test; 0 outside pytest): no evidence either way, so never SAFE;
-    bar: what missed the bar, when throughput is False.
+    bar: what missed the bar, when throughput is False;
+    missed: each bar the records missed (harness.judge.baselines.production_bars, and the
+    report's tokens/s floors): throughput False, with these as the bar.
     """
+    if missed:
+        throughput, bar = False, "; ".join(missed)
     if verdict is None:
         return Decision(Word.UNDECIDED, "no run records: nothing was decided", "run the race cases")
     prod = verdict.production_verdict

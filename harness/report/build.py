@@ -185,7 +185,7 @@ def group_decision(g: Group) -> Decision | None:
     if not g.gate.gated:
         return None
     bars = bar_problems(g)
-    d = decide_gate(g.verdict, throughput=False if bars else None, bar="; ".join(bars))
+    d = decide_gate(g.verdict, missed=bars)
     if d.passed and not g.gate.passed:  # fail closed: a problem the gate saw stops a SAFE
         return Decision(Word.UNSAFE, "; ".join(g.gate.reasons), "see matrix.md")
     return d

@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 
 from harness.judge import decision_file, probe_expectations, verdict
+from harness.judge.baselines import production_bars
 from harness.judge.gate import Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from, roles_of
 from harness.judge.suite import RaceOutcomeError
@@ -177,7 +178,8 @@ def block(config: pytest.Config, failed_cases: int = 0) -> tuple[list[str], Deci
         versions=rc.versions,
         hardware=", ".join(rc.devices),
     )
-    decision = decide_gate(decided, failed_cases=failed_cases)
+    bars = production_bars(records, production)  # memory, the test slowdown: as the report
+    decision = decide_gate(decided, failed_cases=failed_cases, missed=bars)
     lines = verdict.render(decided, decision)
     own = len(records) - len(merged)
     note = f"records: {own} from {rc.results}; probe verdicts from {where}"
