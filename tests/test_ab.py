@@ -478,6 +478,7 @@ def test_an_interrupted_ab_fails_and_shows_the_runs_it_made(tmp_path: Path, sign
     assert "A/B FAILED: interrupted after 4 of 6 runs (reference 2, candidate 2)" in stdout
     result = json.loads(out.read_text())
     assert result["failure"].startswith("interrupted after 4 of 6 runs"), result
+    assert result["interrupted"] is True  # what racegate upgrade ends with 130 on
     assert len(result["throughput"]["reference"]) == len(result["throughput"]["candidate"]) == 2
     assert made() == 4  # the run in flight was stopped, not finished
 
@@ -582,3 +583,14 @@ def test_device_memory_survives_the_file_and_a_doctored_call_is_refused(tmp_path
     # An 8B A/B written before device memory was compared (results/h200-ab-8b-5.17.0).
     old = read_ab(REPO / "tests/data/ab_8b_before_device_memory.json")
     assert old.device_memory == [] and not old.failed
+
+
+@pytest.mark.process  # one real `harness run`
+def test_an_ab_run_is_one_thread_unless_its_options_say_otherwise(tmp_path: Path) -> None:
+    """`harness run` makes a run at 1 and one at 2 threads on a GPU (2 on a CPU) unless told:
+    an A/B run given no thread count failed on one H100 ("exited 7 with 2 record(s)")."""
+    from harness.ab.run import Side, run_once
+
+    args = ["--preset", "tiny", "--steps", "4", "--warmup-steps", "1"]
+    record = run_once(Side("reference", sys.executable), args, tmp_path / "run.jsonl", 600)
+    assert record.scenario.threads_per_device == 1

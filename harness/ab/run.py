@@ -79,16 +79,22 @@ def order(runs: int) -> list[tuple[str, int]]:
     return out
 
 
-def _names_cache_state(run_args: Sequence[str]) -> bool:
-    return any(a.partition("=")[0] in ("--cache-states", "--cache-state") for a in run_args)
+def _names(run_args: Sequence[str], *flags: str) -> bool:
+    return any(a.partition("=")[0] in flags for a in run_args)
 
 
 def run_once(side: Side, run_args: list[str], out: Path, timeout_s: float) -> RunRecord:
     """One fresh `<python> -m harness run` process; its one record, or ValueError saying why not."""
     env = {**os.environ, **side.env}
     # --repeat 1: `harness run` makes 3 runs per scenario on a GPU unless told otherwise, and
-    # runs every cache state (two of them after a priming run): one cold run unless told.
-    state = [] if _names_cache_state(run_args) else ["--cache-states", "cold"]
+    # runs every cache state (two of them after a priming run) and, on a GPU, one and two
+    # threads a device: one cold run of one thread unless told (two threads would time the
+    # race's serialisation, not the step).
+    state = []
+    if not _names(run_args, "--cache-states", "--cache-state"):
+        state += ["--cache-states", "cold"]
+    if not _names(run_args, "--threads-per-device"):
+        state += ["--threads-per-device", "1"]
     cmd = [side.python, "-m", "harness", "run", *run_args, *state, "--repeat", "1"]
     cmd += ["--out", str(out)]
     try:
@@ -160,6 +166,7 @@ def run_ab(
             if progress is not None:
                 progress(f"{name} run {k + 1}/{runs}: {sample.tokens_per_s:,.0f} tok/s")
     except KeyboardInterrupt:  # subprocess.run has killed the run in flight
+        result.interrupted = True
         made = {n: sum(x.side == n for x in result.samples) for n in sides}
         result.failure = (
             f"interrupted after {len(result.samples)} of {len(plan)} runs "
