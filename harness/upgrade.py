@@ -75,9 +75,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--ab",
         choices=("auto", "always"),
         default="auto",
-        help="auto: the A/B on a GPU, and on a CPU only where baselines/ has a throughput floor "
-        "for it (a CPU box's tokens/s say little about a GPU fleet's); always: run it anyway "
-        "(default: %(default)s)",
+        help="auto: the A/B on a GPU, and on a CPU only where the project's baselines have a "
+        "throughput floor for it (a CPU box's tokens/s say little about a GPU fleet's); "
+        "always: run it anyway (default: %(default)s)",
     )
     p.add_argument(
         "--pytest-args",
@@ -505,6 +505,8 @@ def _ab(
         progress=lambda line: _say(f"  A/B {line}"),
     )
     write_ab(records / "ab.json", result)
+    if result.interrupted:  # the user's Ctrl-C: no decision (exit 130), as in the race phase
+        raise KeyboardInterrupt
     tp = result.throughput
     ratio = (
         f"candidate/current tokens/s {tp.ratio_text()} (95% interval), {tp.word}"

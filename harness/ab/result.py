@@ -28,6 +28,7 @@ class ABResult:
     memory: Comparison | None = None
     memory_note: str | None = None  # why memory was not compared
     failure: str | None = None  # a run failed or gave no number: no call is made
+    interrupted: bool = False  # Ctrl-C stopped it (failure says after how many runs)
     schema_version: int = SCHEMA_VERSION
 
     @property
