@@ -177,7 +177,7 @@ class CacheProof:
         field missing, unknown or of the wrong type."""
         if values.table(data, where) == {}:
             return None
-        raw = _exactly(cls, data, where, optional=_defaulted(cls) - {"deleted_bytes"})
+        raw = _exactly(cls, data, where, optional=_defaulted(cls))
         checks: dict[str, Callable[[object, str], Any]] = {
             "state": lambda v, w: values.choice(CacheState, v, w),
             "dir": _text,
@@ -492,8 +492,7 @@ def _strategy_spec_json(data: object, where: str) -> dict[str, Any]:
     be absent, a field's old name reads as its new one); GateInputError naming the fields."""
     spec = values.table(data, where)
     spec = {RENAMED_IN_STRATEGY_SPEC.get(k, k): v for k, v in spec.items()}
-    defaulted = frozenset(f.name for f in fields(StrategySpec) if f.default is not MISSING)
-    spec = _exactly(StrategySpec, spec, where, optional=defaulted)
+    spec = _exactly(StrategySpec, spec, where, optional=_defaulted(StrategySpec))
     for name, value in spec.items():
         if name != "judged_by":
             values.boolean(value, f"{where}.{name}")

@@ -64,9 +64,7 @@ class ChildSpec:
     def to_json(self) -> str:
         data: dict[str, Any] = {**asdict(self), "scenario": self.scenario.to_json()}
         data["mode"] = str(self.mode)
-        if self.process_devices is not None:
-            data["process_devices"] = list(self.process_devices)
-        return json.dumps(data)
+        return json.dumps(data)  # tuples (process_devices) write as lists
 
     def write(self, run_dir: Path) -> None:
         (run_dir / FILE_NAME).write_text(self.to_json())
