@@ -93,9 +93,10 @@ def _said(data: dict[str, Any], keep: tuple[str, ...] = ()) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Versions:
-    """What a run ran, as harness.versions.software reads it (ABSENT: not installed). A field
-    None was not recorded, and its JSON leaves it out: records written before `cuda` was read
-    lack it, and a lost cell's record (scripts/nightly_plan.py) names torch and transformers."""
+    """What a run ran, as harness.scenario.versions.software reads it (ABSENT: not installed).
+    A field None was not recorded, and its JSON leaves it out: records written before `cuda` was
+    read lack it, and a lost cell's record (scripts/nightly_plan.py) names torch and
+    transformers."""
 
     torch: str
     transformers: str
@@ -118,8 +119,8 @@ class Versions:
 
 @dataclass(frozen=True)
 class Hardware:
-    """What a run stepped on (harness.versions.hardware). A field None was not recorded, and
-    its JSON leaves it out: a run whose children never said has only device_name."""
+    """What a run stepped on (harness.scenario.versions.hardware). A field None was not
+    recorded, and its JSON leaves it out: a run whose children never said has only device_name."""
 
     device_name: str | None = None  # None: a CPU (harness.judge.baselines.hardware_key)
     cpu_count: int | None = None

@@ -96,7 +96,8 @@ class ChildReport:
 @dataclass(frozen=True)
 class Built:
     """The child built its replicas: how many threads it runs, and on what (the hardware goes
-    out now, as harness.versions.hardware reads it: a run that hangs later writes no report)."""
+    out now, as harness.scenario.versions.hardware reads it: a run that hangs later writes no
+    report)."""
 
     threads: int
     hardware: dict[str, Any]
