@@ -262,9 +262,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif item.get_closest_marker("gpu") and chosen < 1:
             reason = "needs a CUDA GPU; --devices chose cpu"
         elif item.get_closest_marker("throughput") and rc.overlapping:
-            reason = "pytest-xdist runs other cases on this host at the same time, so timings "
-            reason += "are invalid (a host-bound step slows with them); run throughput cases "
-            reason += "without -n"
+            reason = "pytest-xdist runs other cases on this host at the same time (or another "
+            reason += "session does, in a parent's run slots), so timings are invalid (a "
+            reason += "host-bound step slows with them); run throughput cases without -n, alone"
         else:
             continue
         item.add_marker(pytest.mark.skip(reason=reason))
