@@ -283,7 +283,7 @@ def main(argv: list[str]) -> int:
             if rc != 0:
                 break
         if decided is not None:
-            rc, why = race_exit.gated(rc, decided)
+            rc, why = race_exit.gated(rc, decided, argv[1:])
             if why:
                 print(f"racegate: {why}", file=sys.stderr)
     finally:

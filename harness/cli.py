@@ -521,7 +521,7 @@ def cmd_race(pytest_args: list[str]) -> int:
         own = [] if decided else [f"{race_exit.FLAG}={folder / 'decision.json'}"]
         decided = decided or folder / "decision.json"
         cmd = [sys.executable, "-m", "pytest", *sized, "-m", "race", *own, *pytest_args]
-        code, why = race_exit.gated(subprocess.call(cmd), decided)
+        code, why = race_exit.gated(subprocess.call(cmd), decided, pytest_args)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if why:

@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 FLAG = "--decision-file"
+# pytest options that only print (its version, help, markers, fixtures) and run nothing to
+# gate: the command's exit stays pytest's.
+PRINTS_ONLY = ("--version", "-V", "--help", "-h", "--markers", "--fixtures")
 # harness.judge.gate's exit code of UNDECIDED (tests/test_gate_decision.py checks they agree).
 EXIT_UNDECIDED = 7
 
@@ -29,11 +32,14 @@ def given_path(args: Sequence[str]) -> Path | None:
     return None
 
 
-def gated(pytest_exit: int, decision_file: Path) -> tuple[int, str | None]:
+def gated(
+    pytest_exit: int, decision_file: Path, args: Sequence[str] = ()
+) -> tuple[int, str | None]:
     """(the command's exit, a line saying why where it is not pytest's): where pytest exited 0,
     the decision it wrote must be SAFE (its exit_code 0, harness.judge.decision_file), else
-    UNDECIDED."""
-    if pytest_exit != 0:
+    UNDECIDED; pytest's own exit where `args` (the user's) only ask it to print
+    (PRINTS_ONLY)."""
+    if pytest_exit != 0 or any(a in PRINTS_ONLY for a in args):
         return pytest_exit, None
     try:
         code = json.loads(decision_file.read_text())["exit_code"]

@@ -197,6 +197,7 @@ def test_a_front_door_that_decided_nothing_exits_undecided(tmp_path: Path) -> No
     decided.write_text(json.dumps({"exit_code": 0}))
     assert race_exit.gated(0, decided) == (0, None)
     assert race_exit.gated(1, tmp_path / "none.json") == (1, None)  # pytest's own word stands
+    assert race_exit.gated(0, tmp_path / "none.json", ["--version"]) == (0, None)  # prints only
     assert race_exit.given_path(["-x", "--decision-file=d.json"]) == Path("d.json")
     assert race_exit.given_path(["--decision-file", "e.json"]) == Path("e.json")
 
