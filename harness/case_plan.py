@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from harness.judge.verdict import Calibration, cell_label, cell_of, control_rates, repeats_for
+from harness.judge.verdict import (
+    Calibration,
+    ControlRate,
+    cell_label,
+    cell_of,
+    control_rates,
+    repeats_for,
+)
 from harness.session import RacegateConfig
 
 
@@ -96,13 +103,48 @@ def production_runs_left(
             f"{cal.control} is not selected in {cell} in this session: the default {rc.repeat}"
         )
     control_runs = max(rc.repeat, cal.control_repeat)
-    landed = sum(1 for r in records if r.scenario.strategy == cal.control and cell_of(r) == cell)
+    landed = control_landed(cell, cal, records)
     if landed < control_runs:
         return 1, f"{cal.control} has {landed} of {control_runs} runs in {cell} so far"
     needed, why = repeats_for(
         control_rates(records, cal.control).get(cell), default=rc.repeat, cal=cal
     )
     return max(0, min(needed, cal.cap) - done), why
+
+
+def control_landed(cell: str, cal: Calibration, records: list) -> int:
+    """How many of the control's runs in `cell` have landed in `records`."""
+    return sum(1 for r in records if r.scenario.strategy == cal.control and cell_of(r) == cell)
+
+
+def control_top_up(
+    rate: ControlRate | None, cal: Calibration, fired_elsewhere: bool
+) -> tuple[int, str]:
+    """(control runs to add in a cell before the production strategy's runs there, why): the
+    most to add, up to cal.control_max runs in all; 0 once its rate gives a SAFE its power.
+
+    The control's first runs are a sample: at a true rate of one in two, 4 runs miss the race
+    in all of them 1 time in 16 (one H200: warm 0/4 on one side of an upgrade whose other
+    side's control failed 2/4 warm, 4/4 cold and 4/4 deleted), and one hit in 4 asks for more
+    than the cap's worth of production runs; either way the production strategy could only be
+    INCONCLUSIVE there. So where the control fired in this cell too seldom, or never here but
+    in another cell of this session (the race is visible on this machine), more control runs
+    decide it. Where it fired nowhere yet, none: on a torch that masks or fixed the race
+    (2.13 on CPU, 2.14+) every run would be wasted, and the probes decide."""
+    if rate is None:
+        return 0, f"{cal.control} did not run here"
+    if rate.gives_power(cal):
+        return 0, f"{cal.control} {rate.describe()} gives the power a SAFE needs"
+    if rate.runs >= cal.control_max:
+        return 0, f"{cal.control} made its {cal.control_max} runs at most (--control-max)"
+    if rate.hits == 0 and not fired_elsewhere:
+        return 0, f"{cal.control} fired nowhere in this session: more runs would not decide"
+    more = cal.control_max - rate.runs
+    seldom = "never fired here" if rate.hits == 0 else "fired too seldom here for power"
+    return more, (
+        f"{cal.control} {seldom} ({rate.describe()}): up to {more} more {cal.control} runs in "
+        f"{rate.cell}, until its rate gives the production strategy its power"
+    )
 
 
 def production_runs_done(

@@ -234,6 +234,16 @@ PYTEST_ONLY: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "--control-max",
+        "control_max",
+        "most control runs per cell: where its first runs cannot give the production strategy "
+        "its power (it never fired there but did in another cell, or too seldom), the "
+        "production case adds control runs up to this many (default: %(default)s)",
+        type=int,
+        default=_CALIBRATION.control_max,
+        metavar="N",
+    ),
+    Option(
         "--records-from",
         "records_from",
         "also judge the records in this JSON Lines file or folder (repeatable); the verdict "

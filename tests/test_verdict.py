@@ -368,6 +368,58 @@ def test_cases_skip_one_thread_and_put_the_control_first() -> None:
     assert production_runs_left(3, "cold 1×2", rc, cal, [], control_selected=False)[0] == 0
 
 
+def test_the_control_gets_more_runs_where_its_rate_cannot_power_a_safe() -> None:
+    """One H200, upgrade's candidate side: per_device failed 4/4 cold and 4/4 deleted but 0/4
+    warm, so warmup_locked could only be INCONCLUSIVE there. More control runs in that cell
+    decide it; where the control fired nowhere (a torch that masks the race) none would."""
+    from harness.case_plan import control_top_up
+
+    cal = Calibration()
+    rates = control_rates(runs("per_device", 4, 0, cache_state="warm"), "per_device")
+    more, why = control_top_up(rates["warm 1×2"], cal, fired_elsewhere=True)
+    assert more == 8 and "never fired here" in why, why
+    assert control_top_up(rates["warm 1×2"], cal, fired_elsewhere=False)[0] == 0
+    # One hit in 4 (95% low 4.6%): 30 runs at the cap catch it with 76% < 90%: more, wherever.
+    once = control_rates(runs("per_device", 4, 1), "per_device")["cold 1×2"]
+    assert not once.gives_power(cal)
+    more, why = control_top_up(once, cal, fired_elsewhere=False)
+    assert more == 8 and "too seldom" in why, why
+    # Two in 4 (low 15%) is enough; so is reaching --control-max.
+    twice = control_rates(runs("per_device", 4, 2), "per_device")["cold 1×2"]
+    assert twice.gives_power(cal) and control_top_up(twice, cal, True)[0] == 0
+    at_max = control_rates(runs("per_device", 12, 1), "per_device")["cold 1×2"]
+    assert control_top_up(at_max, cal, True) == (
+        0,
+        "per_device made its 12 runs at most (--control-max)",
+    )
+    assert control_top_up(None, cal, True)[0] == 0
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
+@pytest.mark.process
+def test_end_to_end_the_production_case_adds_control_runs_until_power(tmp_path: Path) -> None:
+    """p=1, one control run, a 5-run cap: 1/1 (low 21%) gives 5 runs 69% power, 2/2 (34%)
+    87%, 3/3 (44%) 94% ≥ 90%: the production case adds 2 control runs, one at a time, then
+    makes its 5; SAFE. Without the top-up: 1 control run and INCONCLUSIVE (exit 7)."""
+    args = ("p=1", "--control-repeat", "1", "--power-cap", "5", "--control-max", "6", "-rA")
+    proc, records = _suite(tmp_path, *args)
+    if any(
+        r.outcome == Outcome.NOT_CONCURRENT for r in records if r.scenario.strategy == "per_device"
+    ):
+        (tmp_path / "again").mkdir()  # a starved control run (see above): once more
+        proc, records = _suite(tmp_path / "again", *args)
+    out = proc.stdout
+    seen = [(r.scenario.strategy, r.outcome, r.repeat_index) for r in records]
+    assert seen == [("per_device", "nested_fx_error", i) for i in range(3)] + [
+        ("warmup_locked", "ok", i) for i in range(5)
+    ], out[-3000:]
+    assert "per_device fired too seldom here for power (cold 1×2 1/1" in out, out[-3000:]
+    block = " ".join(out[out.index(" racegate verdict ") :].split())
+    assert re.search(r"SAFE +warmup_locked \(production\): 0 of 5 runs failed; per_device failed "
+                     r"3 of 3 cold runs here", block), block  # fmt: skip
+    assert proc.returncode == 0, out[-3000:]
+
+
 def test_control_runs_that_never_reached_their_cache_state_measure_nothing() -> None:
     """Seen on one H200 with 13 runs of a case at once: every priming run timed out and every
     control run hung. Those hangs are not the race: the rate counts only primed runs."""

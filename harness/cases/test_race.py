@@ -6,7 +6,9 @@ known-bad one) are the workload's (its roles(); [tool.racegate], --production-st
 --control-strategy override them). Each cell's control case is collected first, the production
 case beside it (harness.case_plan.case_order); the control runs all its repeats,
 so its detection rate per cache state × topology, read back from this session's records, sets
-how many runs the production strategy's case makes there (harness.judge.verdict.repeats_for).
+how many runs the production strategy's case makes there (harness.judge.verdict.repeats_for);
+where that rate cannot give a SAFE its power, the production case first adds control runs in
+its cell (harness.case_plan.control_top_up).
 """
 
 from __future__ import annotations
@@ -21,19 +23,21 @@ from harness.case_plan import (
     case_order,
     case_repeats,
     control_cells,
+    control_landed,
+    control_top_up,
     production_runs_left,
     runs_at_once,
 )
 from harness.judge import race_expectations
 from harness.judge.suite import OUTCOME_ERRORS, judge
-from harness.judge.verdict import Calibration, cell_label
+from harness.judge.verdict import Calibration, cell_label, control_rates
 from harness.pipeline import run_case
 from harness.pytest_plugin import calibration, session_records, slot_pool
 from harness.record import RunRecord
 from harness.run.runner import SharedPrimes
 from harness.run.slots import OWN_WAIT_S, Slot, SlotPool, release
 from harness.scenario.spec import Scenario, make_scenario
-from harness.scenario.vocab import Outcome
+from harness.scenario.vocab import CacheState, Outcome
 from harness.session import RacegateConfig, racegate_key
 
 # Per-case time limit (pytest-timeout, thread method: all stacks dumped on a hang).
@@ -93,7 +97,42 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     rc = racegate_config
     cal = calibration(pytestconfig)
     cell = cell_label(cache_state, len(devices), tpd)
-    scenario = make_scenario(
+    scenario = _scenario(rc, strategy, cache_state, devices, tpd)
+    command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
+    pool = slot_pool(pytestconfig)
+    own = pool.own() if pool is not None else []  # this case's run slot: others see it busy
+    if pool is not None and pool.from_parent and not own:
+        print(f"no run slot came free in {OWN_WAIT_S:.0f} s: this case runs over the pool's size")
+    try:
+        with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
+            selected = cell in control_cells(request.session.items, cal.control)
+            control = None  # the production case adds control runs where its rate asks
+            if strategy == rc.production and selected:
+                control = _scenario(rc, cal.control, cache_state, devices, tpd)
+            records, why = _run_race_case(
+                scenario,
+                strategy,
+                cell,
+                rc,
+                cal,
+                pytestconfig,
+                primes,
+                command,
+                selected,
+                _may_hang(request.node),
+                control,
+            )
+    finally:
+        release(own)
+    judge(records)  # raises on a failed run (which ended the case unless it is the control)
+    print(f"{strategy} {cell}: {len(records)} runs; {why}")
+
+
+def _scenario(
+    rc: RacegateConfig, strategy: str, cache_state: CacheState, devices: tuple[str, ...], tpd: int
+) -> Scenario:
+    """The scenario of `strategy`'s runs in one cell of this session."""
+    return make_scenario(
         preset=rc.preset,
         strategy=strategy,
         cache_state=cache_state,
@@ -113,30 +152,6 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
         production=rc.production,  # the roles the verdict judges by, in each record
         control=rc.control,
     )
-    command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
-    pool = slot_pool(pytestconfig)
-    own = pool.own() if pool is not None else []  # this case's run slot: others see it busy
-    if pool is not None and pool.from_parent and not own:
-        print(f"no run slot came free in {OWN_WAIT_S:.0f} s: this case runs over the pool's size")
-    try:
-        with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
-            selected = cell in control_cells(request.session.items, cal.control)
-            records, why = _run_race_case(
-                scenario,
-                strategy,
-                cell,
-                rc,
-                cal,
-                pytestconfig,
-                primes,
-                command,
-                selected,
-                _may_hang(request.node),
-            )
-    finally:
-        release(own)
-    judge(records)  # raises on a failed run (which ended the case unless it is the control)
-    print(f"{strategy} {cell}: {len(records)} runs; {why}")
 
 
 def _may_hang(item: pytest.Item) -> bool:
@@ -164,6 +179,7 @@ def _run_race_case(
     command: str,
     control_selected: bool,
     may_hang: bool,
+    control: Scenario | None = None,
 ) -> tuple[list[RunRecord], str]:
     """The case's runs (all the control's; the production strategy's as many as its power
     asks; the others until the first failure) and why that many. Runs at once: --case-jobs N,
@@ -193,10 +209,21 @@ def _run_race_case(
                 break  # the case has failed
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
         records = []
+        topped_up = control is None
         left, why = production_runs_left(
             0, cell, rc, cal, session_records(pytestconfig), control_selected
         )
         while left and all(r.outcome == Outcome.OK for r in records):
+            if not topped_up and control_landed(cell, cal, session_records(pytestconfig)) >= max(
+                rc.repeat, cal.control_repeat
+            ):
+                assert control is not None
+                _top_up_control(control, cell, rc, cal, pytestconfig, pool, command)
+                topped_up = True
+                left, why = production_runs_left(
+                    len(records), cell, rc, cal, session_records(pytestconfig), control_selected
+                )
+                continue
             # Once the control's rate is complete the runs still needed are known: a batch.
             batch, extra = _batch(pool, rc.case_jobs, left)
             try:
@@ -207,6 +234,50 @@ def _run_race_case(
                 len(records), cell, rc, cal, session_records(pytestconfig), control_selected
             )
     return records, why
+
+
+def _top_up_control(
+    control: Scenario,
+    cell: str,
+    rc: RacegateConfig,
+    cal: Calibration,
+    pytestconfig: pytest.Config,
+    pool: SlotPool | None,
+    command: str,
+) -> None:
+    """More control runs in `cell`, batch by batch, while its rate there cannot give the
+    production strategy its power (harness.case_plan.control_top_up). Their records land in
+    the session's results, where the verdict reads the control's rate; the control's failures
+    are what it is for, so they fail nothing here."""
+    made = 0
+    with SharedPrimes() as primes:  # the control's own priming run for its warm/deleted runs
+        while True:
+            records = session_records(pytestconfig)
+            rates = control_rates(records, cal.control)
+            elsewhere = any(r.hits for c, r in rates.items() if c != cell)
+            more, why = control_top_up(rates.get(cell), cal, elsewhere)
+            landed = control_landed(cell, cal, records)
+            # Bounded by the runs landed (runs whose priming failed count here, not in the
+            # rate) and by the runs made (a record that did not land cannot loop this).
+            more = min(more, cal.control_max - landed, cal.control_max - made)
+            if more <= 0:
+                return
+            print(why)
+            jobs, extra = _batch(pool, rc.case_jobs, min(more, cal.control_repeat))
+            try:
+                run_case(
+                    control,
+                    jobs,
+                    results=rc.results,
+                    command=command,
+                    timing_valid=False,
+                    first_index=landed,
+                    jobs=jobs,
+                    primes=primes,
+                )
+            finally:
+                release(extra)
+            made += jobs
 
 
 def incident_topology(gpus: int) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -67,6 +67,10 @@ class Calibration:
     # Below this power (where the cap binds) a clean strategy is not called SAFE.
     min_power: float = 0.9
     control_repeat: int = 4  # the control's runs per case, all run (a rate, not a first failure)
+    # Where those runs cannot give a SAFE its power in a cell (the control never fired there but
+    # did elsewhere, or fired too seldom), the production case adds control runs there, up to
+    # this many in all (harness.case_plan.control_top_up).
+    control_max: int = 12
 
 
 def runs_for_power(p_low: float, target: float = 0.99) -> int | None:
@@ -117,6 +121,12 @@ class ControlRate:
         """Production runs power asks for in this cell, capped; None if the control never hit."""
         n = runs_for_power(self.interval[0], cal.target)
         return None if n is None else min(n, cal.cap)
+
+    def gives_power(self, cal: Calibration) -> bool:
+        """Whether the production runs this rate asks for (needed) would reach the power a SAFE
+        needs (cal.min_power where the cap binds), as _powered judges them."""
+        n = self.needed(cal)
+        return n is not None and power(self.interval[0], n) >= cal.min_power
 
     def describe(self) -> str:
         lo, hi = self.interval

@@ -43,7 +43,11 @@ def pytest_configure(config: pytest.Config) -> None:
         check_records_from(opt("racegate_records_from"))
     except ValueError as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
-    counts = {"--control-repeat": "racegate_control_repeat", "--power-cap": "racegate_power_cap"}
+    counts = {
+        "--control-repeat": "racegate_control_repeat",
+        "--control-max": "racegate_control_max",
+        "--power-cap": "racegate_power_cap",
+    }
     for flag, name in counts.items():
         if opt(name) < 1:
             raise pytest.UsageError(f"racegate: {flag} must be ≥ 1, got {opt(name)}")
@@ -51,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[calibration_key] = verdict.Calibration(
         control=control,
         control_repeat=opt("racegate_control_repeat"),
+        control_max=opt("racegate_control_max"),
         cap=opt("racegate_power_cap"),
     )
     config.pluginmanager.register(SessionVerdict(config), PLUGIN_NAME)
