@@ -58,10 +58,15 @@ def case_order(rc: RacegateConfig, cal: Calibration) -> list[tuple[str, str, tup
     return order + [(s, *cell) for s in strategies if s not in first for cell in cells]
 
 
+def control_runs(rc: RacegateConfig, cal: Calibration) -> int:
+    """The runs of a control case: all made, for its rate (--control-repeat, or --repeat)."""
+    return max(rc.repeat, cal.control_repeat)
+
+
 def case_repeats(strategy: str, rc: RacegateConfig, cal: Calibration) -> tuple[int, bool, str]:
     """(runs, stop at the first failure, why) for a case that is not the production strategy's."""
     if strategy == cal.control:
-        n = max(rc.repeat, cal.control_repeat)
+        n = control_runs(rc, cal)
         return n, False, f"positive control: all {n} runs, for its detection rate"
     return rc.repeat, True, f"--repeat {rc.repeat}"
 
@@ -102,10 +107,9 @@ def production_runs_left(
         return max(0, rc.repeat - done), (
             f"{cal.control} is not selected in {cell} in this session: the default {rc.repeat}"
         )
-    control_runs = max(rc.repeat, cal.control_repeat)
-    landed = control_landed(cell, cal, records)
-    if landed < control_runs:
-        return 1, f"{cal.control} has {landed} of {control_runs} runs in {cell} so far"
+    landed, made = control_landed(cell, cal, records), control_runs(rc, cal)
+    if landed < made:
+        return 1, f"{cal.control} has {landed} of {made} runs in {cell} so far"
     needed, why = repeats_for(
         control_rates(records, cal.control).get(cell), default=rc.repeat, cal=cal
     )
@@ -115,6 +119,11 @@ def production_runs_left(
 def control_landed(cell: str, cal: Calibration, records: list) -> int:
     """How many of the control's runs in `cell` have landed in `records`."""
     return sum(1 for r in records if r.scenario.strategy == cal.control and cell_of(r) == cell)
+
+
+def controls_landed(cells: set[str], rc: RacegateConfig, cal: Calibration, records: list) -> bool:
+    """Whether all of the control case's runs have landed in every one of `cells`."""
+    return all(control_landed(c, cal, records) >= control_runs(rc, cal) for c in cells)
 
 
 def control_top_up(

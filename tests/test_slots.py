@@ -250,12 +250,17 @@ def test_a_waiting_case_gets_a_slot_before_the_next_batch(tmp_path: Path) -> Non
     assert got < batches_ended - 2, (got, batches_ended)  # the batches ran ≥ 6 s after
 
 
-def test_a_case_stops_waiting_for_its_own_slot_after_its_wait(tmp_path: Path) -> None:
-    """In a parent's pool a case waits for a slot of its own, but not for ever: a control
-    case holding extras for all its runs would keep it waiting against its time limit."""
+@pytest.mark.parametrize("from_parent", [True, False], ids=["parents-pool", "sessions-own-pool"])
+def test_a_case_stops_waiting_for_its_own_slot_after_its_wait(
+    tmp_path: Path, from_parent: bool
+) -> None:
+    """A case waits for a slot of its own, in a parent's pool and in its session's own (one
+    H200, own pool, when it did not wait: 12 runs at once on 8 slots, each 2.4 times as long),
+    but not for ever: a control case holding extras for all its runs would keep it waiting
+    against its time limit."""
     folder = tmp_path / "slots"
     folder.mkdir(mode=0o700)
-    pool = SlotPool(folder, 1, from_parent=True)
+    pool = SlotPool(folder, 1, from_parent=from_parent)
     held = pool.take(1)  # another case's (a lock on its own open file, as another process's)
     started = time.monotonic()
     assert pool.own(wait_s=0.5) == []

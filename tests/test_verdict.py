@@ -420,6 +420,39 @@ def test_end_to_end_the_production_case_adds_control_runs_until_power(tmp_path: 
     assert proc.returncode == 0, out[-3000:]
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
+@pytest.mark.process
+def test_end_to_end_other_strategies_wait_for_the_controls_runs(tmp_path: Path) -> None:
+    """Three xdist workers sharing 3 run slots, one case each (xdist's load scheduling hands 3
+    items to 3 workers round robin): the control's (2 runs, at once), the production one and
+    warmup's. warmup's runs start only once the control's have landed, so the control had a
+    second slot: its cells and the production cells that wait on them are what the session's
+    wall time hangs on (one H200: the cold control's hangs went one at a time while the other
+    strategies held the slots)."""
+    pytest.importorskip("xdist")
+    args = ("p=1", "--strategies", "warmup_locked,warmup", "--control-repeat", "2",
+            "--control-max", "2", "--power-cap", "3", "-n", "3", "--dist", "load")  # fmt: skip
+    proc, records = _suite(tmp_path, *args)
+    out = proc.stdout
+    seen = [(r.scenario.strategy, r.started_at, r.wall_s) for r in records]
+    control = [r for r in records if r.scenario.strategy == "per_device"]
+    other = [r for r in records if r.scenario.strategy == "warmup"]
+    assert len(control) == 2 and other, (seen, out[-3000:])
+    ended = max(_start(r) + r.wall_s for r in control)
+    # started_at has whole seconds: a run started in the second the last control run ended
+    assert min(_start(r) for r in other) >= ended - 1.0, seen
+    # The control's two runs overlapped: it had both slots.
+    first, second = sorted(control, key=_start)
+    assert _start(second) < _start(first) + first.wall_s, seen
+
+
+def _start(record: RunRecord) -> float:
+    from datetime import datetime
+
+    assert record.started_at is not None
+    return datetime.fromisoformat(record.started_at).timestamp()
+
+
 def test_control_runs_that_never_reached_their_cache_state_measure_nothing() -> None:
     """Seen on one H200 with 13 runs of a case at once: every priming run timed out and every
     control run hung. Those hangs are not the race: the rate counts only primed runs."""

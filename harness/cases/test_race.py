@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import shlex
 import sys
+import time
 
 import pytest
 
@@ -24,7 +25,9 @@ from harness.case_plan import (
     case_repeats,
     control_cells,
     control_landed,
+    control_runs,
     control_top_up,
+    controls_landed,
     production_runs_left,
     runs_at_once,
 )
@@ -42,6 +45,8 @@ from harness.session import RacegateConfig, racegate_key
 
 # Per-case time limit (pytest-timeout, thread method: all stacks dumped on a hang).
 CASE_TIMEOUT_S = 900
+# How often a case waiting for the control's runs reads the session's records again.
+CONTROL_POLL_S = 1.0
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -52,7 +57,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     params = []
     # The control runs all its repeats and the production case as many as power asks: the
     # case's time limit grows with its most runs (each run keeps the same budget).
-    most = {cal.control: max(rc.repeat, cal.control_repeat), rc.production: cal.cap}
+    most = {cal.control: control_runs(rc, cal), rc.production: cal.cap}
     for strategy, cache_state, devices, tpd in case_order(rc, cal):
         timeout = CASE_TIMEOUT_S * max(1.0, most.get(strategy, rc.repeat) / rc.repeat)
         marks = [pytest.mark.race, pytest.mark.timeout(timeout)]
@@ -100,9 +105,7 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     scenario = _scenario(rc, strategy, cache_state, devices, tpd)
     command = shlex.join([sys.executable, "-m", "pytest", *sys.argv[1:]])
     pool = slot_pool(pytestconfig)
-    own = pool.own() if pool is not None else []  # this case's run slot: others see it busy
-    if pool is not None and pool.from_parent and not own:
-        print(f"no run slot came free in {OWN_WAIT_S:.0f} s: this case runs over the pool's size")
+    own = _own_slot(pool, strategy, rc, cal, pytestconfig, request.session.items)
     try:
         with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
             selected = cell in control_cells(request.session.items, cal.control)
@@ -152,6 +155,37 @@ def _scenario(
         production=rc.production,  # the roles the verdict judges by, in each record
         control=rc.control,
     )
+
+
+def _own_slot(
+    pool: SlotPool | None,
+    strategy: str,
+    rc: RacegateConfig,
+    cal: Calibration,
+    pytestconfig: pytest.Config,
+    items: list[pytest.Item],
+) -> list[Slot]:
+    """This case's run slot, which others then see busy ([] without a pool, or when none came
+    free in OWN_WAIT_S). A case of neither the control nor the production strategy first waits,
+    within the same OWN_WAIT_S, for the control's runs to land in every cell this session runs
+    it: the control's cells and the production cells that wait on their rates are the chain
+    the session's wall time hangs on, so their runs get the free slots first (one H200: the
+    cold control's 4 runs, each a ~50 s hang, went one at a time while the other strategies'
+    cases held the slots, and the cold production cell could start only at 208 s of 349)."""
+    if pool is None:
+        return []
+    deadline = time.monotonic() + OWN_WAIT_S
+    if strategy not in (cal.control, rc.production):
+        cells = control_cells(items, cal.control)
+        while not controls_landed(cells, rc, cal, session_records(pytestconfig)):
+            if time.monotonic() >= deadline:
+                print(f"{cal.control}'s runs had not all landed in {OWN_WAIT_S:.0f} s: going on")
+                break
+            time.sleep(CONTROL_POLL_S)
+    own = pool.own(wait_s=max(0.0, deadline - time.monotonic()))
+    if not own:
+        print(f"no run slot came free in {OWN_WAIT_S:.0f} s: this case runs over the pool's size")
+    return own
 
 
 def _may_hang(item: pytest.Item) -> bool:
@@ -214,9 +248,7 @@ def _run_race_case(
             0, cell, rc, cal, session_records(pytestconfig), control_selected
         )
         while left and all(r.outcome == Outcome.OK for r in records):
-            if not topped_up and control_landed(cell, cal, session_records(pytestconfig)) >= max(
-                rc.repeat, cal.control_repeat
-            ):
+            if not topped_up and controls_landed({cell}, rc, cal, session_records(pytestconfig)):
                 assert control is not None
                 _top_up_control(control, cell, rc, cal, pytestconfig, pool, command)
                 topped_up = True

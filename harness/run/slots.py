@@ -8,10 +8,10 @@ exclusive `flock` on one of N files in a private folder the controller made: the
 it when its holder exits, however it exits, so a crashed or killed worker never keeps one
 (a counter in a shared file would need its own crash recovery).
 
-A parent that runs several sessions at once (`racegate upgrade`: the current side's and the
-candidate's) makes one pool sized to the host and hands it to each through env_names.SLOTS
-(`SIZE:FOLDER`); their cases then wait for a slot of their own (SlotPool.own), so all the
-sessions together never make more runs at once than the host has slots.
+Each case waits for a slot of its own (SlotPool.own), so a session never makes more runs at
+once than the host has slots. A parent that runs several sessions at once (`racegate upgrade`:
+the current side's and the candidate's) makes one pool sized to the host and hands it to each
+through env_names.SLOTS (`SIZE:FOLDER`), so all the sessions together keep to it too.
 """
 
 from __future__ import annotations
@@ -120,23 +120,21 @@ class SlotPool:
         return held
 
     def own(self, wait_s: float = OWN_WAIT_S) -> list[Slot]:
-        """A case's own slot. In a parent's pool, waited for: other sessions share it, so a
-        case that ran without one would put more runs on the host than it has slots. While it
-        waits it holds the lock on WAITING (waiters queue for it), and no batch takes extra
+        """A case's own slot, waited for: a case that ran without one would put more runs on
+        the host than it has slots (one H200, the session's own pool, before this waited: 12
+        runs at once on 8 slots for the first 200 s, each run 2.4 times as long as at 8). While
+        it waits it holds the lock on WAITING (waiters queue for it), and no batch takes extra
         slots (extra), so a freed slot goes to a case before a batch that frees and takes again
         at once would have it (the production strategy's batches, minutes of them, against the
         case's time limit). Cases hold extras one batch of runs at a time, but a batch whose
         runs hang lasts their whole deadline, so the wait ends after wait_s all the same: []
         then, and the case runs over the pool's size (one run more than the host's slots beats
         a case killed by its time limit, whose wait counts against it). No deadlock: a waiter
-        holds no slot, and a holder never waits.
-        In a session's own pool, [] when none is free, and the case runs anyway (as every case
-        did before run slots): it has a slot per xdist worker, so none is free only while a
-        batch borrowed this worker's slot between its cases; waiting would idle the worker
-        behind that batch (the production strategy's last runs, minutes) to save one run over
-        the host's size."""
+        holds no slot, and a holder never waits. The same in a session's own pool (one slot
+        per xdist worker, borrowed by batches between a worker's cases) and in a parent's
+        (other sessions share it)."""
         mine = self.take(1)
-        if mine or not self.from_parent:
+        if mine:
             return mine
         deadline = time.monotonic() + wait_s
         fd = self._open(WAITING)
