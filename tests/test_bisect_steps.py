@@ -247,3 +247,42 @@ def test_a_release_asked_again_passes_its_earlier_records_in_one_word_each(tmp_p
     paths = [a for a in env.args if a.startswith(("--results", "--records-from"))]
     own = tmp_path / "second" / "records.jsonl"
     assert paths == [f"--results={own}", f"--records-from={earlier}"]
+
+
+# A release step's race selection on CPU: the knob workload fires torch's real nested-FX race in
+# every control run at p=1 (tests/race_knob_workload.py), so 3 control runs power 5 clean ones.
+KNOB_RACE_ARGS = (
+    "--workload", "tests.race_knob_workload:make_workload", "--preset", "p=1",
+    "--strategies", "warmup_locked", "--devices", "cpu", "--threads-per-device", "2",
+    "--control-repeat", "3", "--power-cap", "5", "-W", "ignore",
+)  # fmt: skip
+
+
+@pytest.mark.skipif(__import__("sys").platform != "linux", reason="child processes need Linux")
+@pytest.mark.process
+def test_a_release_step_takes_its_word_from_the_sessions_decision_file(tmp_path: Path) -> None:
+    """The step's word is the session's own decision file, checked against its records and
+    exit: SAFE where the session wrote SAFE; where the file is gone (a session that wrote
+    none, or another's), UNDECIDED naming it, though pytest exited 0 and printed SAFE (the
+    word was read from that printed line before)."""
+    import subprocess
+    import sys
+
+    from harness import envs
+    from harness.bisect.evidence import Runner, race_step
+
+    here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
+    step = race_step(Runner(here), KNOB_RACE_ARGS, 600, {}, tmp_path / "first")
+    assert step.decision.word is Word.SAFE, step.decision
+    said = json.loads((tmp_path / "first" / "decision.json").read_text())
+    assert said["word"] == "SAFE" and said["records"] == str(step.records), said
+
+    class LosesTheFile(Runner):
+        def run(self, args, timeout) -> subprocess.CompletedProcess[str]:
+            done = super().run(args, timeout)
+            (tmp_path / "second" / "decision.json").unlink()
+            return done
+
+    step = race_step(LosesTheFile(here), KNOB_RACE_ARGS, 600, {}, tmp_path / "second")
+    assert step.decision.word is Word.UNDECIDED, step.decision
+    assert "pytest exit 0: no decision file" in step.decision.reason, step.decision

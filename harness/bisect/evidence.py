@@ -32,6 +32,7 @@ from pathlib import Path
 from harness import code_root, envs, state
 from harness.bisect import steps
 from harness.bisect.search import Evidence
+from harness.judge import decision_file
 from harness.judge import verdict as race_verdict
 from harness.judge.baselines import production_bars
 from harness.judge.gate import EXIT_CODES, Decision, Word, combine, decide_gate
@@ -166,19 +167,23 @@ def _run_race(
         return None
 
 
-def _pytest_word(done: subprocess.CompletedProcess[str] | None, timeout: float = 0) -> Decision:
+def _session_word(
+    done: subprocess.CompletedProcess[str] | None, timeout: float, path: Path, records: Path
+) -> Decision:
+    """The race selection's own decision: the file its session wrote (--decision-file), taken
+    only whole, about `records` and matching pytest's exit (harness.judge.decision_file, as
+    `racegate upgrade` reads each side's); UNDECIDED naming what was wrong otherwise, never a
+    word read from the printed text."""
     if done is None:
         return Decision(Word.UNDECIDED, f"race selection ran past {timeout:g} s", "")
-    word = _WORD_OF_EXIT.get(done.returncode)
-    lines = done.stdout.strip().splitlines() or [""]
-    # the verdict block's first line starts with the word (harness/judge/gate.py Decision.line)
-    said = [ln for ln in lines if word is not None and ln.startswith(f"{word}: ")]
-    tail = (said or lines)[-1].strip()
-    if word is None:
+    try:
+        decided = decision_file.read(path, records=records, exit_code=done.returncode)
+    except decision_file.DecisionFileError as exc:
+        tail = (done.stdout.strip().splitlines() or [""])[-1].strip()
         return Decision(
-            Word.UNDECIDED, f"race selection: pytest exit {done.returncode}: {tail}", ""
+            Word.UNDECIDED, f"race selection: pytest exit {done.returncode}: {exc} ({tail})", ""
         )
-    return Decision(word, f"race selection: {tail}", "")
+    return Decision(decided.word, f"race selection: {decided.reason}", decided.next)
 
 
 def calibration_of(args: Sequence[str]) -> race_verdict.Calibration:
@@ -230,14 +235,18 @@ def race_step(
     earlier: Sequence[Path] = (),
 ) -> RaceStep:
     """The race selection in `env`, its records written to out/records.jsonl and judged with
-    the records of `earlier` answers merged; the word fails closed with pytest's own exit."""
+    the records of `earlier` answers merged; the word fails closed with the session's own
+    decision (its decision file)."""
     out.mkdir(parents=True, exist_ok=True)
-    own = out / "records.jsonl"
+    # Absolute: the session runs from the repository root, and its decision file names the
+    # records it judged as given.
+    own, decided = out.resolve() / "records.jsonl", out.resolve() / "decision.json"
     # Path options in one word each (options.PATH_FLAGS says why): an earlier answer's folder
     # given as a word of its own became pytest's rootdir, and the plugin refuses that.
     merge = [f"--records-from={path}" for path in earlier]
-    done = _run_race(env, [*args, f"--results={own}", *merge], timeout)
-    said = _pytest_word(done, timeout)
+    run_args = [*args, f"--results={own}", f"--decision-file={decided}", *merge]
+    done = _run_race(env, run_args, timeout)
+    said = _session_word(done, timeout, decided, own)
     try:
         records = read_records([*earlier, own]) if own.is_file() else []
     except (OSError, ValueError) as exc:
