@@ -137,11 +137,14 @@ def control_top_up(
     side's control failed 2/4 warm, 4/4 cold and 4/4 deleted), and one hit in 4 asks for more
     than the cap's worth of production runs; either way the production strategy could only be
     INCONCLUSIVE there. So where the control fired in this cell too seldom, or never here but
-    in another cell of this session (the race is visible on this machine), more control runs
-    decide it. Where it fired nowhere yet, none: on a torch that masks or fixed the race
-    (2.13 on CPU, 2.14+) every run would be wasted, and the probes decide."""
+    in another cell of this session (the race is visible on this machine; `fired_elsewhere`,
+    from the records landed so far: the production case asks again before each batch and
+    when its own runs are done), more control runs decide it. Where it fired nowhere yet,
+    none: on a torch that masks or fixed the race (2.13 on CPU, 2.14+) every run would be
+    wasted, and the probes decide. None either where even all-failing runs up to the most
+    could not give the power (a tiny --power-cap)."""
     if rate is None:
-        return 0, f"{cal.control} did not run here"
+        return 0, f"{cal.control} measured nothing here (no run of it reached its cache state)"
     if rate.gives_power(cal):
         return 0, f"{cal.control} {rate.describe()} gives the power a SAFE needs"
     if rate.runs >= cal.control_max:
@@ -149,6 +152,12 @@ def control_top_up(
     if rate.hits == 0 and not fired_elsewhere:
         return 0, f"{cal.control} fired nowhere in this session: more runs would not decide"
     more = cal.control_max - rate.runs
+    best = ControlRate(rate.cell, rate.hits + more, rate.runs + more)
+    if not best.gives_power(cal):  # a small --power-cap (bisect's 1, say): no rate would do
+        return 0, (
+            f"even {more} more {cal.control} runs, all failing, could not give a SAFE its power "
+            f"at the {cal.cap}-run cap"
+        )
     seldom = "never fired here" if rate.hits == 0 else "fired too seldom here for power"
     return more, (
         f"{cal.control} {seldom} ({rate.describe()}): up to {more} more {cal.control} runs in "

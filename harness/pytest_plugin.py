@@ -113,6 +113,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
             opts = options.roles_from_json(opts, config.workerinput["racegate_roles"])
         expectations = race_expectations.load(production=opts.production)  # bad table: usage
         floors = baselines.project_folder()  # a named folder that is missing: usage
+        terminal.check_calibration(config)
         results = _records_path(config, opts.results)
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None

@@ -523,8 +523,8 @@ def _ab(
 
 
 def _rerun(args: argparse.Namespace, extra: str = "", *, drop_caps: bool = False) -> str:
-    """The command again; drop_caps leaves out --power-cap/--control-repeat given to pytest, so
-    their defaults (more runs) apply."""
+    """The command again; drop_caps leaves out --power-cap/--control-repeat/--control-max given
+    to pytest, so their defaults (more runs) apply."""
     cmd = ["python", "-m", "harness", "upgrade", *args.changes]
     if args.python:
         cmd += ["--python", str(args.python)]
@@ -532,7 +532,7 @@ def _rerun(args: argparse.Namespace, extra: str = "", *, drop_caps: bool = False
         cmd += ["--find-links", str(link)]
     given = list(args.pytest_args)
     if drop_caps:
-        for flag in ("--power-cap", "--control-repeat"):
+        for flag in ("--power-cap", "--control-repeat", "--control-max"):
             while flag in given[:-1]:
                 i = given.index(flag)
                 del given[i : i + 2]

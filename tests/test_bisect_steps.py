@@ -273,9 +273,11 @@ def test_a_release_step_takes_its_word_from_the_sessions_decision_file(tmp_path:
 
     here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
     step = race_step(Runner(here), KNOB_RACE_ARGS, 600, {}, tmp_path / "first")
-    assert step.decision.word is Word.SAFE, step.decision
     said = json.loads((tmp_path / "first" / "decision.json").read_text())
-    assert said["word"] == "SAFE" and said["records"] == str(step.records), said
+    assert said["records"] == str(step.records), said
+    # SAFE, unless a loaded box starved a run's threads (not_concurrent): the file's word all
+    # the same
+    assert str(step.decision.word) == said["word"], (step.decision, said)
 
     class LosesTheFile(Runner):
         def run(self, args, timeout) -> subprocess.CompletedProcess[str]:

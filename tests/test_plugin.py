@@ -87,6 +87,8 @@ def test_gpu_cases_skip_with_a_reason(suite: pytest.Pytester) -> None:
         (["--threads-per-device", "two"], "expected positive integers"),
         (["--devices", "0"], "names GPUs but this machine has none"),
         (["--repeat", "0"], "--repeat must be ≥ 1"),
+        (["--control-max", "2"], "--control-max 2 is below --control-repeat 4"),
+        (["--power-cap", "0"], "--power-cap must be ≥ 1, got 0"),
         (["--switch-interval", "0"], "--switch-interval must be > 0"),
         (["--run-timeout", "-5"], "--run-timeout must be > 0"),
         (["--workload", "nowhere.at_all:make"], "cannot import 'nowhere.at_all'"),

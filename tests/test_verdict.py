@@ -392,7 +392,15 @@ def test_the_control_gets_more_runs_where_its_rate_cannot_power_a_safe() -> None
         0,
         "per_device made its 12 runs at most (--control-max)",
     )
-    assert control_top_up(None, cal, True)[0] == 0
+    assert control_top_up(None, cal, True) == (
+        0,
+        "per_device measured nothing here (no run of it reached its cache state)",
+    )
+    # Where no rate could do (bisect's --power-cap 1: even 12/12 powers one run to 68%), none.
+    tiny = Calibration(cap=1, control_repeat=3)
+    all_three = control_rates(runs("per_device", 3, 3), "per_device")["cold 1×2"]
+    more, why = control_top_up(all_three, tiny, fired_elsewhere=True)
+    assert more == 0 and "could not give a SAFE its power at the 1-run cap" in why, why
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")

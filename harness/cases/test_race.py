@@ -57,7 +57,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     params = []
     # The control runs all its repeats and the production case as many as power asks: the
     # case's time limit grows with its most runs (each run keeps the same budget).
-    most = {cal.control: control_runs(rc, cal), rc.production: cal.cap}
+    # The production case may first add control runs (and their priming run) in its cell.
+    top_up = max(0, cal.control_max - control_runs(rc, cal)) + 1
+    most = {cal.control: control_runs(rc, cal), rc.production: cal.cap + top_up}
     for strategy, cache_state, devices, tpd in case_order(rc, cal):
         timeout = CASE_TIMEOUT_S * max(1.0, most.get(strategy, rc.repeat) / rc.repeat)
         marks = [pytest.mark.race, pytest.mark.timeout(timeout)]
@@ -184,7 +186,10 @@ def _own_slot(
             time.sleep(CONTROL_POLL_S)
     own = pool.own(wait_s=max(0.0, deadline - time.monotonic()))
     if not own:
-        print(f"no run slot came free in {OWN_WAIT_S:.0f} s: this case runs over the pool's size")
+        print(
+            f"no run slot came free within {OWN_WAIT_S:.0f} s of this case's start (its wait for "
+            f"{cal.control}'s runs included): this case runs over the pool's size"
+        )
     return own
 
 
@@ -243,19 +248,23 @@ def _run_race_case(
                 break  # the case has failed
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
         records = []
-        topped_up = control is None
         left, why = production_runs_left(
             0, cell, rc, cal, session_records(pytestconfig), control_selected
         )
-        while left and all(r.outcome == Outcome.OK for r in records):
-            if not topped_up and controls_landed({cell}, rc, cal, session_records(pytestconfig)):
-                assert control is not None
-                _top_up_control(control, cell, rc, cal, pytestconfig, pool, command)
-                topped_up = True
+        while all(r.outcome == Outcome.OK for r in records):
+            # Once the control's own runs here have landed, whether it needs more is asked
+            # before each batch and once more when power asks for none: by then the control
+            # may have fired in another cell (a hang there takes longer than a clean run here).
+            if (
+                control is not None
+                and controls_landed({cell}, rc, cal, session_records(pytestconfig))
+                and _top_up_control(control, cell, rc, cal, pytestconfig, pool, command)
+            ):
                 left, why = production_runs_left(
-                    len(records), cell, rc, cal, session_records(pytestconfig), control_selected
+                    len(records), cell, rc, cal, session_records(pytestconfig)
                 )
-                continue
+            if not left:
+                break
             # Once the control's rate is complete the runs still needed are known: a batch.
             batch, extra = _batch(pool, rc.case_jobs, left)
             try:
@@ -276,11 +285,11 @@ def _top_up_control(
     pytestconfig: pytest.Config,
     pool: SlotPool | None,
     command: str,
-) -> None:
+) -> int:
     """More control runs in `cell`, batch by batch, while its rate there cannot give the
     production strategy its power (harness.case_plan.control_top_up). Their records land in
     the session's results, where the verdict reads the control's rate; the control's failures
-    are what it is for, so they fail nothing here."""
+    are what it is for, so they fail nothing here. Returns how many it made."""
     made = 0
     with SharedPrimes() as primes:  # the control's own priming run for its warm/deleted runs
         while True:
@@ -293,7 +302,7 @@ def _top_up_control(
             # rate) and by the runs made (a record that did not land cannot loop this).
             more = min(more, cal.control_max - landed, cal.control_max - made)
             if more <= 0:
-                return
+                return made
             print(why)
             jobs, extra = _batch(pool, rc.case_jobs, min(more, cal.control_repeat))
             try:

@@ -35,6 +35,26 @@ EVIDENCE_PROPERTY = "racegate_evidence"
 
 # Registered by harness.pytest_plugin from its own pytest_configure, once the settings are stashed
 # (the control is the workload's: its roles); its options are harness.options.PYTEST_ONLY.
+def check_calibration(config: pytest.Config) -> None:
+    """The calibration's counts (--control-repeat, --control-max, --power-cap): a ValueError of
+    one line naming the bad one. harness.pytest_plugin checks them before it makes anything."""
+    opt = config.getoption
+    counts = {
+        "--control-repeat": "racegate_control_repeat",
+        "--control-max": "racegate_control_max",
+        "--power-cap": "racegate_power_cap",
+    }
+    for flag, name in counts.items():
+        if opt(name) < 1:
+            raise ValueError(f"{flag} must be ≥ 1, got {opt(name)}")
+    if opt("racegate_control_max") < opt("racegate_control_repeat"):
+        raise ValueError(
+            f"--control-max {opt('racegate_control_max')} is below --control-repeat "
+            f"{opt('racegate_control_repeat')}: the control's runs per cell are at least its "
+            "repeats (give --control-max ≥ --control-repeat)"
+        )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     opt = config.getoption
     rc = config.stash.get(racegate_key, None)
@@ -43,14 +63,6 @@ def pytest_configure(config: pytest.Config) -> None:
         check_records_from(opt("racegate_records_from"))
     except ValueError as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
-    counts = {
-        "--control-repeat": "racegate_control_repeat",
-        "--control-max": "racegate_control_max",
-        "--power-cap": "racegate_power_cap",
-    }
-    for flag, name in counts.items():
-        if opt(name) < 1:
-            raise pytest.UsageError(f"racegate: {flag} must be ≥ 1, got {opt(name)}")
     _clear_decision_file(config)
     config.stash[calibration_key] = verdict.Calibration(
         control=control,

@@ -24,11 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-# How often a case waiting for its own slot in a parent's pool looks for a free one.
+# How often a case waiting for its own slot looks for a free one.
 WAIT_POLL_S = 0.2
 # Beside the slot files: a case waiting for its own slot holds an exclusive lock on it.
 WAITING = "waiting"
-# The longest a case waits for its own slot in a parent's pool: well inside the slack of a race
+# The longest a case waits for its own slot: well inside the slack of a race
 # case's time limit (harness.cases.test_race: its runs get 80% of at least 900 s).
 OWN_WAIT_S = 120.0
 
