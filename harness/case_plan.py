@@ -129,8 +129,8 @@ def controls_landed(cells: set[str], rc: RacegateConfig, cal: Calibration, recor
 def control_top_up(
     rate: ControlRate | None, cal: Calibration, fired_elsewhere: bool
 ) -> tuple[int, str]:
-    """(control runs to add in a cell before the production strategy's runs there, why): the
-    most to add, up to cal.control_max runs in all; 0 once its rate gives a SAFE its power.
+    """(control runs to add in a cell before the production strategy's next batch there, why):
+    the most to add, up to cal.control_max runs in all; 0 once its rate gives a SAFE its power.
 
     The control's first runs are a sample: at a true rate of one in two, 4 runs miss the race
     in all of them 1 time in 16 (one H200: warm 0/4 on one side of an upgrade whose other

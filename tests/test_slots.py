@@ -255,7 +255,8 @@ def test_a_case_stops_waiting_for_its_own_slot_after_its_wait(
     tmp_path: Path, from_parent: bool
 ) -> None:
     """A case waits for a slot of its own, in a parent's pool and in its session's own (one
-    H200, own pool, when it did not wait: 12 runs at once on 8 slots, each 2.4 times as long),
+    H200, own pool, when it did not wait: 10–12 runs at once on 8 slots, a run up to 2.4
+    times as long),
     but not for ever: a control case holding extras for all its runs would keep it waiting
     against its time limit."""
     folder = tmp_path / "slots"

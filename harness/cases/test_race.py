@@ -7,8 +7,8 @@ known-bad one) are the workload's (its roles(); [tool.racegate], --production-st
 case beside it (harness.case_plan.case_order); the control runs all its repeats,
 so its detection rate per cache state × topology, read back from this session's records, sets
 how many runs the production strategy's case makes there (harness.judge.verdict.repeats_for);
-where that rate cannot give a SAFE its power, the production case first adds control runs in
-its cell (harness.case_plan.control_top_up).
+where that rate cannot give a SAFE its power, the production case adds control runs in its
+cell (harness.case_plan.control_top_up).
 """
 
 from __future__ import annotations

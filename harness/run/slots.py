@@ -121,8 +121,8 @@ class SlotPool:
 
     def own(self, wait_s: float = OWN_WAIT_S) -> list[Slot]:
         """A case's own slot, waited for: a case that ran without one would put more runs on
-        the host than it has slots (one H200, the session's own pool, before this waited: 12
-        runs at once on 8 slots for the first 200 s, each run 2.4 times as long as at 8). While
+        the host than it has slots (one H200, the session's own pool, before this waited: 10–12
+        runs at once on 8 slots for the first 180 s, a run up to 2.4 times as long). While
         it waits it holds the lock on WAITING (waiters queue for it), and no batch takes extra
         slots (extra), so a freed slot goes to a case before a batch that frees and takes again
         at once would have it (the production strategy's batches, minutes of them, against the
