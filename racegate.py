@@ -14,6 +14,7 @@ gets only the missing ones (host_env). Every command first says which versions i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -21,7 +22,6 @@ import shutil
 import site
 import subprocess
 import sys
-import tempfile
 import venv
 from pathlib import Path
 
@@ -259,18 +259,15 @@ def main(argv: list[str]) -> int:
     if argv[0] in ("race", "test"):
         tested = subprocess.run([str(python), "-c", VERSIONS], capture_output=True, text=True)
         print(f"racegate: testing {tested.stdout.strip() or tested.stderr.strip()}", flush=True)
-    decided = folder = None
-    if argv[0] == "race":  # side by side, sized to this host (harness/sizing.py)
-        sized, why = race_args(argv[1:])
-        print(f"racegate: {why}", flush=True)
-        # UNDECIDED where pytest decided nothing (harness/race_exit.py), in a 0700 folder
-        decided = race_exit.given_path(argv[1:])
-        folder = None if decided else Path(tempfile.mkdtemp(prefix="racegate-race-"))
-        own = [f"{race_exit.FLAG}={folder / 'decision.json'}"] if folder else []
-        decided = decided or folder / "decision.json"
-        steps = [[*steps[0][:2], *sized, *steps[0][2:4], *own, *steps[0][4:]]]
-    rc = 0
-    try:
+    with contextlib.ExitStack() as stack:
+        decided = None
+        if argv[0] == "race":  # side by side, sized to this host (harness/sizing.py)
+            sized, why = race_args(argv[1:])
+            print(f"racegate: {why}", flush=True)
+            # UNDECIDED where pytest decided nothing (harness/race_exit.py)
+            own, decided = stack.enter_context(race_exit.deciding(argv[1:]))
+            steps = [[*steps[0][:2], *sized, *steps[0][2:4], *own, *steps[0][4:]]]
+        rc = 0
         for step in steps:
             head, *rest = step
             tool = head.removeprefix("@")
@@ -286,9 +283,6 @@ def main(argv: list[str]) -> int:
             rc, why = race_exit.gated(rc, decided, argv[1:])
             if why:
                 print(f"racegate: {why}", file=sys.stderr)
-    finally:
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
     return rc
 
 

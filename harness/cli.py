@@ -12,11 +12,9 @@ import argparse
 import itertools
 import json
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -515,15 +513,9 @@ def cmd_race(pytest_args: list[str]) -> int:
     UNDECIDED where it decided nothing (harness.race_exit)."""
     sized, why = sizing.race_args(pytest_args)
     print(f"racegate: {why}", file=sys.stderr, flush=True)
-    folder = Path(tempfile.mkdtemp(prefix="racegate-race-"))  # 0700, in the private root
-    try:
-        decided = race_exit.given_path(pytest_args)
-        own = [] if decided else [f"{race_exit.FLAG}={folder / 'decision.json'}"]
-        decided = decided or folder / "decision.json"
+    with race_exit.deciding(pytest_args) as (own, decided):
         cmd = [sys.executable, "-m", "pytest", *sized, "-m", "race", *own, *pytest_args]
         code, why = race_exit.gated(subprocess.call(cmd), decided, pytest_args)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     if why:
         print(f"racegate: {why}", file=sys.stderr)
     return code

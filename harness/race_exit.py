@@ -10,8 +10,11 @@ it before any environment exists.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 FLAG = "--decision-file"
@@ -30,6 +33,22 @@ def given_path(args: Sequence[str]) -> Path | None:
         if arg == FLAG and i + 1 < len(args):
             return Path(args[i + 1])
     return None
+
+
+@contextlib.contextmanager
+def deciding(args: Sequence[str]) -> Iterator[tuple[list[str], Path]]:
+    """(the option to add to pytest's arguments, the decision file to read after) for one
+    gating run: the --decision-file the user gave (nothing added), else one in a new 0700
+    folder of a random name (tempfile.mkdtemp), removed after."""
+    given = given_path(args)
+    if given is not None:
+        yield [], given
+        return
+    folder = Path(tempfile.mkdtemp(prefix="racegate-race-"))
+    try:
+        yield [f"{FLAG}={folder / 'decision.json'}"], folder / "decision.json"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def gated(
