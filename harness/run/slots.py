@@ -108,12 +108,10 @@ class SlotPool:
                 if len(held) >= most:
                     break
                 fd = self._open(str(i))
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
+                if _lock(fd, fcntl.LOCK_EX):
+                    held.append(Slot(fd))
+                else:
                     os.close(fd)
-                    continue
-                held.append(Slot(fd))
         except BaseException:  # a Ctrl-C mid-way: no slot stays locked for the worker's life
             release(held)
             raise
