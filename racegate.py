@@ -265,7 +265,7 @@ def main(argv: list[str]) -> int:
             sized, why = race_args(argv[1:])
             print(f"racegate: {why}", flush=True)
             # UNDECIDED where pytest decided nothing (harness/race_exit.py)
-            own, decided = stack.enter_context(race_exit.deciding(argv[1:]))
+            own, decided = stack.enter_context(race_exit.deciding(argv[1:], ROOT))  # its cwd
             steps = [[*steps[0][:2], *sized, *steps[0][2:4], *own, *steps[0][4:]]]
         rc = 0
         for step in steps:

@@ -513,7 +513,7 @@ def cmd_race(pytest_args: list[str]) -> int:
     UNDECIDED where it decided nothing (harness.race_exit)."""
     sized, why = sizing.race_args(pytest_args)
     print(f"racegate: {why}", file=sys.stderr, flush=True)
-    with race_exit.deciding(pytest_args) as (own, decided):
+    with race_exit.deciding(pytest_args, Path.cwd()) as (own, decided):
         cmd = [sys.executable, "-m", "pytest", *sized, "-m", "race", *own, *pytest_args]
         code, why = race_exit.gated(subprocess.call(cmd), decided, pytest_args)
     if why:

@@ -23,25 +23,33 @@ FLAG = "--decision-file"
 PRINTS_ONLY = ("--version", "-V", "--help", "-h", "--markers", "--fixtures")
 # harness.judge.gate's exit code of UNDECIDED (tests/test_gate_decision.py checks they agree).
 EXIT_UNDECIDED = 7
+# The exits of a decision other than SAFE (UNSAFE's, UNDECIDED's): where pytest exited 0 but
+# wrote one of these, the command exits with it.
+DECIDED_NOT_SAFE = (1, EXIT_UNDECIDED)
 
 
 def given_path(args: Sequence[str]) -> Path | None:
-    """The --decision-file the user gave themselves, if any."""
+    """The --decision-file the user gave themselves, if any: the last one, as pytest takes it."""
+    found = None
     for i, arg in enumerate(args):
         if arg.startswith(f"{FLAG}="):
-            return Path(arg.partition("=")[2])
-        if arg == FLAG and i + 1 < len(args):
-            return Path(args[i + 1])
-    return None
+            found = Path(arg.partition("=")[2])
+        elif arg == FLAG and i + 1 < len(args):
+            found = Path(args[i + 1])
+    return found
 
 
 @contextlib.contextmanager
-def deciding(args: Sequence[str]) -> Iterator[tuple[list[str], Path]]:
+def deciding(args: Sequence[str], cwd: Path) -> Iterator[tuple[list[str], Path]]:
     """(the option to add to pytest's arguments, the decision file to read after) for one
-    gating run: the --decision-file the user gave (nothing added), else one in a new 0700
-    folder of a random name (tempfile.mkdtemp), removed after."""
+    gating run of pytest in `cwd`: the --decision-file the user gave (nothing added; taken from
+    `cwd` where relative, and removed first, as pytest removes it, so that no older file can
+    answer for this run), else one in a new 0700 folder of a random name (tempfile.mkdtemp),
+    removed after."""
     given = given_path(args)
     if given is not None:
+        given = cwd / given  # an absolute path stays itself
+        given.unlink(missing_ok=True)
         yield [], given
         return
     folder = Path(tempfile.mkdtemp(prefix="racegate-race-"))
@@ -55,9 +63,9 @@ def gated(
     pytest_exit: int, decision_file: Path, args: Sequence[str] = ()
 ) -> tuple[int, str | None]:
     """(the command's exit, a line saying why where it is not pytest's): where pytest exited 0,
-    the decision it wrote must be SAFE (its exit_code 0, harness.judge.decision_file), else
-    UNDECIDED; pytest's own exit where `args` (the user's) only ask it to print
-    (PRINTS_ONLY)."""
+    the decision it wrote must be SAFE (its exit_code 0, harness.judge.decision_file); one it
+    wrote otherwise gives its own exit, none UNDECIDED's; pytest's own exit where `args` (the
+    user's) only ask it to print (PRINTS_ONLY)."""
     if pytest_exit != 0 or any(a in PRINTS_ONLY for a in args):
         return pytest_exit, None
     try:
@@ -66,5 +74,9 @@ def gated(
         code = None
     if code == 0:
         return 0, None
-    why = "no race case ran" if code is None else f"pytest exited 0 but decided exit {code}"
-    return EXIT_UNDECIDED, f"UNDECIDED: {why}, so nothing is decided (exit {EXIT_UNDECIDED})"
+    if code in DECIDED_NOT_SAFE:  # pytest's own exit (--no-racegate-gate): the decision's
+        return code, f"pytest exited 0, but the decision it wrote exits {code}"
+    return (
+        EXIT_UNDECIDED,
+        f"UNDECIDED: no race case ran, so nothing is decided (exit {EXIT_UNDECIDED})",
+    )

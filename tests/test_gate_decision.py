@@ -194,12 +194,17 @@ def test_a_front_door_that_decided_nothing_exits_undecided(tmp_path: Path) -> No
     assert race_exit.gated(0, decided)[0] == race_exit.EXIT_UNDECIDED  # no decision written
     decided.write_text(json.dumps({"exit_code": 7}))
     assert race_exit.gated(0, decided)[0] == race_exit.EXIT_UNDECIDED  # the gate was off
+    decided.write_text(json.dumps({"exit_code": 1}))  # UNSAFE, pytest's exit its own: 1
+    assert race_exit.gated(0, decided)[0] == 1
     decided.write_text(json.dumps({"exit_code": 0}))
     assert race_exit.gated(0, decided) == (0, None)
     assert race_exit.gated(1, tmp_path / "none.json") == (1, None)  # pytest's own word stands
     assert race_exit.gated(0, tmp_path / "none.json", ["--version"]) == (0, None)  # prints only
     assert race_exit.given_path(["-x", "--decision-file=d.json"]) == Path("d.json")
     assert race_exit.given_path(["--decision-file", "e.json"]) == Path("e.json")
+    assert race_exit.given_path(["--decision-file=d.json", "--decision-file", "e.json"]) == Path(
+        "e.json"
+    )  # the last, as pytest takes it
 
 
 @pytest.mark.process  # the two front doors, each a real process running a real pytest
@@ -221,6 +226,32 @@ def test_a_gating_command_that_ran_no_case_does_not_exit_0(front: list[str]) -> 
     )  # fmt: skip
     assert proc.returncode == EXIT_CODES[Word.UNDECIDED], proc.stdout[-2000:] + proc.stderr
     assert "no race case ran, so nothing is decided" in proc.stderr
+
+
+@pytest.mark.process  # the two front doors, each a real process running a real pytest
+@pytest.mark.parametrize(
+    "front",
+    [["-m", "harness", "race"], [str(ROOT / "racegate.py"), "race"]],
+    ids=["module", "script"],
+)
+def test_an_older_decision_file_never_answers_for_a_run(front: list[str], tmp_path: Path) -> None:
+    """A review found both front doors exiting 0 for `--collect-only` with decision files the
+    user named that an earlier run had left saying SAFE: they read the first of two
+    --decision-file options (pytest takes the last) and never removed an older file."""
+    import os
+    import subprocess
+
+    old = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path in old:
+        path.write_text(json.dumps({"exit_code": 0, "word": "SAFE"}))
+    env = {k: v for k, v in os.environ.items() if k != "RACEGATE_VENV"}  # the host's torch
+    proc = subprocess.run(
+        [sys.executable, *front, "--collect-only", "-q", "-p", "no:cacheprovider",
+         *(f"--decision-file={path}" for path in old)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == EXIT_CODES[Word.UNDECIDED], proc.stdout[-2000:] + proc.stderr
+    assert not old[1].exists()  # the one pytest would write: removed first, as pytest does
 
 
 @pytest.mark.process
