@@ -258,7 +258,7 @@ def _run_race_case(
             if (
                 control is not None
                 and controls_landed({cell}, rc, cal, session_records(pytestconfig))
-                and _top_up_control(control, cell, rc, cal, pytestconfig, pool, command)
+                and _top_up_control(control, cell, rc, cal, pytestconfig, pool, command, primes)
             ):
                 left, why = production_runs_left(
                     len(records), cell, rc, cal, session_records(pytestconfig)
@@ -285,40 +285,42 @@ def _top_up_control(
     pytestconfig: pytest.Config,
     pool: SlotPool | None,
     command: str,
+    primes: SharedPrimes,
 ) -> int:
     """More control runs in `cell`, batch by batch, while its rate there cannot give the
     production strategy its power (harness.case_plan.control_top_up). Their records land in
     the session's results, where the verdict reads the control's rate; the control's failures
-    are what it is for, so they fail nothing here. Returns how many it made."""
+    are what it is for, so they fail nothing here. Returns how many it made. `primes`: the
+    case's, keyed by scenario, so the control's warm/deleted runs share one priming run of
+    the control however many times this is asked."""
     made = 0
-    with SharedPrimes() as primes:  # the control's own priming run for its warm/deleted runs
-        while True:
-            records = session_records(pytestconfig)
-            rates = control_rates(records, cal.control)
-            elsewhere = any(r.hits for c, r in rates.items() if c != cell)
-            more, why = control_top_up(rates.get(cell), cal, elsewhere)
-            landed = control_landed(cell, cal, records)
-            # Bounded by the runs landed (runs whose priming failed count here, not in the
-            # rate) and by the runs made (a record that did not land cannot loop this).
-            more = min(more, cal.control_max - landed, cal.control_max - made)
-            if more <= 0:
-                return made
-            print(why)
-            jobs, extra = _batch(pool, rc.case_jobs, min(more, cal.control_repeat))
-            try:
-                run_case(
-                    control,
-                    jobs,
-                    results=rc.results,
-                    command=command,
-                    timing_valid=False,
-                    first_index=landed,
-                    jobs=jobs,
-                    primes=primes,
-                )
-            finally:
-                release(extra)
-            made += jobs
+    while True:
+        records = session_records(pytestconfig)
+        rates = control_rates(records, cal.control)
+        elsewhere = any(r.hits for c, r in rates.items() if c != cell)
+        more, why = control_top_up(rates.get(cell), cal, elsewhere)
+        landed = control_landed(cell, cal, records)
+        # Bounded by the runs landed (runs whose priming failed count here, not in the
+        # rate) and by the runs made (a record that did not land cannot loop this).
+        more = min(more, cal.control_max - landed, cal.control_max - made)
+        if more <= 0:
+            return made
+        print(why)
+        jobs, extra = _batch(pool, rc.case_jobs, min(more, cal.control_repeat))
+        try:
+            run_case(
+                control,
+                jobs,
+                results=rc.results,
+                command=command,
+                timing_valid=False,
+                first_index=landed,
+                jobs=jobs,
+                primes=primes,
+            )
+        finally:
+            release(extra)
+        made += jobs
 
 
 def incident_topology(gpus: int) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -363,9 +363,10 @@ def memory_flat(record: RunRecord, limit: float = MEMORY_GROWTH_LIMIT) -> tuple[
 def production_bars(records: list[RunRecord], production: str) -> list[str]:
     """What the production strategy's runs missed besides the race, from the records alone:
     memory that grew (memory_flat), runs under the test slowdown (a test tool, not the
-    workload's own step). pytest's verdict, `harness run`, bisect and the report each pass
-    these to harness.judge.gate.decide_gate (the report adds tokens/s floors), so the same
-    records get the same word everywhere."""
+    workload's own step). pytest's verdict, `harness run` and bisect pass these to
+    harness.judge.gate.decide_gate; the report judges the same two bars per cell
+    (harness.report.matrix: Cell.memory_ok, Cell.slowed) beside its tokens/s floors, and its
+    group decision passes them the same way, so the same records get the same word."""
     mine = [r for r in records if r.scenario.strategy == production]
     out = [why for ok, why in map(memory_flat, mine) if not ok][:1]
     if slowed := sum(r.test_slowdown is not None for r in mine):

@@ -33,8 +33,6 @@ PROBES_PROPERTY = "racegate_probes"  # user property carrying a probe run's verd
 EVIDENCE_PROPERTY = "racegate_evidence"
 
 
-# Registered by harness.pytest_plugin from its own pytest_configure, once the settings are stashed
-# (the control is the workload's: its roles); its options are harness.options.PYTEST_ONLY.
 def check_calibration(config: pytest.Config) -> None:
     """The calibration's counts (--control-repeat, --control-max, --power-cap): a ValueError of
     one line naming the bad one. harness.pytest_plugin checks them before it makes anything."""
@@ -55,6 +53,8 @@ def check_calibration(config: pytest.Config) -> None:
         )
 
 
+# Registered by harness.pytest_plugin from its own pytest_configure, once the settings are stashed
+# (the control is the workload's: its roles); its options are harness.options.PYTEST_ONLY.
 def pytest_configure(config: pytest.Config) -> None:
     opt = config.getoption
     rc = config.stash.get(racegate_key, None)

@@ -56,7 +56,7 @@ class Slot:
 
 class SlotPool:
     """N slots in `folder` (files 0 … N-1). from_parent: a process above the session made it
-    and shares it with other sessions; it removes it, and a case waits for its own slot."""
+    and shares it with other sessions, and removes it (the session's own pool, its controller)."""
 
     def __init__(self, folder: Path, size: int, *, from_parent: bool = False) -> None:
         if size < 1:
@@ -121,7 +121,7 @@ class SlotPool:
         """A case's own slot, waited for: a case that ran without one would put more runs on
         the host than it has slots (one H200, the session's own pool, before this waited: 10–12
         runs at once on 8 slots for the first 180 s, a run up to 2.4 times as long). While
-        it waits it holds the lock on WAITING (waiters queue for it), and no batch takes extra
+        it waits it holds the lock on WAITING (one waiter at a time), and no batch takes extra
         slots (extra), so a freed slot goes to a case before a batch that frees and takes again
         at once would have it (the production strategy's batches, minutes of them, against the
         case's time limit). Cases hold extras one batch of runs at a time, but a batch whose
