@@ -586,23 +586,28 @@ def read_jsonl_counted(path: Path) -> tuple[list[RunRecord], list[int]]:
     records, torn, lines = [], [], 0
     try:
         with path.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                lines += 1
-                try:
-                    raw = json.loads(line)
-                except json.JSONDecodeError:
-                    torn.append(n)
-                    continue
-                try:
-                    records.append(RunRecord.from_json(raw))
-                except values.GateInputError as exc:
-                    raise values.GateInputError(f"{path}:{n}: {exc}") from None
+            # A shared lock against append_jsonl's exclusive one: a record being appended is
+            # read whole or not at all, never as a torn line (cases read the session's file
+            # while others append to it: harness.cases.test_race polls it).
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
+            text = fh.read()  # newlines translated: "\n" ends every line
     except UnicodeDecodeError:
         raise values.GateInputError(
             f"{path}: not a JSON-lines file (not UTF-8 text); give racegate's records files"
         ) from None
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        lines += 1
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError:
+            torn.append(n)
+            continue
+        try:
+            records.append(RunRecord.from_json(raw))
+        except values.GateInputError as exc:
+            raise values.GateInputError(f"{path}:{n}: {exc}") from None
     if torn and len(torn) == lines:
         raise values.GateInputError(
             f"{path}:{torn[0]}: not a JSON-lines file (no line of it is JSON); give racegate's "

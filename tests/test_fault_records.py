@@ -33,6 +33,33 @@ def test_an_append_after_a_torn_line_is_not_glued_onto_it(tmp_path: Path) -> Non
     assert len(read_jsonl(out, skip_torn=True)) == 2
 
 
+def test_a_record_being_appended_is_read_whole_or_not_at_all(tmp_path: Path) -> None:
+    """A case reads the session's records while other workers append to them (a review: the
+    readers took no lock, so a record ~15 KB long could be read half-written, and the case
+    failed on a torn line). Here a writer holds the appenders' lock with half a record
+    written, as append_jsonl's one write does mid-way; the reader waits for the rest."""
+    import fcntl
+    import os
+    import threading
+    import time
+
+    out = tmp_path / "runs.jsonl"
+    append_jsonl(out, make_record())
+    line = (json.dumps(make_record(strategy="per_device").to_json()) + "\n").encode()
+    fd = os.open(out, os.O_WRONLY | os.O_APPEND)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, line[:200])
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(read_jsonl_counted(out)))
+    reader.start()
+    time.sleep(0.5)  # the reader is at the file now
+    os.write(fd, line[200:])
+    os.close(fd)  # releases the lock
+    reader.join(10)
+    records, torn = got[0]
+    assert torn == [] and [r.scenario.strategy for r in records] == ["warmup", "per_device"]
+
+
 def _append_many(path: str, strategy: str, n: int) -> None:
     for _ in range(n):
         append_jsonl(Path(path), make_record(strategy=strategy))
