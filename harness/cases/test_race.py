@@ -110,9 +110,12 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     own = _own_slot(pool, strategy, rc, cal, pytestconfig, request.session.items)
     try:
         with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
-            selected = cell in control_cells(request.session.items, cal.control)
-            control = None  # the production case adds control runs where its rate asks
-            if strategy == rc.production and selected:
+            # The production case's control scenario where the control's case for this cell is
+            # in the session (its rate will come; the case adds control runs where it asks)
+            control = None
+            if strategy == rc.production and cell in control_cells(
+                request.session.items, cal.control
+            ):
                 control = _scenario(rc, cal.control, cache_state, devices, tpd)
             records, why = _run_race_case(
                 scenario,
@@ -123,7 +126,6 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
                 pytestconfig,
                 primes,
                 command,
-                selected,
                 _may_hang(request.node),
                 control,
             )
@@ -216,13 +218,14 @@ def _run_race_case(
     pytestconfig: pytest.Config,
     primes: SharedPrimes,
     command: str,
-    control_selected: bool,
     may_hang: bool,
     control: Scenario | None = None,
 ) -> tuple[list[RunRecord], str]:
     """The case's runs (all the control's; the production strategy's as many as its power
     asks; the others until the first failure) and why that many. Runs at once: --case-jobs N,
-    or (auto) this worker's own run slot and the session's free ones (harness.run.slots)."""
+    or (auto) this worker's own run slot and the session's free ones (harness.run.slots).
+    control: for the production case, the control's scenario in this cell where the control's
+    case for it is in this session (None: no rate will come, the default --repeat)."""
     pool = slot_pool(pytestconfig)
     run = functools.partial(
         run_case,
@@ -249,7 +252,7 @@ def _run_race_case(
     else:  # as many clean runs as the control's rate here asks for (harness.judge.verdict)
         records = []
         left, why = production_runs_left(
-            0, cell, rc, cal, session_records(pytestconfig), control_selected
+            0, cell, rc, cal, session_records(pytestconfig), control is not None
         )
         while all(r.outcome == Outcome.OK for r in records):
             # Once the control's own runs here have landed, whether it needs more is asked
@@ -272,7 +275,7 @@ def _run_race_case(
             finally:
                 release(extra)
             left, why = production_runs_left(
-                len(records), cell, rc, cal, session_records(pytestconfig), control_selected
+                len(records), cell, rc, cal, session_records(pytestconfig), control is not None
             )
     return records, why
 
