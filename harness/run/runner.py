@@ -448,7 +448,7 @@ def collect(
     pytest-xdist); the record then counts for its outcome, not its tokens/s. primes: where a
     warm/deleted run copies its primed cache from (one priming run for all the scenario's
     runs); without it the run primes a cache of its own first."""
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    started_at = datetime.now(UTC).isoformat(timespec="milliseconds")  # runs are ordered by it
     t0 = time.monotonic()
     lifeline.become_subreaper()
     run_id = uuid.uuid4().hex
