@@ -196,6 +196,13 @@ def test_a_front_door_that_decided_nothing_exits_undecided(tmp_path: Path) -> No
     assert race_exit.gated(0, decided)[0] == race_exit.EXIT_UNDECIDED  # the gate was off
     decided.write_text(json.dumps({"exit_code": 1}))  # UNSAFE, pytest's exit its own: 1
     assert race_exit.gated(0, decided)[0] == 1
+    decided.write_text('{"exit_co')  # cut short: odd evidence, said as such
+    code, why = race_exit.gated(0, decided)
+    assert code == race_exit.EXIT_UNDECIDED and why is not None, why
+    assert "is unreadable" in why and "no race case ran" not in why, why
+    decided.write_text(json.dumps({"exit_code": 3}))  # no decision's exit
+    code, why = race_exit.gated(0, decided)
+    assert code == race_exit.EXIT_UNDECIDED and why is not None and "says exit 3" in why, why
     decided.write_text(json.dumps({"exit_code": 0}))
     assert race_exit.gated(0, decided) == (0, None)
     assert race_exit.gated(1, tmp_path / "none.json") == (1, None)  # pytest's own word stands
