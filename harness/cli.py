@@ -24,7 +24,7 @@ from typing import Any, TextIO
 from harness import options, race_exit, sizing, state, upgrade
 from harness.bisect import command as bisect_command
 from harness.judge.baselines import production_bars
-from harness.judge.gate import EXIT_USAGE, Decision, decide_gate
+from harness.judge.gate import EXIT_INTERRUPTED, EXIT_USAGE, Decision, decide_gate
 from harness.judge.inputs import check_records_from, records_from
 from harness.judge.summary import failure_lines, format_table, summarise
 from harness.record import RunRecord, append_jsonl
@@ -569,4 +569,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         kill_live_children()
         print("racegate: interrupted; records already written are kept", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED

@@ -32,6 +32,7 @@ from harness.ab.stats import (
 )
 from harness.ab.store import read_ab, write_ab
 from harness.judge.compare import Change
+from harness.judge.gate import EXIT_INTERRUPTED
 from harness.record import Hardware, RunRecord, ThreadRecord, Versions, read_jsonl
 from harness.scenario.spec import Scenario
 from harness.scenario.vocab import TEST_SLOWDOWN_ENV
@@ -444,10 +445,12 @@ def test_a_list_option_with_more_than_one_value_is_refused(args: list[str]) -> N
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.process
-def test_an_interrupted_ab_fails_and_shows_the_runs_it_made(tmp_path: Path, signum: int) -> None:
+def test_an_interrupted_ab_makes_no_call_and_shows_the_runs_it_made(
+    tmp_path: Path, signum: int
+) -> None:
     """A real SIGINT (what `timeout -s INT` sends nox's children) or SIGTERM (what nox sends
-    after it) after two runs a side: no traceback, the A/B fails, and the four runs made are
-    compared and kept in ab.json."""
+    after it) after two runs a side: no traceback, no call (exit 130, as `racegate upgrade`),
+    and the four runs made are compared and kept in ab.json."""
     records, out = tmp_path / "records", tmp_path / "ab.json"
     command = [sys.executable, "-m", "harness.ab", "compare", "--candidate", sys.executable]
     command += ["--runs", "3", "--records", str(records), "--out", str(out), *ONE_THREAD]
@@ -473,9 +476,9 @@ def test_an_interrupted_ab_fails_and_shows_the_runs_it_made(tmp_path: Path, sign
     time.sleep(1.0)  # the fifth run is in flight (a run takes seconds to import torch)
     proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 1, stdout + stderr
+    assert proc.returncode == EXIT_INTERRUPTED == 130, stdout + stderr
     assert "Traceback" not in stderr, stderr
-    assert "A/B FAILED: interrupted after 4 of 6 runs (reference 2, candidate 2)" in stdout
+    assert "A/B INTERRUPTED: interrupted after 4 of 6 runs (reference 2, candidate 2)" in stdout
     result = json.loads(out.read_text())
     assert result["failure"].startswith("interrupted after 4 of 6 runs"), result
     assert result["interrupted"] is True  # what racegate upgrade ends with 130 on
@@ -583,6 +586,29 @@ def test_device_memory_survives_the_file_and_a_doctored_call_is_refused(tmp_path
     # An 8B A/B written before device memory was compared (results/h200-ab-8b-5.17.0).
     old = read_ab(REPO / "tests/data/ab_8b_before_device_memory.json")
     assert old.device_memory == [] and not old.failed
+
+
+def test_an_interrupted_ab_reads_back_as_interrupted_and_a_bad_flag_is_refused(
+    tmp_path: Path,
+) -> None:
+    """ab.json's `interrupted` survives the file (the report reads such an A/B as no call,
+    not a failed one); a flag that is no boolean, or one without the failure that says after
+    how many runs, fails closed. An ab.json from before the flag was kept reads as not."""
+    path = tmp_path / "ab.json"
+    cut = ABResult(["--preset", "tiny"], {s: {"python": "py", "env": {}} for s in SIDES})
+    cut.failure, cut.interrupted = "interrupted after 1 of 6 runs (reference 1); no call", True
+    write_ab(path, cut)
+    back = read_ab(path)
+    assert back.interrupted and back.failed and back.failure == cut.failure
+    assert "A/B INTERRUPTED: interrupted after 1 of 6 runs" in "\n".join(back.lines())
+    data = json.loads(path.read_text())
+    for bad, match in (("yes", "interrupted is 'yes'; expected true or false"),
+                       (True, "interrupted is true but no failure says")):  # fmt: skip
+        path.write_text(json.dumps({**data, "interrupted": bad, "failure": None if bad is True
+                                    else data["failure"]}))  # fmt: skip
+        with pytest.raises(checked.GateInputError, match=match):
+            read_ab(path)
+    assert not read_ab(REPO / "tests/data/ab_8b_before_device_memory.json").interrupted
 
 
 @pytest.mark.process  # one real `harness run`

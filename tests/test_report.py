@@ -528,7 +528,7 @@ def test_an_ab_fails_the_report_but_never_stands_in_for_a_gated_group(
 ) -> None:
     """A passing A/B alone (no race run of the production strategy) is no pass; race records
     beside an ab.json stay race evidence; a gpu_ab folder cut before its ab.json, and an A/B
-    interrupted before each side had two runs, are failed comparisons."""
+    that lost a run before each side had two, are failed comparisons."""
     monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
     results, out = tmp_path / "results", tmp_path / "out"
     write_ab(results / "ab", [40_100.0, 39_900.0, 40_300.0])
@@ -544,9 +544,10 @@ def test_an_ab_fails_the_report_but_never_stands_in_for_a_gated_group(
     cut = write_ab(results / "cut", [40_000.0, 40_100.0])
     cut.unlink()  # killed before it wrote its result: only ab-records/ is left
     short = write_ab(
-        results / "short", [40_000.0], failure="interrupted after 2 of 6 runs (reference 1, "
-        "candidate 1); no call is made",
-    )  # fmt: skip
+        results / "short",
+        [40_000.0],
+        failure="candidate run 2 of 3: the run crashed",
+    )
     rc, md = report_md(results, out, floors)
     assert rc == 1 and "A/B: 1 of 3 comparisons passed" in md, md
     cut_row = line_of(md, "| cut/ab-records |")
@@ -555,9 +556,41 @@ def test_an_ab_fails_the_report_but_never_stands_in_for_a_gated_group(
     assert "**FAIL cut/ab-records**: runs in ab-records/ but no ab.json beside them" in md
     row = line_of(md, "| short/ab.json |")
     assert "| not compared | not compared (a run failed) | 3 vs 1 | FAIL |" in row, row
-    assert f"**FAIL {short.relative_to(results)}**: interrupted after 2 of 6 runs" in md
+    assert f"**FAIL {short.relative_to(results)}**: candidate run 2 of 3: the run crashed" in md
     assert "| 5.6.0 |" not in md  # none of the three comparisons' runs is a race row
     assert "the 15 runs of these comparisons are shown here" in md  # 6 + 4 + 5
+
+
+def test_an_interrupted_ab_leaves_the_report_undecided_not_unsafe(
+    tmp_path: Path, floors: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An A/B stopped before its call (Ctrl-C, a CI runner's SIGTERM: `harness.ab` and
+    `racegate upgrade` exit 130 there) decided nothing and found nothing worse: beside a SAFE
+    group the report is UNDECIDED (7), asks for the A/B again, and its gate cell and badge say
+    INTERRUPTED, not FAIL; a failed one beside it still makes it UNSAFE."""
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
+    results, out = tmp_path / "results", tmp_path / "out"
+    write(results / "cell" / "records.jsonl", clean_row())
+    cut = write_ab(
+        results / "cut", [40_000.0],
+        failure="interrupted after 2 of 6 runs (reference 1, candidate 1); no call is made",
+        interrupted=True,
+    )  # fmt: skip
+    rc, md = report_md(results, out, floors)
+    gate = json.loads((out / "gate.json").read_text())
+    assert rc == 7 and gate["decision"] == "UNDECIDED", (rc, gate)
+    assert gate["next"] == f"run the A/B of {cut.relative_to(results)} again, to its end", gate
+    assert "interrupted after 2 of 6 runs" in gate["reason"], gate
+    row = line_of(md, "| cut/ab.json |")
+    assert row.endswith("| not compared (interrupted) | 3 vs 1 | INTERRUPTED |"), row
+    assert f"**INTERRUPTED {cut.relative_to(results)}**: interrupted after 2 of 6" in md, md
+    html = (out / "matrix.html").read_text()
+    assert '<span class="b masked">INTERRUPTED</span>' in html
+    assert '<span class="b fail">FAIL</span>' not in html
+
+    write_ab(results / "slower", [36_000.0, 36_100.0, 35_900.0])  # −10%: a regression
+    rc, md = report_md(results, out, floors)
+    assert rc == 1 and json.loads((out / "gate.json").read_text())["decision"] == "UNSAFE"
 
 
 def test_a_calibration_is_shown_with_its_call_and_gates_nothing(

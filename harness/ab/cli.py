@@ -25,9 +25,11 @@ from harness.ab.run import Side, run_ab
 from harness.ab.stats import SIDES, power_summary
 from harness.ab.store import pooled_samples, write_ab
 from harness.judge.compare import CHANGE_TOLERANCE, DEFAULT_CONFIDENCE
+from harness.judge.gate import EXIT_INTERRUPTED, EXIT_SAFE, EXIT_UNSAFE, EXIT_USAGE
 from harness.run import private_root
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# An A/B passes its gate or fails it: the gating commands' codes (harness.judge.gate).
+EXIT_OK, EXIT_FAILED = EXIT_SAFE, EXIT_UNSAFE
 
 
 class UsageError(Exception):
@@ -117,6 +119,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.out is not None:
         write_ab(args.out, result)
     print("\n".join(result.lines()))
+    if result.interrupted:  # stopped before its call, as `racegate upgrade` is: no verdict
+        return EXIT_INTERRUPTED
     return EXIT_FAILED if result.failed else EXIT_OK
 
 

@@ -140,7 +140,9 @@ class ABResult:
             out.append(f"peak_mem_bytes: not compared ({self.memory_note})")
         for device in self.device_memory:
             out += [device.peak_line(), device.growth_line()]
-        if self.failure:
+        if self.interrupted:  # no call either way: not a failed comparison (harness.judge.gate)
+            out.append(f"A/B INTERRUPTED: {self.failure}")
+        elif self.failure:
             out.append(f"A/B FAILED: {self.failure}")
         elif self.calibration is not None and self.throughput is not None:
             word = "as it must" if self.as_calibrated else f"NOT as it must ({self.why_failed})"

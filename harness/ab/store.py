@@ -138,7 +138,13 @@ def read_ab(path: Path) -> ABResult:
         samples=[_sample_from(row, f"{path}: samples[{i}]") for i, row in enumerate(raw)],
         memory_note=None if note is None else checked.text(note, f"{path}: memory_note"),
         failure=None if failure is None else checked.text(failure, f"{path}: failure"),
+        # an ab.json from before it was kept has none: it read as a failed comparison then
+        interrupted=checked.boolean(data.get("interrupted", False), f"{path}: interrupted"),
     )  # fmt: skip
+    if result.interrupted and result.failure is None:
+        raise checked.GateInputError(
+            f"{path}: interrupted is true but no failure says after how many runs"
+        )
     # Runs on different GPUs make no A/B, whatever call the file stores (fail closed).
     result.failure = result.failure or gpu_mismatch(result.samples)
     stored = data.get("throughput")

@@ -32,6 +32,9 @@ EXIT_CODES: dict[str, int] = {
     "usage": EXIT_USAGE,
     Word.UNDECIDED: EXIT_UNDECIDED,
 }
+# A Ctrl-C (or the SIGINT/SIGTERM a CI runner or `timeout` sends): the command stopped before a
+# decision, as a shell reports a SIGINT; what it recorded is kept. Never a decision's code.
+EXIT_INTERRUPTED = 130
 # A gating command that ran and decided (whichever way): not a usage error or a crash.
 DECIDED_EXITS = frozenset({EXIT_SAFE, EXIT_UNSAFE, EXIT_UNDECIDED})
 

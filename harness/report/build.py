@@ -191,14 +191,21 @@ def group_decision(g: Group) -> Decision | None:
     return d
 
 
+def ab_decision(a: ABEntry) -> Decision:
+    """A gating A/B comparison that failed its gate: UNSAFE (a run failed, a metric regressed),
+    or UNDECIDED where it was interrupted before its call (`harness.ab` and `racegate upgrade`
+    exit 130 there: no decision, and nothing was found worse)."""
+    why = f"A/B {a.path}: {a.result.why_failed or 'failed'}"
+    if a.result.interrupted:
+        return Decision(Word.UNDECIDED, why, f"run the A/B of {a.path} again, to its end")
+    return Decision(Word.UNSAFE, why, "see matrix.md")
+
+
 def decision(m: Matrix) -> Decision:
     """The report's one decision: every gated group's, and each gating A/B comparison that
-    failed as UNSAFE; no gated group is UNDECIDED."""
+    failed (ab_decision); no gated group is UNDECIDED."""
     found = [d for g in m.groups.values() if (d := group_decision(g)) is not None]
-    found += [
-        Decision(Word.UNSAFE, f"A/B {a.path}: {a.result.why_failed or 'failed'}", "see matrix.md")
-        for a in m.ab_failed
-    ]
+    found += [ab_decision(a) for a in m.ab_failed]
     if not m.gated:  # an A/B alone never stands in for race evidence
         found = [d for d in found if d.word is Word.UNSAFE]
         if not found:
@@ -247,13 +254,10 @@ def ab_text(entry: ABEntry) -> dict[str, str]:
         return f"{c.ratio_text()}: {c.word}"
 
     runs = {s: sum(x.side == s for x in r.samples) for s in SIDES}
+    cut = "interrupted" if r.interrupted else "a run failed" if r.failure else "no runs"
     return {
         "tokens_per_s": ratio(r.throughput) if r.throughput else "not compared",
-        "memory": (
-            ratio(r.memory)
-            if r.memory
-            else f"not compared ({r.memory_note or ('a run failed' if r.failure else 'no runs')})"
-        )
+        "memory": (ratio(r.memory) if r.memory else f"not compared ({r.memory_note or cut})")
         + "".join(f"; {d.cell()}" for d in r.device_memory),  # each device: peak, growth
         "runs": f"{runs['reference']} vs {runs['candidate']}"
         if r.samples or not entry.runs_left_out
@@ -265,7 +269,7 @@ def ab_text(entry: ABEntry) -> dict[str, str]:
 def ab_gate_word(r: ABResult) -> str:
     """An A/B's gate cell: PASS / FAIL, or for a calibration whether it came out as it must."""
     if r.calibration is None:
-        return "FAIL" if r.failed else "PASS"
+        return "INTERRUPTED" if r.interrupted else "FAIL" if r.failed else "PASS"
     if r.failure is not None or r.throughput is None:
         return "calibration: no call"
     return "calibration: as it must" if r.as_calibrated else "calibration: missed"
@@ -305,7 +309,8 @@ def ab_markdown(m: Matrix) -> list[str]:
             f"{_md(t['memory'])} | {t['runs']} | {t['gate']} |"
         )
     for a in m.ab_failed:
-        lines += ["", f"**FAIL {_md(a.path)}**: {_md(a.result.why_failed or '?')}"]
+        word = ab_gate_word(a.result)
+        lines += ["", f"**{word} {_md(a.path)}**: {_md(a.result.why_failed or '?')}"]
     for a in m.calibrations:
         if a.result.failed:
             why = _md(a.result.why_failed or "?")

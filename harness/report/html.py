@@ -16,6 +16,7 @@ from harness.report.build import (
     POOL_HEADS,
     POOL_INTRO,
     POOL_PER_SIDE,
+    ab_gate_word,
     ab_note,
     ab_text,
     cell_flags,
@@ -83,6 +84,9 @@ STATUS_CLASS = {
 }
 # A group's gate badge, by its decision word: UNDECIDED is amber (no failure shown), not red.
 GATE_CLASS = {"SAFE": "pass", "UNSAFE": "fail", "UNDECIDED": "masked", "not gated": "muted"}
+# A gating A/B's badge, by its gate cell (harness.report.build.ab_gate_word): one interrupted
+# before its call is amber, as the UNDECIDED it makes the report.
+AB_CLASS = {"PASS": "pass", "FAIL": "fail", "INTERRUPTED": "masked"}
 
 
 def gate_badge(g: Group) -> str:
@@ -285,7 +289,7 @@ def _ab_section(m: Matrix) -> list[str]:
     ]
     for a in m.ab:
         t = ab_text(a)
-        cls = "muted" if a.result.calibration else "fail" if a.result.failed else "pass"
+        cls = AB_CLASS.get(t["gate"], "muted")  # a calibration's call: muted, never gated
         cells = (a.path, a.preset, a.change, t["tokens_per_s"], t["memory"], t["runs"])
         out.append(
             "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells)
@@ -293,8 +297,8 @@ def _ab_section(m: Matrix) -> list[str]:
         )  # fmt: skip
     out.append("</table>")
     for a in m.ab_failed:
-        why = a.result.why_failed or "?"
-        out.append(f"<p>{badge('FAIL', 'fail')} {escape(a.path)}: {escape(why)}</p>")
+        why, word = a.result.why_failed or "?", ab_gate_word(a.result)
+        out.append(f"<p>{badge(word, AB_CLASS[word])} {escape(a.path)}: {escape(why)}</p>")
     for a in (c for c in m.calibrations if c.result.failed):
         why = a.result.why_failed or "?"
         out.append(f"<p>{badge('calibration', 'muted')} {escape(a.path)}: {escape(why)}</p>")
