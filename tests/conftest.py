@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing.util
 import os
+import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -29,6 +30,21 @@ TIER_MARKERS = ("process", "fault")
 UNIT_TIME_LIMIT_S = 60.0
 TESTS_DIR = Path(__file__).resolve().parent
 _spawned = pytest.StashKey[list[str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the suite's children their Ctrl-C back where this process was started without one.
+
+    The fault and process tests stop real runners with a real SIGINT and expect Python's
+    KeyboardInterrupt there. A process started with SIGINT ignored (a background job of a
+    non-interactive shell, `cmd &` in a script; nohup) hands SIG_IGN down through every fork
+    and exec, and Python keeps an inherited SIG_IGN, so those runners ignored the test's SIGINT
+    (test_children_die_with_the_runner[SIGINT-*] failed in every run of the suite started so,
+    and passed under `timeout`, which resets it). A Python handler is reset to the default at a
+    child's exec, so each child python installs its KeyboardInterrupt again, as from a shell.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def is_unit(item: pytest.Item) -> bool:
