@@ -276,9 +276,8 @@ def main(argv: list[str]) -> int:
             try:
                 rc = subprocess.run(command, cwd=ROOT).returncode
             except KeyboardInterrupt:
-                return (
-                    130  # harness.judge.gate.EXIT_INTERRUPTED (no harness import before the venv)
-                )
+                # harness.judge.gate.EXIT_INTERRUPTED: no harness import before the venv exists
+                return 130
             if rc != 0:
                 break
         if decided is not None:
