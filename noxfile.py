@@ -134,7 +134,7 @@ def gpu_ab(session: nox.Session, torch: str, transformers: str) -> None:
         "python", "-m", "harness.ab", "compare", "--reference", ref_python,
         "--candidate", str(Path(session.bin) / "python"), "--runs", str(runs),
         "--records", str(out / "ab-records"), "--out", str(result),
-        "--", *(session.posargs or support.AB_RUN_ARGS), success_codes=[0, 1],
+        "--", *(session.posargs or support.AB_RUN_ARGS), success_codes=support.AB_READ_EXITS,
         interrupt_timeout=support.AB_INTERRUPT_S,
     )  # fmt: skip
     support.ab_call(session, result)

@@ -26,6 +26,7 @@ import nox
 
 from harness import matrix_plan
 from harness.ab.defaults import ONE_TIMED_RUN
+from harness.judge.gate import EXIT_INTERRUPTED, EXIT_SAFE, EXIT_UNSAFE
 from harness.sizing import host_race_workers  # the one sizing rule, racegate.py's too
 
 # ---- The version matrix: harness/expectations/versions.toml, the only place versions are
@@ -519,6 +520,9 @@ def ab_params(name: str, values: Sequence[str]) -> list[nox.param]:
 # On Ctrl-C nox passes SIGINT on and sends SIGTERM 0.3 s later (its default): too soon for
 # harness.ab to stop the run in flight, compare the runs it made and write ab.json.
 AB_INTERRUPT_S = 60.0
+# harness.ab compare's exits whose reason ab_call reads from ab.json: passed, failed, and
+# interrupted before its call (harness.judge.gate.EXIT_INTERRUPTED).
+AB_READ_EXITS = [EXIT_SAFE, EXIT_UNSAFE, EXIT_INTERRUPTED]
 
 
 def ab_call(session: nox.Session, result: Path) -> None:
@@ -527,6 +531,8 @@ def ab_call(session: nox.Session, result: Path) -> None:
         data = json.loads(result.read_text())
     except (OSError, ValueError) as exc:
         session.error(f"harness.ab wrote no readable {result}: {exc}")
+    if data.get("interrupted"):  # no decision either way, as harness.ab and upgrade say
+        session.error(f"A/B interrupted before its call (no decision): {data.get('failure')}")
     if data.get("failure"):
         session.error(f"A/B failed (no call from partial evidence): {data['failure']}")
     for metric in ("throughput", "memory"):

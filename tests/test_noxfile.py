@@ -773,9 +773,17 @@ class ABSession(JUnitWritingSession):
         return super().run(*args, **kwargs)
 
 
-def _ab_answer(change: str = "no significant change", failure: str | None = None) -> Any:
+def _ab_answer(
+    change: str = "no significant change", failure: str | None = None, interrupted: bool = False
+) -> Any:
     comp = {"ratio": 0.9 if change == "lower" else 1.0, "low": 0.88, "high": 0.92}
-    return {"failure": failure, "throughput": {**comp, "change": change}, "memory": None}
+    throughput = {**comp, "change": change}
+    return {
+        "failure": failure,
+        "throughput": throughput,
+        "memory": None,
+        "interrupted": interrupted,
+    }
 
 
 def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
@@ -814,7 +822,8 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     assert cmd[cmd.index("--records") + 1] == str(cell / "ab-records")
     assert cmd[cmd.index("--runs") + 1] == "5"
     assert cmd[cmd.index("--") + 1 :] == noxfile.support.AB_RUN_ARGS
-    assert kw["success_codes"] == [0, 1]  # exit 1 is read from ab.json, with its reason
+    # exit 1, and 130 (interrupted before its call), are read from ab.json, with their reason
+    assert kw["success_codes"] == [0, 1, 130]
     # An interrupt leaves harness.ab time to stop and write ab.json (nox's default is 0.3 s).
     assert kw["interrupt_timeout"] >= 30
     # Faster is no failure; slower, a failed run, or no result fails the cell, saying why.
@@ -822,6 +831,10 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     for answer, message in (
         (_ab_answer("lower"), r"candidate slower: 0\.900x \[0\.880, 0\.920\]"),
         (_ab_answer(failure="candidate run 2 of 5: outcome hang"), "A/B failed.*run 2 of 5"),
+        (
+            _ab_answer(failure="interrupted after 4 of 10 runs", interrupted=True),
+            r"A/B interrupted before its call \(no decision\): interrupted after 4 of 10",
+        ),
         (None, "wrote no readable"),
     ):
         with pytest.raises(AssertionError, match=message):
