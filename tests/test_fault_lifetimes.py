@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.lifeline import processes_with
+from harness.run.lifeline import kill_with, processes_with
 
 # Every test here injects real faults into real runs: the fault tier (tests/conftest.py).
 pytestmark = pytest.mark.fault
@@ -73,8 +73,7 @@ def test_children_die_with_the_runner(sig: str, when: str, tmp_path: Path) -> No
         assert wait_for(lambda: not children_of(runner), 15), children_of(runner)
         if sig == "SIGINT":  # an exit path the runner survives: its run dir is gone too
             assert list(tmp_path.iterdir()) == []
-    finally:
-        for pid in children_of(runner):  # never leave a test's processes behind
-            os.kill(pid, signal.SIGKILL)
+    finally:  # never leave a test's processes behind
+        kill_with("RACEGATE_RUNNER_PID", str(runner.pid))
         if runner.poll() is None:
             runner.kill()

@@ -110,9 +110,15 @@ def processes_with(var: str, value: str) -> list[int]:
 
 def kill_run(run_id: str, attempts: int = 20) -> list[int]:
     """SIGKILL every process of the run until none is left; returns the pids it killed."""
+    return kill_with(RUN_MARKER, run_id, attempts)
+
+
+def kill_with(var: str, value: str, attempts: int = 20) -> list[int]:
+    """SIGKILL every process whose environment has var=value until none is left (one that ends
+    on its own between the look and the kill is no error); returns the pids it killed."""
     killed: list[int] = []
     for _ in range(attempts):
-        pids = processes_of_run(run_id)
+        pids = processes_with(var, value)
         if not pids:
             break
         for pid in pids:
