@@ -68,17 +68,16 @@ def gated(
     user's) only ask it to print (PRINTS_ONLY)."""
     if pytest_exit != 0 or any(a in PRINTS_ONLY for a in args):
         return pytest_exit, None
-    if not decision_file.exists():
-        why = "no race case ran"
-    else:
-        try:
-            code = json.loads(decision_file.read_text())["exit_code"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            code, why = None, f"the decision file {decision_file} is unreadable ({exc!r:.80})"
-        if code == 0:
-            return 0, None
-        if code in DECIDED_NOT_SAFE:  # pytest's own exit (--no-racegate-gate): the decision's
-            return code, f"pytest exited 0, but the decision it wrote exits {code}"
-        if code is not None:
-            why = f"the decision file {decision_file} says exit {code!r}, not a decision's"
+    try:
+        code = json.loads(decision_file.read_text())["exit_code"]
+    except FileNotFoundError:  # pytest writes it once a race case ran
+        code, why = None, "no race case ran"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        code, why = None, f"the decision file {decision_file} is unreadable ({exc!r:.80})"
+    if code == 0:
+        return 0, None
+    if code in DECIDED_NOT_SAFE:  # pytest's own exit (--no-racegate-gate): the decision's
+        return code, f"pytest exited 0, but the decision it wrote exits {code}"
+    if code is not None:
+        why = f"the decision file {decision_file} says exit {code!r}, not a decision's"
     return EXIT_UNDECIDED, f"UNDECIDED: {why}, so nothing is decided (exit {EXIT_UNDECIDED})"

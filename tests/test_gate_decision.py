@@ -191,7 +191,10 @@ def test_a_front_door_that_decided_nothing_exits_undecided(tmp_path: Path) -> No
 
     assert EXIT_CODES[Word.UNDECIDED] == race_exit.EXIT_UNDECIDED
     decided = tmp_path / "decision.json"
-    assert race_exit.gated(0, decided)[0] == race_exit.EXIT_UNDECIDED  # no decision written
+    assert race_exit.gated(0, decided) == (  # no decision written
+        race_exit.EXIT_UNDECIDED,
+        f"UNDECIDED: no race case ran, so nothing is decided (exit {race_exit.EXIT_UNDECIDED})",
+    )
     decided.write_text(json.dumps({"exit_code": 7}))
     assert race_exit.gated(0, decided)[0] == race_exit.EXIT_UNDECIDED  # the gate was off
     decided.write_text(json.dumps({"exit_code": 1}))  # UNSAFE, pytest's exit its own: 1
