@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from harness import matrix_plan, sizing
+from harness.judge.gate import EXIT_INTERRUPTED, EXIT_SAFE, EXIT_UNSAFE
 
 ROOT = Path(__file__).resolve().parent.parent
 NOXFILE = ROOT / "noxfile.py"
@@ -823,7 +824,7 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     assert cmd[cmd.index("--runs") + 1] == "5"
     assert cmd[cmd.index("--") + 1 :] == noxfile.support.AB_RUN_ARGS
     # exit 1, and 130 (interrupted before its call), are read from ab.json, with their reason
-    assert kw["success_codes"] == [0, 1, 130]
+    assert kw["success_codes"] == [0, 1, 130] == [EXIT_SAFE, EXIT_UNSAFE, EXIT_INTERRUPTED]
     # An interrupt leaves harness.ab time to stop and write ab.json (nox's default is 0.3 s).
     assert kw["interrupt_timeout"] >= 30
     # Faster is no failure; slower, a failed run, or no result fails the cell, saying why.
