@@ -80,8 +80,46 @@ def test_a_run_leaves_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
     [record] = [json.loads(line) for line in records.read_text().splitlines()]
     assert record["outcome"] == "ok", record["detail"]
     assert left_in(tmp, home) == []
-    # The values racegate set itself are not the user's: only the user's TMPDIR was replaced.
-    assert record["overridden_env"] == {"TMPDIR": str(tmp)}
+    # The values racegate set itself are not the user's: only the user's TMPDIR was replaced,
+    # and the user's PYTHONDONTWRITEBYTECODE (bytecode goes into the root: the test below).
+    assert record["overridden_env"] == {"TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+@pytest.mark.process
+def test_a_runs_children_cache_bytecode_in_the_root_where_the_user_writes_none(
+    tmp_path: Path,
+) -> None:
+    """PYTHONDONTWRITEBYTECODE=1 (fresh_env sets it, as GPU images do): every run's fresh
+    interpreter would compile torch's sources again. Its children write their bytecode into the
+    private root instead (kept here by --keep), none into TMPDIR or HOME outside it."""
+    env, tmp, home = fresh_env(tmp_path)
+    records = tmp_path / "runs.jsonl"
+    proc = subprocess.run(
+        run_args(records, "ok", "--keep"), env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode in RUN_DECIDED, proc.stderr
+    [record] = [json.loads(line) for line in records.read_text().splitlines()]
+    assert record["outcome"] == "ok", record["detail"]
+    [root] = tmp.glob(f"{private_root.ROOT_PREFIX}*")
+    cache = root / private_root.BYTECODE_DIR
+    assert os.stat(cache).st_mode & 0o777 == 0o700
+    cached = [p.relative_to(cache).as_posix() for p in cache.rglob("*.pyc")]
+    # The child's own module and torch's (the runner, under the user's setting, writes none)
+    assert any(p.endswith(f"harness/run/worker.{sys.implementation.cache_tag}.pyc") for p in cached)
+    assert any("/torch/" in p for p in cached)
+    assert [p for p in left_in(tmp, home) if not Path(p).is_relative_to(root)] == []
+
+
+def test_bytecode_goes_into_the_root_only_where_the_user_writes_none() -> None:
+    root = private_root.enter()
+    assert private_root.bytecode_env({}) == {}
+    assert private_root.bytecode_env({"PYTHONDONTWRITEBYTECODE": ""}) == {}  # empty is unset
+    env = private_root.bytecode_env({"PYTHONDONTWRITEBYTECODE": "1"})
+    assert env == {
+        "PYTHONDONTWRITEBYTECODE": "",
+        "PYTHONPYCACHEPREFIX": str(root / private_root.BYTECODE_DIR),
+    }
+    assert os.stat(env["PYTHONPYCACHEPREFIX"]).st_mode & 0o777 == 0o700
 
 
 @pytest.mark.process
@@ -93,7 +131,11 @@ def test_the_user_cache_dir_is_kept_and_reported(tmp_path: Path) -> None:
     proc = subprocess.run(run_args(records), env=env, cwd=REPO, capture_output=True, text=True)
     assert proc.returncode in RUN_DECIDED, proc.stderr
     [record] = [json.loads(line) for line in records.read_text().splitlines()]
-    assert record["overridden_env"] == {"TORCHINDUCTOR_CACHE_DIR": str(mine), "TMPDIR": str(tmp)}
+    assert record["overridden_env"] == {
+        "TORCHINDUCTOR_CACHE_DIR": str(mine),
+        "TMPDIR": str(tmp),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     assert left_in(tmp, home) == []
 
 
