@@ -110,16 +110,59 @@ def test_a_runs_children_cache_bytecode_in_the_root_where_the_user_writes_none(
     assert [p for p in left_in(tmp, home) if not Path(p).is_relative_to(root)] == []
 
 
-def test_bytecode_goes_into_the_root_only_where_the_user_writes_none() -> None:
-    root = private_root.enter()
-    assert private_root.bytecode_env({}) == {}
-    assert private_root.bytecode_env({"PYTHONDONTWRITEBYTECODE": ""}) == {}  # empty is unset
-    env = private_root.bytecode_env({"PYTHONDONTWRITEBYTECODE": "1"})
-    assert env == {
-        "PYTHONDONTWRITEBYTECODE": "",
-        "PYTHONPYCACHEPREFIX": str(root / private_root.BYTECODE_DIR),
-    }
-    assert os.stat(env["PYTHONPYCACHEPREFIX"]).st_mode & 0o777 == 0o700
+ENTER_AND_IMPORT = """
+import json, os, sys
+from harness.run import private_root
+root = private_root.enter()
+sys.path.insert(0, sys.argv[1])
+import late_module  # a source imported after enter(), in this process
+user = private_root.user_environ()
+print(json.dumps({
+    "root": str(root),
+    "write": not sys.dont_write_bytecode,
+    "prefix": sys.pycache_prefix,
+    "cached": late_module.__cached__,
+    "written": os.path.exists(late_module.__cached__),  # the root goes at exit
+    "env": {v: os.environ.get(v) for v in private_root.BYTECODE_VARS},
+    "user": {v: user.get(v) for v in private_root.BYTECODE_VARS},
+    "record": private_root.bytecode_env(),
+}))
+"""
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("user_off", ["1", None])
+def test_bytecode_goes_into_the_root_only_where_the_user_writes_none(
+    tmp_path: Path, user_off: str | None
+) -> None:
+    """A front door under PYTHONDONTWRITEBYTECODE=1 writes bytecode for what it imports after
+    entering its root, and hands the same to every process it starts, all inside the root; the
+    user's values come back for what the user runs (user_environ). Without the setting nothing
+    changes: bytecode goes beside the sources, as Python would put it."""
+    env, _, _ = fresh_env(tmp_path)
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    if user_off is None:
+        env.pop("PYTHONDONTWRITEBYTECODE")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "late_module.py").write_text("X = 1\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", ENTER_AND_IMPORT, str(src)],
+        env=env, cwd=REPO, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    got = json.loads(proc.stdout)
+    cached = Path(got["cached"])
+    assert got["write"] and got["written"]
+    assert got["user"] == {"PYTHONDONTWRITEBYTECODE": user_off, "PYTHONPYCACHEPREFIX": None}
+    if user_off is None:
+        assert got["prefix"] is None and cached.parent == src / "__pycache__"
+        assert got["record"] == {}
+        return
+    prefix = Path(got["root"]) / private_root.BYTECODE_DIR
+    assert got["prefix"] == str(prefix) and cached.is_relative_to(prefix)
+    assert not (src / "__pycache__").exists()
+    want = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(prefix)}
+    assert got["env"] == want and got["record"] == want
 
 
 @pytest.mark.process

@@ -19,8 +19,8 @@ import json
 import os
 import shutil
 import stat
+import sys
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
 
 from harness import env_names
@@ -37,8 +37,10 @@ ENV_USER = env_names.USER_ENV  # JSON: each variable enter() set → the user's 
 TEMP_VARS = ("TMPDIR", "TMP", "TEMP")
 _USER_OWNED = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
 REDIRECTED = {k: v for k, v in cache_state.PRIVATE_DIRS.items() if k not in _USER_OWNED}
-# The runs' children's Python bytecode, where the user's environment says to write none.
+# Python's bytecode, where the user's environment says to write none (_cache_bytecode).
 BYTECODE_DIR = "pycache"
+BYTECODE_OFF, BYTECODE_PREFIX = "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"
+BYTECODE_VARS = (BYTECODE_OFF, BYTECODE_PREFIX)
 
 _root: Path | None = None
 _made_by: int | None = None  # the pid that made _root (a forked child never removes it)
@@ -168,6 +170,7 @@ def enter() -> Path:
             path = cache_state.private_dir(path / part, exist_ok=True)
         changed[var] = os.environ.get(var)
         os.environ[var] = str(path)
+    _cache_bytecode(root, changed)
     os.environ[ENV_ROOT] = str(root)
     os.environ[ENV_USER] = json.dumps(changed)
     tempfile.tempdir = None  # gettempdir() cached the user's TMPDIR: read it again
@@ -175,25 +178,40 @@ def enter() -> Path:
     return root
 
 
-def bytecode_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """What lets a run's children cache Python bytecode in this process's root where `environ`
-    forbids writing it (PYTHONDONTWRITEBYTECODE, as container images set): writing allowed, and
-    PYTHONPYCACHEPREFIX at `<root>/pycache`. {} where it is allowed: Python writes it beside the
-    sources (or at the user's PYTHONPYCACHEPREFIX), as in the user's own processes.
+def _cache_bytecode(root: Path, changed: dict[str, str | None]) -> None:
+    """Where the user's environment forbids writing Python bytecode (PYTHONDONTWRITEBYTECODE, as
+    container images set), this process from here on, and every process it starts, writes its
+    bytecode into `<root>/pycache` (PYTHONPYCACHEPREFIX) instead; `changed` keeps the user's
+    values. Elsewhere nothing changes: Python writes bytecode beside the sources as it would.
 
     Every run is a fresh interpreter, and without bytecode each one compiles the sources of
     torch, transformers and what they import again, in the run's child and in inductor's
     compile-worker process beside it: on one H100 host's image (torch 2.11, transformers 5.17,
     PYTHONDONTWRITEBYTECODE=1, no bytecode for torch's 2,141 modules) 894 modules and 3.9 s in
-    `from transformers import Qwen3ForCausalLM` alone. The bytecode stays inside the private
-    root (0700, gone at exit), never beside the user's sources; Python writes each file whole
-    (a temporary file, then a rename), so children side by side share it safely."""
-    if not environ.get("PYTHONDONTWRITEBYTECODE"):
+    `from transformers import Qwen3ForCausalLM` alone. This process writes too, so the pytest
+    workers and the runs it starts later load what it compiled (the controller imports torch
+    and the workload before its workers start). The bytecode stays inside the private root
+    (0700, gone at exit), never beside the user's sources; Python writes each file whole (a
+    temporary file, then a rename), so processes side by side share it safely."""
+    if not os.environ.get(BYTECODE_OFF):
+        return
+    path = cache_state.private_dir(root / BYTECODE_DIR, exist_ok=True)
+    for var in BYTECODE_VARS:
+        changed[var] = os.environ.get(var)
+    os.environ[BYTECODE_OFF] = ""  # Python reads an empty one as unset
+    os.environ[BYTECODE_PREFIX] = str(path)
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = str(path)
+
+
+def bytecode_env() -> dict[str, str]:
+    """The bytecode variables enter() set for this process's root ({} where it set none), so a
+    run's record names the user's values they replaced (harness.run.cache_state.overridden)."""
+    root = os.environ.get(ENV_ROOT)
+    prefix = os.environ.get(BYTECODE_PREFIX, "")
+    if not root or not prefix.startswith(root + os.sep):
         return {}
-    path = cache_state.private_dir(enter() / BYTECODE_DIR, exist_ok=True)
-    # Python reads an empty PYTHONDONTWRITEBYTECODE as unset: the variable stays, so the run's
-    # record names the user's value it replaced (harness.run.cache_state.overridden).
-    return {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(path)}
+    return {BYTECODE_OFF: os.environ.get(BYTECODE_OFF, ""), BYTECODE_PREFIX: prefix}
 
 
 def keep() -> None:
@@ -218,9 +236,15 @@ def user_environ() -> dict[str, str]:
     except ValueError:
         changed = {}
     root = env.get(ENV_ROOT)
+
+    def ours(var: str) -> bool:
+        value = env.get(var, "")
+        if var == BYTECODE_OFF:  # emptied, beside a PYTHONPYCACHEPREFIX of ours
+            return value == "" and ours(BYTECODE_PREFIX)
+        return value == root or value.startswith(f"{root}{os.sep}")
+
     for var, user in changed.items() if isinstance(changed, dict) and root else ():
-        ours = env.get(var, "")
-        if not (ours == root or ours.startswith(root + os.sep)):
+        if not ours(var):
             continue  # set again since (a test's monkeypatch, say): that value stands
         if user is None:
             env.pop(var, None)

@@ -49,7 +49,7 @@ STACKS_BYTES = 4 * 1024 * 1024  # faulthandler caps each dump (100 frames × 100
 
 def child_env(scenario: Scenario, root: Path, run_id: str) -> tuple[dict[str, str], dict[str, str]]:
     """The child's environment, and the user's values it overrode (variable → value)."""
-    private = cache_state.private_env(root) | private_root.bytecode_env(os.environ)
+    private = cache_state.private_env(root) | private_root.bytecode_env()
     env = dict(os.environ) | private
     env["PYTHONPATH"] = code_root.pythonpath(current=env.get("PYTHONPATH"))
     env["PYTHONUNBUFFERED"] = "1"
