@@ -80,19 +80,30 @@ def test_a_run_leaves_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
     [record] = [json.loads(line) for line in records.read_text().splitlines()]
     assert record["outcome"] == "ok", record["detail"]
     assert left_in(tmp, home) == []
-    # The values racegate set itself are not the user's: only the user's TMPDIR was replaced,
-    # and the user's PYTHONDONTWRITEBYTECODE (bytecode goes into the root: the test below).
-    assert record["overridden_env"] == {"TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1"}
+    # The values racegate set itself are not the user's: only the user's TMPDIR was replaced
+    # (PYTHONDONTWRITEBYTECODE stands: this venv has torch's bytecode; the tests below).
+    assert record["overridden_env"] == {"TMPDIR": str(tmp)}
+
+
+def no_bytecode(env: dict[str, str], tmp_path: Path) -> Path:
+    """Point PYTHONPYCACHEPREFIX at an empty folder: Python finds no bytecode for anything, as
+    on a GPU image that ships none and sets PYTHONDONTWRITEBYTECODE (fresh_env sets that)."""
+    empty = tmp_path / "no-bytecode"
+    empty.mkdir()
+    env["PYTHONPYCACHEPREFIX"] = str(empty)
+    return empty
 
 
 @pytest.mark.process
 def test_a_runs_children_cache_bytecode_in_the_root_where_the_user_writes_none(
     tmp_path: Path,
 ) -> None:
-    """PYTHONDONTWRITEBYTECODE=1 (fresh_env sets it, as GPU images do): every run's fresh
+    """PYTHONDONTWRITEBYTECODE=1 and no bytecode to read, as on the GPU image: every run's fresh
     interpreter would compile torch's sources again. Its children write their bytecode into the
-    private root instead (kept here by --keep), none into TMPDIR or HOME outside it."""
+    private root instead (kept here by --keep), none into TMPDIR or HOME outside it, and the
+    record names the user's values replaced."""
     env, tmp, home = fresh_env(tmp_path)
+    empty = no_bytecode(env, tmp_path)
     records = tmp_path / "runs.jsonl"
     proc = subprocess.run(
         run_args(records, "ok", "--keep"), env=env, cwd=REPO, capture_output=True, text=True
@@ -104,10 +115,16 @@ def test_a_runs_children_cache_bytecode_in_the_root_where_the_user_writes_none(
     cache = root / private_root.BYTECODE_DIR
     assert os.stat(cache).st_mode & 0o777 == 0o700
     cached = [p.relative_to(cache).as_posix() for p in cache.rglob("*.pyc")]
-    # The child's own module and torch's (the runner, under the user's setting, writes none)
+    # The child's own module (only the child imports it) and torch's
     assert any(p.endswith(f"harness/run/worker.{sys.implementation.cache_tag}.pyc") for p in cached)
     assert any("/torch/" in p for p in cached)
     assert [p for p in left_in(tmp, home) if not Path(p).is_relative_to(root)] == []
+    assert list(empty.iterdir()) == []
+    assert record["overridden_env"] == {
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPYCACHEPREFIX": str(empty),
+        "TMPDIR": str(tmp),
+    }
 
 
 ENTER_AND_IMPORT = """
@@ -130,18 +147,32 @@ print(json.dumps({
 """
 
 
+def compile_packages(prefix: Path) -> None:
+    """Write torch's and transformers' package bytecode under `prefix`, where Python then finds
+    it (an image that ships bytecode)."""
+    code = (
+        "import importlib.util as u, py_compile\n"
+        "for n in ('torch', 'transformers'):\n"
+        "    py_compile.compile(u.find_spec(n).origin, doraise=True)\n"
+    )
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(prefix)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
 @pytest.mark.process
-@pytest.mark.parametrize("user_off", ["1", None])
-def test_bytecode_goes_into_the_root_only_where_the_user_writes_none(
-    tmp_path: Path, user_off: str | None
+@pytest.mark.parametrize("case", ["none to read", "bytecode to read", "writing allowed"])
+def test_bytecode_goes_into_the_root_only_where_the_user_writes_none_and_has_none(
+    tmp_path: Path, case: str
 ) -> None:
-    """A front door under PYTHONDONTWRITEBYTECODE=1 writes bytecode for what it imports after
-    entering its root, and hands the same to every process it starts, all inside the root; the
-    user's values come back for what the user runs (user_environ). Without the setting nothing
-    changes: bytecode goes beside the sources, as Python would put it."""
+    """A front door under PYTHONDONTWRITEBYTECODE=1 with no bytecode for torch where Python
+    looks writes bytecode for what it imports after entering its root, and hands the same to
+    every process it starts, all inside the root; user_environ gives the user's values back.
+    With bytecode to read, or writing allowed, nothing changes."""
     env, _, _ = fresh_env(tmp_path)
-    env.pop("PYTHONPYCACHEPREFIX", None)
-    if user_off is None:
+    user_prefix = no_bytecode(env, tmp_path)
+    if case == "bytecode to read":
+        compile_packages(user_prefix)
+    if case == "writing allowed":
         env.pop("PYTHONDONTWRITEBYTECODE")
     src = tmp_path / "src"
     src.mkdir()
@@ -151,16 +182,20 @@ def test_bytecode_goes_into_the_root_only_where_the_user_writes_none(
         env=env, cwd=REPO, capture_output=True, text=True, check=True,
     )  # fmt: skip
     got = json.loads(proc.stdout)
-    cached = Path(got["cached"])
-    assert got["write"] and got["written"]
-    assert got["user"] == {"PYTHONDONTWRITEBYTECODE": user_off, "PYTHONPYCACHEPREFIX": None}
-    if user_off is None:
-        assert got["prefix"] is None and cached.parent == src / "__pycache__"
-        assert got["record"] == {}
+    user_off = None if case == "writing allowed" else "1"
+    assert got["user"] == {
+        "PYTHONDONTWRITEBYTECODE": user_off,
+        "PYTHONPYCACHEPREFIX": str(user_prefix),
+    }
+    if case != "none to read":
+        assert got["prefix"] == str(user_prefix) and got["record"] == {}
+        assert got["write"] == (case == "writing allowed")
+        assert got["env"] == got["user"]
         return
     prefix = Path(got["root"]) / private_root.BYTECODE_DIR
-    assert got["prefix"] == str(prefix) and cached.is_relative_to(prefix)
-    assert not (src / "__pycache__").exists()
+    assert got["write"] and got["written"]
+    assert got["prefix"] == str(prefix) and Path(got["cached"]).is_relative_to(prefix)
+    assert not (src / "__pycache__").exists() and list(user_prefix.iterdir()) == []
     want = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(prefix)}
     assert got["env"] == want and got["record"] == want
 
@@ -174,11 +209,7 @@ def test_the_user_cache_dir_is_kept_and_reported(tmp_path: Path) -> None:
     proc = subprocess.run(run_args(records), env=env, cwd=REPO, capture_output=True, text=True)
     assert proc.returncode in RUN_DECIDED, proc.stderr
     [record] = [json.loads(line) for line in records.read_text().splitlines()]
-    assert record["overridden_env"] == {
-        "TORCHINDUCTOR_CACHE_DIR": str(mine),
-        "TMPDIR": str(tmp),
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    assert record["overridden_env"] == {"TORCHINDUCTOR_CACHE_DIR": str(mine), "TMPDIR": str(tmp)}
     assert left_in(tmp, home) == []
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -41,6 +42,7 @@ REDIRECTED = {k: v for k, v in cache_state.PRIVATE_DIRS.items() if k not in _USE
 BYTECODE_DIR = "pycache"
 BYTECODE_OFF, BYTECODE_PREFIX = "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"
 BYTECODE_VARS = (BYTECODE_OFF, BYTECODE_PREFIX)
+BYTECODE_PACKAGES = ("torch", "transformers")  # whose missing bytecode costs every run seconds
 
 _root: Path | None = None
 _made_by: int | None = None  # the pid that made _root (a forked child never removes it)
@@ -182,7 +184,9 @@ def _cache_bytecode(root: Path, changed: dict[str, str | None]) -> None:
     """Where the user's environment forbids writing Python bytecode (PYTHONDONTWRITEBYTECODE, as
     container images set), this process from here on, and every process it starts, writes its
     bytecode into `<root>/pycache` (PYTHONPYCACHEPREFIX) instead; `changed` keeps the user's
-    values. Elsewhere nothing changes: Python writes bytecode beside the sources as it would.
+    values. Only where Python would find none for torch or transformers (_bytecode_missing): an
+    image that ships bytecode keeps being read as it is. Elsewhere nothing changes: Python
+    writes bytecode beside the sources as it would.
 
     Every run is a fresh interpreter, and without bytecode each one compiles the sources of
     torch, transformers and what they import again, in the run's child and in inductor's
@@ -193,7 +197,7 @@ def _cache_bytecode(root: Path, changed: dict[str, str | None]) -> None:
     and the workload before its workers start). The bytecode stays inside the private root
     (0700, gone at exit), never beside the user's sources; Python writes each file whole (a
     temporary file, then a rename), so processes side by side share it safely."""
-    if not os.environ.get(BYTECODE_OFF):
+    if not os.environ.get(BYTECODE_OFF) or not _bytecode_missing():
         return
     path = cache_state.private_dir(root / BYTECODE_DIR, exist_ok=True)
     for var in BYTECODE_VARS:
@@ -202,6 +206,19 @@ def _cache_bytecode(root: Path, changed: dict[str, str | None]) -> None:
     os.environ[BYTECODE_PREFIX] = str(path)
     sys.dont_write_bytecode = False
     sys.pycache_prefix = str(path)
+
+
+def _bytecode_missing() -> bool:
+    """Python would find no bytecode for torch's or transformers' package where it looks now
+    (beside the source, or under the user's PYTHONPYCACHEPREFIX); neither is imported."""
+    for name in BYTECODE_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.cached and not os.path.exists(spec.cached):
+            return True
+    return False
 
 
 def bytecode_env() -> dict[str, str]:
