@@ -182,6 +182,8 @@ def test_bytecode_goes_into_the_root_only_where_the_user_writes_none_and_has_non
         env=env, cwd=REPO, capture_output=True, text=True, check=True,
     )  # fmt: skip
     got = json.loads(proc.stdout)
+    # The root goes at exit, bytecode and all: nothing writes it again after the removal.
+    assert not Path(got["root"]).exists()
     user_off = None if case == "writing allowed" else "1"
     assert got["user"] == {
         "PYTHONDONTWRITEBYTECODE": user_off,
