@@ -13,6 +13,7 @@ from harness.judge.decide import record_run
 from harness.record import RunRecord, append_jsonl
 from harness.run import runner
 from harness.run.runner import SharedPrimes
+from harness.run.slots import Slot, SlotPool
 from harness.scenario.spec import Scenario
 from harness.scenario.vocab import Outcome
 
@@ -38,6 +39,14 @@ def run_scenario(
         primes=primes,
     )
     return record_run(evidence)
+
+
+def batch_slots(pool: SlotPool | None, case_jobs: int, want: int) -> tuple[int, list[Slot]]:
+    """(runs at once, the extra slots held for them) for a batch of `want` runs."""
+    if pool is None:
+        return max(1, min(case_jobs or 1, want)), []
+    extra = pool.extra(want - 1)  # none while a case waits for its own slot
+    return 1 + len(extra), extra
 
 
 def run_case(

@@ -34,7 +34,7 @@ from harness.case_plan import (
 from harness.judge import race_expectations
 from harness.judge.suite import OUTCOME_ERRORS, judge
 from harness.judge.verdict import Calibration, cell_label, control_rates
-from harness.pipeline import run_case
+from harness.pipeline import batch_slots, run_case
 from harness.pytest_plugin import calibration, session_records, slot_pool
 from harness.record import RunRecord
 from harness.run.runner import SharedPrimes
@@ -201,14 +201,6 @@ def _may_hang(item: pytest.Item) -> bool:
     return mark is not None and OUTCOME_ERRORS[Outcome.HANG] in mark.kwargs.get("raises", ())
 
 
-def _batch(pool: SlotPool | None, case_jobs: int, want: int) -> tuple[int, list[Slot]]:
-    """(runs at once, the extra slots held for them) for a batch of `want` runs."""
-    if pool is None:
-        return max(1, min(case_jobs or 1, want)), []
-    extra = pool.extra(want - 1)  # none while a case waits for its own slot
-    return 1 + len(extra), extra
-
-
 def _run_race_case(
     scenario: Scenario,
     strategy: str,
@@ -242,7 +234,7 @@ def _run_race_case(
         # waiting for its own slot gets one between batches, not after all of this case's runs.
         while (left := repeat - len(records)) > 0:
             want = runs_at_once(left, stop, pooled=pool is not None, may_hang=may_hang)
-            jobs, extra = _batch(pool, rc.case_jobs, want)
+            jobs, extra = batch_slots(pool, rc.case_jobs, want)
             try:
                 records += run(jobs, stop_on_failure=stop, first_index=len(records), jobs=jobs)
             finally:
@@ -269,7 +261,7 @@ def _run_race_case(
             if not left:
                 break
             # Once the control's rate is complete the runs still needed are known: a batch.
-            batch, extra = _batch(pool, rc.case_jobs, left)
+            batch, extra = batch_slots(pool, rc.case_jobs, left)
             try:
                 records += run(batch, stop_on_failure=True, first_index=len(records), jobs=batch)
             finally:
@@ -309,7 +301,7 @@ def _top_up_control(
         if more <= 0:
             return made
         print(why)
-        jobs, extra = _batch(pool, rc.case_jobs, min(more, cal.control_repeat))
+        jobs, extra = batch_slots(pool, rc.case_jobs, min(more, cal.control_repeat))
         try:
             run_case(
                 control,
