@@ -270,3 +270,46 @@ def test_a_case_stops_waiting_for_its_own_slot_after_its_wait(
     mine = pool.own(wait_s=0.5)
     assert len(mine) == 1
     release(mine)
+
+
+@pytest.mark.process
+def test_a_primed_batch_leaves_its_extra_slots_free_while_its_priming_run_runs(
+    tmp_path: Path,
+) -> None:
+    """A warm case's batch primes first, on the slot the case holds, then takes its extra
+    slots: its runs copy that one cache, so until it is made they could only wait, each holding
+    a slot another case could use (one H100: about 250 of a main command's 1,875 run-seconds).
+    The priming run here is real (tiny preset, CPU); what this watches is the pool the moment
+    the priming run starts."""
+    from harness.pipeline import batch_slots, run_case
+    from harness.run.runner import Primed, SharedPrimes
+    from tests.test_cache_states import tiny
+
+    folder = tmp_path / "slots"
+    folder.mkdir(mode=0o700)
+    pool = SlotPool(folder, 3)
+    free_at_priming: list[int] = []
+
+    class Watched(SharedPrimes):
+        def get(self, scenario) -> Primed:
+            if not self.made:  # the priming run is about to start: what is free now
+                free = pool.take(3)
+                free_at_priming.append(len(free))
+                release(free)
+            return super().get(scenario)
+
+    scenario = tiny("sdpa_dense", "warm")
+    own = pool.own(wait_s=0)
+    try:
+        with Watched() as primes:
+            jobs, extra = batch_slots(pool, 0, 2, scenario, primes)
+            try:
+                records = run_case(scenario, jobs, None, "", jobs=jobs, primes=primes)
+            finally:
+                release(extra)
+    finally:
+        release(own)
+    assert free_at_priming == [2]  # the case's own slot held; the batch's extra one not yet
+    assert (jobs, primes.made) == (2, 1)
+    assert [r.outcome for r in records] == ["ok", "ok"], [r.detail for r in records]
+    assert all(r.cache.prime_copied for r in records)

@@ -234,7 +234,7 @@ def _run_race_case(
         # waiting for its own slot gets one between batches, not after all of this case's runs.
         while (left := repeat - len(records)) > 0:
             want = runs_at_once(left, stop, pooled=pool is not None, may_hang=may_hang)
-            jobs, extra = batch_slots(pool, rc.case_jobs, want)
+            jobs, extra = batch_slots(pool, rc.case_jobs, want, scenario, primes)
             try:
                 records += run(jobs, stop_on_failure=stop, first_index=len(records), jobs=jobs)
             finally:
@@ -261,7 +261,7 @@ def _run_race_case(
             if not left:
                 break
             # Once the control's rate is complete the runs still needed are known: a batch.
-            batch, extra = batch_slots(pool, rc.case_jobs, left)
+            batch, extra = batch_slots(pool, rc.case_jobs, left, scenario, primes)
             try:
                 records += run(batch, stop_on_failure=True, first_index=len(records), jobs=batch)
             finally:
@@ -301,7 +301,9 @@ def _top_up_control(
         if more <= 0:
             return made
         print(why)
-        jobs, extra = batch_slots(pool, rc.case_jobs, min(more, cal.control_repeat))
+        jobs, extra = batch_slots(
+            pool, rc.case_jobs, min(more, cal.control_repeat), control, primes
+        )
         try:
             run_case(
                 control,
