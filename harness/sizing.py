@@ -19,17 +19,23 @@ RACE_CASE_GPU_BYTES = 12 * 2**30
 
 
 def host_race_workers(cores: int, gpus: int, gpu_bytes: int) -> int:
-    """Race cases at once: min(cores // 2, GPU memory // 12 GiB × GPUs), never below 1.
+    """Race cases at once: min(cores × 3 // 8, GPU memory // 12 GiB × GPUs), never below 1.
 
-    Half the cores: each case's child steps two threads and compiles at once, so more cases than
-    cores/2 slow every run towards its timeout. GPU memory: the smallest GPU's over
-    RACE_CASE_GPU_BYTES, times the GPUs (--share-gpus spreads the cases over them). 2xH200
-    (~140 GiB each, 32 cores): min(16, 22) = 16, what the nox cells timed in
-    results/h200x2-transformers-matrix ran at; one H200 with 16 cores: min(8, 11) = 8; the
-    2-core CPU box: 1. No GPU or unknown memory (0 bytes): the cores' bound. racegate.py's race
-    selection and the nox cells (harness/nox_support.py) both size with this rule.
+    Cores: a case's run is a fresh process that imports torch, steps two threads and compiles
+    with inductor's workers; 16 cores are busy with about 6 such runs, and more only stretch
+    each run. One H100 with 16 cores, the main command at c45484e: at 6 cases
+    67 runs in 307 s, a warm production run 13.9 s (median of 12); at 8 (`-n 8`, what
+    cores // 2 gave an H200) 64 runs in 320 s, 18.6 s; the same in an earlier pair, one H200 at
+    8 against one H100 at 6 (24.7 s against 18.6 s: results/one-gpu-command-times). Longer
+    runs lengthen the chain the wall hangs on: a cell's control runs, then its production runs.
+    GPU memory: the smallest GPU's over RACE_CASE_GPU_BYTES, times the GPUs (--share-gpus
+    spreads the cases over them). One H200 or one H100 with 16 cores: min(6, 11) and
+    min(6, 6) = 6; 2xH200 (~140 GiB each, 32 cores): min(12, 22) = 12 (the nox cells of
+    results/h200x2-transformers-matrix ran 16 at cores // 2); the 2-core CPU box: 1. No GPU or
+    unknown memory (0 bytes): the cores' bound. racegate.py's race selection and the nox cells
+    (harness/nox_support.py) both size with this rule.
     """
-    by_cores = cores // 2
+    by_cores = cores * 3 // 8
     by_memory = (gpu_bytes // RACE_CASE_GPU_BYTES) * gpus if gpu_bytes else by_cores
     return max(1, min(by_cores, by_memory))
 

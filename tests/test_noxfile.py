@@ -601,10 +601,10 @@ def test_xdist_workers_default_to_the_host_and_the_env_var_overrides(
     gib = 2**30
     rule = noxfile.support.host_race_workers
     assert rule is sizing.host_race_workers  # one rule: the nox cells size as racegate.py does
-    assert rule(32, 2, 150_000_000_000) == 16  # 2xH200, 32 cores: the cores bound
-    assert rule(16, 1, 150_000_000_000) == 8  # one H200, 16 cores
+    assert rule(32, 2, 150_000_000_000) == 12  # 2xH200, 32 cores: the cores bound
+    assert rule(16, 1, 150_000_000_000) == 6  # one H200, 16 cores
     assert rule(64, 1, 24 * gib) == 2  # a 24 GiB GPU holds two cases
-    assert rule(64, 2, 0) == 32  # memory unknown: the cores bound alone
+    assert rule(64, 2, 0) == 24  # memory unknown: the cores bound alone
     assert rule(1, 1, 8 * gib) == 1  # never below one
     monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
@@ -618,7 +618,7 @@ def test_xdist_workers_default_to_the_host_and_the_env_var_overrides(
         runs = [r[0] for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
         return [r[r.index("-n") : r.index("-n") + 2] for r in runs if "-n" in r]
 
-    assert xdist_args(32, gpus=2) == [("-n", "16")]  # the race cases
+    assert xdist_args(32, gpus=2) == [("-n", "12")]  # the race cases
     assert xdist_args(64, gpus=1, gpu_bytes=24 * gib) == [("-n", "2")]
     assert xdist_args(4, gpus=1, gpu_bytes=8 * gib) == []  # one worker: cases one by one
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "3")

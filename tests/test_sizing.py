@@ -8,11 +8,13 @@ from harness import sizing
 from harness.options import case_jobs
 
 H200 = 141 * 2**30
+H100 = 80 * 2**30  # nvidia-smi: 81,559 MiB
 
 
 def test_workers_follow_cores_and_gpu_memory() -> None:
-    assert sizing.host_race_workers(16, 1, H200) == 8  # one H200, 16 cores: the cores' bound
-    assert sizing.host_race_workers(32, 2, H200) == 16
+    assert sizing.host_race_workers(16, 1, H200) == 6  # one H200, 16 cores: the cores' bound
+    assert sizing.host_race_workers(16, 1, H100) == 6  # one H100: its memory's bound too
+    assert sizing.host_race_workers(32, 2, H200) == 12
     assert sizing.host_race_workers(64, 1, 24 * 2**30) == 2  # a 24 GiB card holds two cases
     assert sizing.host_race_workers(2, 0, 0) == 1  # the 2-core CPU box: one at a time
 
