@@ -173,12 +173,18 @@ def production_runs_done(
     return left == 0, why
 
 
+def race_case_of(item: pytest.Item) -> tuple[str, str, tuple[str, ...], int] | None:
+    """An item's race case (strategy, cache state, devices, threads per device), as
+    harness/cases/test_race.py parametrizes it; None for any other item."""
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("race_case") if callspec is not None else None
+
+
 def control_cells(items: list[pytest.Item], control: str) -> set[str]:
     """The cells ('cold 1×2') whose control case this session runs (its selected items)."""
     out = set()
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        case = callspec.params.get("race_case") if callspec is not None else None
+        case = race_case_of(item)
         if case is not None and case[0] == control:
             _, cache_state, devices, tpd = case
             out.add(cell_label(cache_state, len(devices), tpd))

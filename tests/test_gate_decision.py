@@ -117,6 +117,51 @@ def test_pytest_exit_status_is_the_verdict_blocks_word(
     assert result.ret == EXIT_CODES[word], out  # the case itself passed
 
 
+_OTHER_STRATEGY_FAILS = """
+import pytest
+from harness.judge.suite import OUTCOME_ERRORS
+from harness.scenario.vocab import Outcome
+
+@pytest.mark.race
+@pytest.mark.parametrize(
+    "race_case", [("nested_fx_off", "warm", ("cpu",), 2), ("warmup_locked", "warm", ("cpu",), 2)]
+)
+def test_race(race_case):
+    if race_case[0] == "nested_fx_off":
+        raise OUTCOME_ERRORS[Outcome.OTHER_ERROR](
+            "other_error in 1 run(s): AssertionError: CURRENT_PATCHER is None in finally block"
+        )
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+@pytest.mark.process
+def test_a_strategy_other_than_production_failing_is_unsafe_not_failed_in_pytests_counts(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]
+) -> None:
+    """One answer: a SAFE session in which another strategy's case failed by a run outcome
+    (one H100, the main command at 74dcc4e: `nested_fx_off` warm, an outcome its row did not
+    name) ends in a line that says "1 unsafe", not "1 failed" above a SAFE that exits 0; the
+    case is listed with its failure's first line, before the verdict."""
+    _plugin(pytester, monkeypatch)
+    monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
+    pytester.makepyfile(test_stub=_OTHER_STRATEGY_FAILS)
+    evidence = write(pytester.path / "evidence.jsonl", CASES["SAFE"][1])
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--devices", "cpu", "--records-from", str(evidence),
+        "--results", str(pytester.path / "own.jsonl"), *workers,
+    )  # fmt: skip
+    out = result.stdout.str()
+    assert result.ret == EXIT_CODES[Word.SAFE], out
+    assert result.parseoutcomes() == {"unsafe": 1, "passed": 1}, out
+    assert "failed" not in out.splitlines()[-1], out
+    assert (
+        "UNSAFE test_stub.py::test_race[race_case0]: "
+        "harness.judge.suite.OtherErrorSeen: other_error in 1 run(s)"
+    ) in " ".join(out.split()), out
+    assert out.index("UNSAFE test_stub.py") < out.index(" racegate verdict "), out
+
+
 @pytest.mark.process
 def test_under_xdist_the_controller_exits_with_the_decision(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 
+from harness.case_plan import race_case_of
 from harness.judge import decision_file, probe_expectations, verdict
 from harness.judge.baselines import production_bars
 from harness.judge.gate import Decision, decide_gate
@@ -31,6 +32,12 @@ PROBES_PROPERTY = "racegate_probes"  # user property carrying a probe run's verd
 # (a RaceOutcomeError, or a strict xfail that passed): the verdict judges it, so it is evidence,
 # not a broken case.
 EVIDENCE_PROPERTY = "racegate_evidence"
+# User property on a race case's failed report whose failure is a run outcome of a strategy that
+# is not the production one: the verdict calls that strategy UNSAFE here, and the decision is
+# the production strategy's. pytest counts such a case "unsafe", not "failed" (its own last line
+# would otherwise say "1 failed" above a SAFE that exits 0).
+OTHER_STRATEGY_PROPERTY = "racegate_other_strategy"
+UNSAFE_CATEGORY = "unsafe"
 
 
 def check_calibration(config: pytest.Config) -> None:
@@ -119,12 +126,26 @@ class SessionVerdict:
         outcome = call.excinfo is None or call.excinfo.errisinstance(RaceOutcomeError)
         if call.when == "call" and report.failed and "race" in item.keywords and outcome:
             report.user_properties.append((EVIDENCE_PROPERTY, True))
+            case = race_case_of(item)
+            production = self.config.stash[racegate_key].production
+            if call.excinfo is not None and case is not None and case[0] != production:
+                report.user_properties.append((OTHER_STRATEGY_PROPERTY, case[0]))
         if call.when == "call":
             for value in getattr(item, "funcargs", {}).values():
                 if isinstance(value, ProbeRun):
                     seen = {r.name: str(r.verdict) for r in value}
                     report.user_properties.append((PROBES_PROPERTY, seen))
         return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(
+        self, report: pytest.TestReport, config: pytest.Config
+    ) -> tuple[str, str, str] | None:
+        """A strategy other than the production one failed by a run outcome: "unsafe" in
+        pytest's counts (a strict xfail that passed, upstream's change, stays "failed")."""
+        if report.when == "call" and report.failed and _other_strategy(report) is not None:
+            return UNSAFE_CATEGORY, "U", "UNSAFE"
+        return None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if "race" in report.keywords:
@@ -134,6 +155,32 @@ class SessionVerdict:
         for name, value in report.user_properties:
             if name == PROBES_PROPERTY and isinstance(value, dict):
                 self.probes.update(value)
+
+
+def _other_strategy(report: pytest.TestReport) -> str | None:
+    """The strategy of a race case that failed by a run outcome, where it is not the production
+    strategy (its report's OTHER_STRATEGY_PROPERTY); None otherwise."""
+    for name, value in report.user_properties:
+        if name == OTHER_STRATEGY_PROPERTY and isinstance(value, str):
+            return value
+    return None
+
+
+def _unsafe_lines(terminalreporter: pytest.TerminalReporter) -> list[str]:
+    """One line per case pytest counted "unsafe", with its failure's first line: pytest lists
+    only "failed" ones in its failures and short summary."""
+    lines = []
+    for report in terminalreporter.stats.get(UNSAFE_CATEGORY, []):
+        crash = getattr(report.longrepr, "reprcrash", None)
+        first = (crash.message if crash is not None else str(report.longrepr)).splitlines()
+        lines += verdict.wrap(f"UNSAFE {report.nodeid}: {first[0] if first else 'failed'}", 7)
+    if lines:
+        head = (
+            "racegate: cases of strategies other than the production one that failed by a run "
+            'outcome (pytest counts them "unsafe"; the verdict below lists each failed run):'
+        )
+        lines = [*verdict.wrap(head, 2), *lines]
+    return lines
 
 
 def _session(config: pytest.Config) -> SessionVerdict:
@@ -259,7 +306,7 @@ def pytest_terminal_summary(
     concluded = _conclude(config, _session(config).failed_cases)
     if concluded is None:
         return
-    for line in concluded[0]:
+    for line in [*_unsafe_lines(terminalreporter), *concluded[0]]:
         terminalreporter.write_line(line)
     if not config.getoption("racegate_gate"):
         terminalreporter.write_line(
