@@ -127,8 +127,8 @@ class SessionVerdict:
         if call.when == "call" and report.failed and "race" in item.keywords and outcome:
             report.user_properties.append((EVIDENCE_PROPERTY, True))
             case = race_case_of(item)
-            production = self.config.stash[racegate_key].production
-            if call.excinfo is not None and case is not None and case[0] != production:
+            production = str(self.config.stash[racegate_key].production)
+            if call.excinfo is not None and case is not None and str(case[0]) != production:
                 report.user_properties.append((OTHER_STRATEGY_PROPERTY, case[0]))
         if call.when == "call":
             for value in getattr(item, "funcargs", {}).values():
