@@ -210,12 +210,12 @@ def test_both_sides_run_at_once_within_their_shared_slots(
 @pytest.mark.parametrize(
     ("given", "cores", "each", "slots"),
     [
-        ([], 16, ["-n", "4", "--share-gpus"], 8),  # one H200, 16 cores: 8 slots, 4 workers a side
-        ([], 6, ["-n", "1", "--share-gpus"], 3),  # never more cases than slots
+        ([], 16, ["-n", "3", "--share-gpus"], 6),  # one H200, 16 cores: 6 slots, 3 workers a side
+        ([], 8, ["-n", "1", "--share-gpus"], 3),  # never more cases than slots
         ([], 2, [], 0),  # one slot: one side after the other, one case at a time
         (["-n", "3"], 16, [], 0),  # the user's -n: as today
-        (["--case-jobs", "2"], 16, ["-n", "8", "--share-gpus"], 0),  # runs outside the slots
-        (["--case-jobs=auto"], 16, ["-n", "4", "--share-gpus"], 8),
+        (["--case-jobs", "2"], 16, ["-n", "6", "--share-gpus"], 0),  # runs outside the slots
+        (["--case-jobs=auto"], 16, ["-n", "3", "--share-gpus"], 6),
     ],
     ids=["h200", "odd", "one-slot", "user-n", "case-jobs", "case-jobs-auto"],
 )
