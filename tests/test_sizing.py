@@ -8,7 +8,7 @@ from harness import sizing
 from harness.options import case_jobs
 
 H200 = 141 * 2**30
-H100 = 80 * 2**30  # nvidia-smi: 81,559 MiB
+H100 = 81_559 * 2**20  # what nvidia-smi reports for an H100 80GB HBM3
 
 
 def test_workers_follow_cores_and_gpu_memory() -> None:
