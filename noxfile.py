@@ -1,6 +1,6 @@
 """racegate's sessions: the harness's tests, the race suite, the torch × transformers matrices
 and the report. `nox -l` lists them; `nox -s gpu_matrix` is the nightly job. What the sessions
-do lives in harness/nox_support.py.
+do lives in nox_support/py/
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import nox
 
 # nox loads this file by path: the checkout's harness package is importable from here on.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import nox_support as support
+import nox_support as support
 
-MATRIX = support.MATRIX  # the versions, from harness/expectations/versions.toml
+MATRIX = support.MATRIX  # the versions, from racegate/harness/expectations/versions.toml
 
 nox.needs_version = ">=2024.10.9"
 # virtualenv, named: "uv|virtualenv" would try uv first. nox (2026.10) still probes for uv
@@ -73,7 +73,7 @@ def gpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
         session.error(f"torch {torch} in this session sees no GPU (driver or CUDA build mismatch)")
     if (workers := support.race_workers(session, gpus, gpu_bytes, knobs)) == 1:
         # One case at a time, no pytest-xdist: every timing counts.
-        support.run_suite(session, "harness/cases", ok_codes=support.CELL_OK_CODES)
+        support.run_suite(session, "racegate/cases", ok_codes=support.CELL_OK_CODES)
     else:
         support.run_gpu_cell(session, workers, knobs)
 
@@ -86,13 +86,13 @@ def cpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     support.install_cpu_cell(session, torch, transformers)
     support.fresh_records(session)
     support.run_suite(
-        session, "harness/cases", "-k", "race", "--devices", "cpu", ok_codes=support.CELL_OK_CODES
+        session, "racegate/cases", "-k", "race", "--devices", "cpu", ok_codes=support.CELL_OK_CODES
     )
 
 
 @nox.session(**support.SYSTEM_SITE)
 def report(session: nox.Session) -> None:
-    """Merge the results into matrix.md/.html, throughput.png and gate.json (python -m harness)."""
+    """Merge the results into matrix.md/.html, throughput.png and gate.json (python -m racegate)."""
     args = session.posargs or [
         str(support.RESULTS_DIR),
         "--out-dir",
@@ -108,16 +108,19 @@ def report(session: nox.Session) -> None:
     support.install(
         session, *(r for r in support.requirements() if support.requirement_name(r) in reporting)
     )
-    session.run("python", "-m", "harness", "report", *args)
+    session.run("python", "-m", "racegate", "report", *args)
 
 
 @nox.session(**support.SYSTEM_SITE)
 @nox.parametrize("transformers", support.ab_params("transformers", MATRIX.gpu_transformers))
 @nox.parametrize("torch", support.ab_params("torch", MATRIX.gpu_torch))
 def gpu_ab(session: nox.Session, torch: str, transformers: str) -> None:
-    """A candidate cell against the reference versions, interleaved on one GPU (harness.ab)."""
+    """A candidate cell against the reference versions, interleaved on one GPU
+    (racegate.harness.ab)."""
     if shutil.which("nvidia-smi") is None:
-        session.skip("no NVIDIA GPU here (nvidia-smi not found); python -m harness.ab runs on CPU")
+        session.skip(
+            "no NVIDIA GPU here (nvidia-smi not found); python -m racegate.harness.ab runs on CPU"
+        )
     if session.venv_backend == "none":
         session.error("gpu_ab builds a reference venv beside the cell's: run it without --no-venv")
     try:
@@ -131,7 +134,7 @@ def gpu_ab(session: nox.Session, torch: str, transformers: str) -> None:
     result = out / "ab.json"
     result.unlink(missing_ok=True)  # the call below is read from this run's file, never an old one
     session.run(
-        "python", "-m", "harness.ab", "compare", "--reference", ref_python,
+        "python", "-m", "racegate.harness.ab", "compare", "--reference", ref_python,
         "--candidate", str(Path(session.bin) / "python"), "--runs", str(runs),
         "--records", str(out / "ab-records"), "--out", str(result),
         "--", *(session.posargs or support.AB_RUN_ARGS), success_codes=support.AB_READ_EXITS,

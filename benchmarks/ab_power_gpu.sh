@@ -18,10 +18,10 @@ devices=${DEVICES:-0}; strategy=${STRATEGY:-warmup_locked}  # DEVICES=cpu STRATE
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2}
 dir="$out/$preset"
 mkdir -p "$dir"
-"$py" -m harness.ab compare --reference "$py" --candidate "$py" --runs "$runs" \
+"$py" -m racegate.harness.ab compare --reference "$py" --candidate "$py" --runs "$runs" \
   --candidate-env "RACEGATE_TEST_SLOWDOWN=$slowdown" --records "$dir" \
   --out "$dir/ab-$(date -u +%Y%m%dT%H%M%S).json" \
   -- --preset "$preset" --devices "$devices" --strategy "$strategy" --threads-per-device 1 \
      --steps "$steps" --warmup-steps 3 --timeout 600 || true  # exit 1: a run failed, or a miss
-"$py" -m harness.ab power --reference "$dir/reference.jsonl" --candidate "$dir/candidate.jsonl" \
+"$py" -m racegate.harness.ab power --reference "$dir/reference.jsonl" --candidate "$dir/candidate.jsonl" \
   --per-side 2 --slowdown "$slowdown" | tee "$dir/power.txt"

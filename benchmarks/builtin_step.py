@@ -7,8 +7,8 @@ median of `--windows` windows of `--window-steps` steps on the steady bucket, ea
 with CUDA events. A step here is the preset's whole token budget (16 sequences of 3,072 for
 the 8B), so its windows are shorter in steps than benchmarks/independent_dflash_step.py's and
 its profile is set per 8,192 query tokens (one independent step). tokens/s, MFU and FLOPs are
-racegate's own (StepResult.tokens, model/flops.py); peak memory is max_memory_allocated over
-the whole run, as the harness records it, with the resident lines accounted (`memory`).
+racegate's own (StepResult.tokens, racegate/model/flops.py); peak memory is max_memory_allocated
+over the whole run, as the harness records it, with the resident lines accounted (`memory`).
 
     python benchmarks/builtin_step.py --json out.json --profile prof.json      # one GPU
     python benchmarks/builtin_step.py --preset tiny --device cpu               # CPU smoke test
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import independent_dflash_step as ind  # noqa: E402  (timing, profile and memory helpers)
 
-from model.workload import make_workload  # noqa: E402
+from racegate.model.workload import make_workload  # noqa: E402
 
 REGIONS = ("inputs", "mask")  # record_function ranges put around the replica's methods
 PER_TOKENS = 8192  # the profile's unit: one independent step's query tokens
@@ -100,7 +100,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     for name, attr in (("inputs", "_step_inputs"), ("mask", "_mask")):
         _annotate(replica, attr, name)
     shapes = list(workload.shapes())
-    for shape in shapes:  # harness.run.worker.warm_up: every bucket once, one thread
+    for shape in shapes:  # racegate.harness.run.worker.warm_up: every bucket once, one thread
         replica.step(shape)
     if cuda:
         torch.cuda.synchronize(device)
@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     try:
         out = run(args)
-    except ValueError as exc:  # a bad preset, strategy or override, named by model.config
+    except ValueError as exc:  # a bad preset, strategy or override, named by racegate.model.config
         print(f"builtin_step: {exc}", file=sys.stderr)
         return 2
     mfu = f"{out['mfu']:.1%}" if out["mfu"] is not None else "n/a"

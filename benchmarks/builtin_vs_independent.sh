@@ -41,7 +41,7 @@ R() {  # R TAG TREE [args...]
 }
 H() {
   fits 150 "harness run" || return 0
-  timeout -k 5 145 python3 -m harness run --preset qwen3-8b-drafter --devices 0 \
+  timeout -k 5 145 python3 -m racegate run --preset qwen3-8b-drafter --devices 0 \
     --strategies warmup_locked --cache-states cold --threads-per-device 1 --steps 3 \
     --warmup-steps 2 --schedule barrier --switch-interval 0.005 --repeat 1 --run-timeout 130 \
     --results "$W/harness.jsonl" >"$W/harness.log" 2>&1

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.pipeline import run_scenario
-from harness.record import append_jsonl
-from harness.scenario.spec import Scenario, make_scenario
+from racegate.harness.doors.pipeline import run_scenario
+from racegate.harness.run.record import append_jsonl
+from racegate.harness.scenario.spec import Scenario, make_scenario
 
 # The test workloads the cases run, named by import path as any workload is (the runner's child
 # imports them from the checkout); the benchmark imports nothing from tests/.

@@ -18,7 +18,7 @@ Anchors are drawn afresh every step and the mask is rebuilt every step, as a tra
 (`--fixed-mask`: drawn and built once). Timing: `--warmup` steps (compile), then the median of
 `--windows` windows of `--window-steps` steps, each window timed with CUDA events. Tokens are
 query tokens (valid anchors x block), racegate's unit; MFU is analytic FLOPs over 790 TFLOP/s
-(one H200's measured bf16 matmul rate), counted as racegate's model/flops.py counts them.
+(one H200's measured bf16 matmul rate), counted as racegate's racegate/model/flops.py counts them.
 Peak memory is `torch.cuda.max_memory_allocated` over the whole run, with a line-by-line
 account of what is resident (`memory` in the JSON).
 
@@ -188,8 +188,8 @@ def visible_pairs(anchors_N: torch.Tensor, block: int) -> float:
 
 # ---- FLOPs, loss -----------------------------------------------------------------------------
 def step_flops(s: Shape, pairs: float) -> dict[str, float]:
-    """Analytic FLOPs, as racegate's model/flops.py: a GEMM with weight and input gradients 3x
-    its forward; fc 2x (its input needs no gradient); the frozen lm_head 3x (forward,
+    """Analytic FLOPs, as racegate's racegate/model/flops.py: a GEMM with weight and input gradients
+    3x its forward; fc 2x (its input needs no gradient); the frozen lm_head 3x (forward,
     checkpoint recompute, input gradient); attention 3 x 4 x q-width x visible pairs."""
     t, keys = s.anchors * s.block, s.context + s.anchors * s.block
     qw, kw = s.heads * s.head_dim, s.kv_heads * s.head_dim

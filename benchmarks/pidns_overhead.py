@@ -1,5 +1,5 @@
 """What the PID namespace costs a run: per worker process, from its start to its announcement
-(harness.run.pidns.enter + announce) and to its exit, with the namespace and without.
+(racegate.harness.run.pidns.enter + announce) and to its exit, with the namespace and without.
 
 `python benchmarks/pidns_overhead.py [N]`: N interleaved pairs (default 40), medians in ms. The
 "worker" here does nothing between the two, so the differences are the namespace's own.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = (
-    "import sys; from pathlib import Path; from harness.run import pidns; "
+    "import sys; from pathlib import Path; from racegate.harness.run import pidns; "
     "pidns.announce(Path(sys.argv[1]), pidns.enter(Path(sys.argv[1])))"
 )
 

@@ -175,8 +175,8 @@ def visible_pairs(anchors_BN: torch.Tensor, valid_BN: torch.Tensor, block: int) 
 
 # ---- data, loss, FLOPs -----------------------------------------------------------------------
 def query_tokens(valid_BN: torch.Tensor, block: int) -> int:
-    """Query tokens of one step as racegate counts them (model/train_step.py): valid anchors x
-    block size, over every sequence of the step. The unit of this benchmark's tokens/s."""
+    """Query tokens of one step as racegate counts them (racegate/model/train_step.py): valid
+    anchors x block size, over every sequence of the step. The unit of this benchmark's tokens/s."""
     return int(valid_BN.sum()) * block
 
 
@@ -218,7 +218,7 @@ def rope(positions_BK: torch.Tensor, s: Shape, dtype) -> tuple[torch.Tensor, tor
 
 # Cross-entropy on the model's dtype (bf16 on a GPU), as SpecForge's open DFlash trainer does
 # (specforge/core/dflash.py: F.cross_entropy on the lm_head's output) and racegate's
-# model/loss.py does now, or on float32 logits, as both did before: the upcast is a
+# racegate/model/loss.py does now, or on float32 logits, as both did before: the upcast is a
 # copy of every chunk's logits and doubled the softmax's memory traffic. bf16 ran 1.068x the
 # tokens/s here and 1.079x in racegate's step on one H200 (results/h200-step-float32-cross-entropy).
 # --ce-dtype picks one.
@@ -433,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--profile-steps", type=int, default=2, help="(default: %(default)s)")
     p.add_argument(
         "--ce-dtype", choices=CE_DTYPES, default="model",
-        help="the logits' dtype in the cross-entropy: the model's (racegate's model/loss.py and "
+        help="the logits' dtype in the cross-entropy: the model's (racegate/model/loss.py and "
         "SpecForge's trainer; bf16 on a GPU) or float32 (default: %(default)s)",
     )  # fmt: skip
     args = p.parse_args(argv)

@@ -32,10 +32,10 @@ for ((r = 0; r < ROUNDS; r++)); do
     c=${configs[$(((r + k) % 4))]}
     ((deadline - SECONDS < 45)) && { log "stop: $((deadline - SECONDS)) s left"; break 2; }
     case $c in
-      race) cmd=(python3 -m harness run "${BASE[@]}") ;;
-      trainer) cmd=(python3 -m harness run "${BASE[@]}" "${TRAINER[@]}") ;;
-      long) cmd=(python3 -m harness run "${BASE[@]}" "${TRAINER[@]}" --steps 240) ;;
-      pinned) cmd=(taskset -c "$CORE" python3 -m harness run "${BASE[@]}" "${TRAINER[@]}") ;;
+      race) cmd=(python3 -m racegate run "${BASE[@]}") ;;
+      trainer) cmd=(python3 -m racegate run "${BASE[@]}" "${TRAINER[@]}") ;;
+      long) cmd=(python3 -m racegate run "${BASE[@]}" "${TRAINER[@]}" --steps 240) ;;
+      pinned) cmd=(taskset -c "$CORE" python3 -m racegate run "${BASE[@]}" "${TRAINER[@]}") ;;
     esac
     log "round $((r + 1)) $c: start"
     t=$SECONDS

@@ -3,8 +3,8 @@
     python3 benchmarks/run_noise_table.py DIR    (DIR holds race.jsonl, trainer.jsonl, ...)
 
 Per configuration: each run's steady tokens/s and its windows' spread, the steady steps'
-coefficient of variation, the pool's run-to-run spread (harness.judge.compare.log_spread) and
-the runs per side a 5% slowdown then needs (runs_needed, the A/B's own rule). Then the GPU's
+coefficient of variation, the pool's run-to-run spread (racegate.harness.judge.compare.log_spread)
+and the runs per side a 5% slowdown then needs (runs_needed, the A/B's own rule). Then the GPU's
 clocks and throttle reasons, and the host's steal time, over the call.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.judge.compare import log_spread, runs_needed
-from harness.judge.metrics import is_steady
-from harness.record import read_jsonl
+from racegate.harness.judge.compare import log_spread, runs_needed
+from racegate.harness.judge.metrics import is_steady
+from racegate.harness.run.record import read_jsonl
 
 CONFIGS = ("race", "trainer", "long", "pinned")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call on one GPU: the 8B drafter step of the tree before a change (the reference)
-# against this tree's (the candidate), as the gate's A/B measures it. `python -m harness.ab
+# against this tree's (the candidate), as the gate's A/B measures it. `python -m racegate.harness.ab
 # compare` runs `harness run --preset qwen3-8b-drafter --strategy warmup_locked`, one thread on
 # device 0, 10 steps (2 warm-up) on the barrier schedule (the throughput floors' key, and a
 # steady series of peaks on one shape, so each run records its memory growth), a fresh process
@@ -28,7 +28,7 @@ fi
 scratch BEFORE
 mkdir -p "$BEFORE/tree" && tar -xf "$tar_path" -C "$BEFORE/tree" || exit 2
 # The reference's "python": the same interpreter, started in the before tree, so its
-# `-m harness` (and model/) are that tree's; harness.ab starts every run in this tree.
+# `-m racegate` (and model/) are that tree's; racegate.harness.ab starts every run in this tree.
 printf '#!/bin/sh\ncd "%s" || exit 2\nexec "%s" "$@"\n' "$BEFORE/tree" "$(command -v "$PY")" \
   >"$BEFORE/python"
 chmod 700 "$BEFORE/python"
@@ -44,13 +44,13 @@ else
   envs=()
 fi
 log "before: $tar_path -> $BEFORE/tree; $runs runs a side; harness run ${args[*]}"
-where='import harness, model; print(harness.__file__, model.__file__)'
+where='import racegate.harness, racegate.model; print(racegate.harness.__file__, racegate.model.__file__)'
 log "reference imports $("$BEFORE/python" -c "$where" 2>&1 | tail -n 1)"
 log "candidate imports $("$PY" -c "$where" 2>&1 | tail -n 1)"
-timeout -s INT -k 60 "${BUDGET:-420}" "$PY" -m harness.ab compare --reference "$BEFORE/python" \
+timeout -s INT -k 60 "${BUDGET:-420}" "$PY" -m racegate.harness.ab compare --reference "$BEFORE/python" \
   --candidate "$(command -v "$PY")" --runs "$runs" --run-timeout 240 "${envs[@]}" \
   --records "$W/records" --out "$W/ab.json" -- "${args[@]}" >"$W/ab.txt" 2>"$W/ab.log"
-log "harness.ab compare rc=$? (0: no regression, 1: a regression or a failed/interrupted A/B)"
+log "racegate.harness.ab compare rc=$? (0: no regression, 1: a regression or a failed/interrupted A/B)"
 "$PY" - "$W" >"$W/summary.txt" 2>&1 <<'EOF'
 """Per-run numbers of the A/B (reference = before, candidate = this tree), medians, ratios."""
 import json
@@ -58,7 +58,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from harness.record import read_jsonl
+from racegate.harness.run.record import read_jsonl
 
 w, gib = Path(sys.argv[1]), 2**30
 runs = []

@@ -2,7 +2,7 @@
 
 transformers' Qwen3ForCausalLM with `attn_implementation="flex_attention"` (set through its
 config): a team's trainer racegate has never seen, gated through racegate's workload interface
-(harness/scenario/workload_api.py) without importing anything from model/. Its strategies:
+(racegate/harness/scenario/workload_api.py) without importing anything from model/. Its strategies:
 
 - `singleton` (its positive control, the known-bad one): transformers' own process-global
   compiled flex (`WrappedFlexAttention`), compiled lazily by whichever thread calls it first and
@@ -16,7 +16,7 @@ config): a team's trainer racegate has never seen, gated through racegate's work
 
 flex_attention has no CPU backward: on CPU a step is the forward and its loss, under no_grad
 (still compiled, still threaded: the tracing race is in the forward). Run it (docs/your-trainer.md):
-`python -m harness run --workload examples.qwen3_flex_workload:make_workload` (preset tiny on
+`python -m racegate run --workload examples.qwen3_flex_workload:make_workload` (preset tiny on
 CPU, small on a GPU).
 """
 
@@ -30,8 +30,8 @@ from torch.nn.attention.flex_attention import BlockMask, create_block_mask
 from transformers import AttentionInterface, Qwen3Config, Qwen3ForCausalLM
 from transformers.integrations.flex_attention import flex_attention_forward
 
-from harness.scenario.vocab import StrategySpec
-from harness.scenario.workload_api import StepResult, WorkloadRoles
+from racegate.harness.scenario.vocab import StrategySpec
+from racegate.harness.scenario.workload_api import StepResult, WorkloadRoles
 
 # Named as racegate's defaults (tiny on CPU, small on GPU), so a plain command picks them.
 SIZES = {
@@ -58,7 +58,8 @@ SEQ_LENS = {"tiny": (32, 48), "small": (256, 384)}  # bucket 0 is steady state; 
 BATCH = {"tiny": 2, "small": 4}
 
 STRATEGIES = ("singleton", "compiled_upfront", "processes")
-# compiled_upfront is this workload's own name: its spec says what it is (harness.scenario.vocab).
+# compiled_upfront is this workload's own name: its spec says what it is
+# (racegate.harness.scenario.vocab).
 COMPILED_UPFRONT = StrategySpec(
     compiled=True,
     warmed_up=True,  # the harness steps every shape once in one thread, then fail_on_recompile

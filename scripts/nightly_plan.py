@@ -7,7 +7,7 @@ the report job's merge of every cell's artifact, with a failed row for a cell th
 
 `plan` prints the cells as a JSON list (the `cell` job's strategy.matrix); `report` writes a
 `no-artifact.jsonl` record for every planned cell whose artifact holds no run record, runs
-`python -m harness report` over every artifact folder, and appends matrix.md and the cell list
+`python -m racegate report` over every artifact folder, and appends matrix.md and the cell list
 to the job summary. Exit codes: the report's decision (0 SAFE, 1 UNSAFE, 7 UNDECIDED;
 through nox, any failure is nox's 1), else 1 when a cell was lost; 2 usage error.
 """
@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from a checkout: harness is not installed
 
-from harness.record import Hardware, RunRecord, Versions, append_jsonl, read_jsonl  # noqa: E402
-from harness.scenario import settings  # noqa: E402
-from harness.scenario.spec import Scenario  # noqa: E402
-from harness.scenario.vocab import CacheState, Outcome, Schedule  # noqa: E402
+from racegate.harness.run.record import Hardware, RunRecord, Versions, append_jsonl, read_jsonl  # noqa: E402
+from racegate.harness.scenario import settings  # noqa: E402
+from racegate.harness.scenario.spec import Scenario  # noqa: E402
+from racegate.harness.scenario.vocab import CacheState, Outcome, Schedule  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 SESSION = "gpu_matrix"
@@ -151,7 +151,7 @@ def harness_report(via: str, folders: list[Path], out_dir: Path) -> list[str]:
     if via == "nox":  # nox's report session installs what the report needs (no torch)
         return [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", "report",
                 "--", *args]  # fmt: skip
-    return [sys.executable, "-m", "harness", "report", *args]
+    return [sys.executable, "-m", "racegate", "report", *args]
 
 
 def cell_lines(cells: list[Cell], artifacts: Path, lost: list[tuple[Cell, str]]) -> list[str]:

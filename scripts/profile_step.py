@@ -24,8 +24,8 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.run.threads import sync_device
-from model.workload import make_workload
+from racegate.harness.run.threads import sync_device
+from racegate.model.workload import make_workload
 
 # Kernel-name patterns per kind (CUDA kernel names, or aten op names on CPU).
 KINDS = {

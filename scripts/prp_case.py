@@ -21,7 +21,7 @@ import os
 
 import torch
 
-from model.workload import make_workload
+from racegate.model.workload import make_workload
 
 STEPS = 7  # the harness's --warmup-steps 1 + --steps 6
 DEVICES = [torch.device(d) for d in os.environ.get("RACEGATE_PRP_DEVICES", "cpu").split(",")]

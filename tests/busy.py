@@ -1,7 +1,7 @@
 """The busy step of the test workloads: a thread that computes for a while, as a trainer's does.
 
 Computing, not sleeping: a thread that sleeps demands no CPU, and the judge's co-activity check
-(harness.run.activity) sees threads that work at the same time, or take turns. Torch ops of
+(racegate.harness.run.activity) sees threads that work at the same time, or take turns. Torch ops of
 about a millisecond each (256³ multiply-adds), each releasing the GIL: with 64² ops
 (microseconds) a thread took the GIL back after each op before the other woke, or was preempted
 holding it on a loaded box, and the other waited for 0.1-0.3 s at a time. The judge rightly saw

@@ -1,7 +1,7 @@
 """The harness's test tiers: a test is unit unless marked `process` or `fault`, and a unit test
 that starts a child process or runs past UNIT_TIME_LIMIT_S fails, naming the marker it needs.
 
-unit (the default, `python3 racegate.py test --fast`): no child process, no real compile race;
+unit (the default, `python3 bootstrap.py test --fast`): no child process, no real compile race;
 process (`-m process`): starts child processes (isolated runs, the CLI, nox) or compiles for real;
 fault (`-m fault`): injects real faults into real runs (crashes, hangs, orphans, stalls).
 A module marks its tier with `pytestmark`, or names its fixtures that start child processes in

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import cache_state
-from harness.run.lifeline import processes_with
-from harness.scenario.spec import Scenario, make_scenario
+from racegate.harness.run import cache_state
+from racegate.harness.run.lifeline import processes_with
+from racegate.harness.scenario.spec import Scenario, make_scenario
 from tests.fault_workloads import FAULTS
 
 FAULT = "tests.fault_workloads:make_workload"
@@ -28,7 +28,7 @@ def fault_scenario(fault: str, **kw: object) -> Scenario:
     runs them under the stall watch."""
     fields = dict(
         # Hangs wait out their timeout; the others get 4 steady steps of 0.1 s: the judge's
-        # co-activity needs looks at both threads working (harness.run.activity).
+        # co-activity needs looks at both threads working (racegate.harness.run.activity).
         preset=fault, strategy="eager", workload=FAULT, steps=2 if fault in HANGS else 4,
         warmup_steps=1,
         timeout_s=HANG_TIMEOUT_S if fault in HANGS else TIMEOUT_S,

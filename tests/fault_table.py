@@ -25,9 +25,9 @@ sys.path.insert(0, str(REPO))
 
 import pytest  # noqa: E402
 
-from harness.judge.race_evidence import shows_race  # noqa: E402
-from harness.pipeline import run_scenario  # noqa: E402
-from harness.record import append_jsonl, read_jsonl  # noqa: E402
+from racegate.harness.doors.pipeline import run_scenario  # noqa: E402
+from racegate.harness.judge.race_evidence import shows_race  # noqa: E402
+from racegate.harness.run.record import append_jsonl, read_jsonl  # noqa: E402
 from tests.fault_kit import fault_scenario, files_under, isolate_parent, left_behind  # noqa: E402
 from tests.fault_workloads import FAULTS  # noqa: E402
 
@@ -79,7 +79,8 @@ def render(rows: list[dict[str, object]], command: str, wall: float) -> str:
         "the same columns in CI.",
         "",
         "- **race evidence**: whether the record shows the race by the one rule "
-        "(`harness/judge/race_evidence.py`), so that a positive control failing this way would "
+        "(`racegate/harness/judge/race_evidence.py`), so that a positive control failing this way "
+        "would "
         "give the verdict power; none of these faults is the race, so every row must say no.",
         "- **records intact**: every record in the shared file still reads back, unchanged, "
         "after this run appended its own (n/n).",

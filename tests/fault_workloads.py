@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from harness.run.child_spec import ChildSpec
-from harness.scenario.workload_api import StepResult
+from racegate.harness.run.child_spec import ChildSpec
+from racegate.harness.scenario.workload_api import StepResult
 from tests.busy import compute_for, one_intra_op_thread
 
 # fault → (outcome the harness must record, threads to run it at, where it fires)

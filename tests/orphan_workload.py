@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from harness.scenario.workload_api import StepResult
+from racegate.harness.scenario.workload_api import StepResult
 
 MARKER = "RACEGATE_TEST_ORPHAN_MARKER"
 HOW = ("fork", "setsid", "daemon")

@@ -1,17 +1,18 @@
 """A test tool: a tiny CPU workload whose chance per run of hitting torch's real nested-FX race is
 a knob (`preset="p=0.5"`), so the verdict's calibration can be tested on a 2-core CPU box.
 
-The mechanism is the one harness/expectations/probes.toml calls `compiled_call_during_make_fx`: a
-bare `make_fx` trace sets torch's process-global FX-tracing flag (torch < 2.14), and a compiled call
-in another thread meanwhile raises torch's own "Detected that you are using FX to symbolically
-trace a dynamo-optimized function". A `per_device` replica traces each new shape lazily, in its
-own thread. Once per run (one draw per child process) the knob decides whether that lazy trace
-is left open: with probability p it runs unguarded and stays inside `make_fx` until another
-thread has made a compiled call (so the overlap happens); otherwise the trace and every compiled
-call take one lock (they never overlap). Nothing else is injected: whether a run fails is
-decided by torch's check in the other thread, so on a torch whose flag is thread-local (2.14+)
-the control never fires, and `warmup`/`warmup_locked` (traced on the main thread before the
-threads start, by the harness's warm-up) never fail whatever the knob says.
+The mechanism is the one racegate/harness/expectations/probes.toml calls
+`compiled_call_during_make_fx`: a bare `make_fx` trace sets torch's process-global FX-tracing flag
+(torch < 2.14), and a compiled call in another thread meanwhile raises torch's own "Detected that
+you are using FX to symbolically trace a dynamo-optimized function". A `per_device` replica traces
+each new shape lazily, in its own thread. Once per run (one draw per child process) the knob decides
+whether that lazy trace is left open: with probability p it runs unguarded and stays inside
+`make_fx` until another thread has made a compiled call (so the overlap happens); otherwise
+the trace and every compiled call take one lock (they never overlap). Nothing else is
+injected: whether a run fails is decided by torch's check in the other thread, so on a torch
+whose flag is thread-local (2.14+) the control never fires, and `warmup`/`warmup_locked`
+(traced on the main thread before the threads start, by the harness's warm-up) never fail
+whatever the knob says.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import threading
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from harness.scenario.workload_api import StepResult
+from racegate.harness.scenario.workload_api import StepResult
 from tests.busy import compute_for, one_intra_op_thread
 
 STRATEGIES = ("per_device", "warmup", "warmup_locked")

@@ -1,9 +1,9 @@
 """A test tool: the built-in DFlash workload with one process-wide lock around every step, so
 its threads take turns (a serialised trainer): `--workload tests.serial_workload:make_workload`.
 
-The run must come out `not_concurrent` (harness.judge.decide.coactive_shares): each thread's
-step spans still overlap the others' (a thread waits for the lock inside its step), but their
-work never meets. On CPU the fault kit's `serial` shows the same with a toy step; this one
+The run must come out `not_concurrent` (racegate.harness.judge.decide.coactive_shares): each
+thread's step spans still overlap the others' (a thread waits for the lock inside its step), but
+their work never meets. On CPU the fault kit's `serial` shows the same with a toy step; this one
 shows it on the real step, on a GPU too.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from model.workload import DFlashWorkload
-from model.workload import make_workload as make_builtin
+from racegate.model.workload import DFlashWorkload
+from racegate.model.workload import make_workload as make_builtin
 
 _STEP = threading.Lock()
 

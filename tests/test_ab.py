@@ -1,7 +1,8 @@
-"""harness.ab: the interleaved order, fail-closed samples, the pool split, and real A/B runs.
+"""racegate.harness.ab: the interleaved order, fail-closed samples, the pool split, and real A/B
+runs.
 
-The end-to-end test runs real `python -m harness run` subprocesses of `tiny` on CPU through
-`python -m harness.ab compare`; it takes a few minutes on a loaded 2-core machine.
+The end-to-end test runs real `python -m racegate run` subprocesses of `tiny` on CPU through
+`python -m racegate.harness.ab compare`; it takes a few minutes on a loaded 2-core machine.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from typing import Any
 
 import pytest
 
-from harness import checked
-from harness.ab.cli import EXIT_USAGE, main
-from harness.ab.result import AA, ABResult
-from harness.ab.run import Side, check_run_args, order, run_ab, run_once
-from harness.ab.stats import (
+from racegate.harness.ab.cli import EXIT_USAGE, main
+from racegate.harness.ab.result import AA, ABResult
+from racegate.harness.ab.run import Side, check_run_args, order, run_ab, run_once
+from racegate.harness.ab.stats import (
     SIDES,
     RunSample,
     compare_samples,
@@ -30,12 +30,13 @@ from harness.ab.stats import (
     power_summary,
     sample_of,
 )
-from harness.ab.store import read_ab, write_ab
-from harness.judge.compare import Change
-from harness.judge.gate import EXIT_INTERRUPTED
-from harness.record import Hardware, RunRecord, ThreadRecord, Versions, read_jsonl
-from harness.scenario.spec import Scenario
-from harness.scenario.vocab import TEST_SLOWDOWN_ENV
+from racegate.harness.ab.store import read_ab, write_ab
+from racegate.harness.judge.compare import Change
+from racegate.harness.judge.gate import EXIT_INTERRUPTED
+from racegate.harness.run import checked
+from racegate.harness.run.record import Hardware, RunRecord, ThreadRecord, Versions, read_jsonl
+from racegate.harness.scenario.spec import Scenario
+from racegate.harness.scenario.vocab import TEST_SLOWDOWN_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -172,7 +173,7 @@ def test_a_failing_side_fails_the_ab_with_its_reason(tmp_path: Path) -> None:
 
 
 def test_slowdown_knob_resolves_and_names_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    from model.workload import SLOWDOWN_ENV, make_workload, resolve_slowdown
+    from racegate.model.workload import SLOWDOWN_ENV, make_workload, resolve_slowdown
 
     monkeypatch.delenv(SLOWDOWN_ENV, raising=False)
     assert resolve_slowdown(None) == 0.0 and resolve_slowdown(0.05) == 0.05
@@ -191,7 +192,7 @@ def test_slowed_replica_calibrates_then_adds_fixed_work() -> None:
     number of matmuls sized to the slowdown fraction of the calibrated step."""
     import torch
 
-    from model.workload import CALIBRATION_STEPS, SlowedReplica, make_workload
+    from racegate.model.workload import CALIBRATION_STEPS, SlowedReplica, make_workload
 
     replica = make_workload("tiny", slowdown=0.5).make_replica(
         torch.device("cpu"), "sdpa_dense", seed=0
@@ -234,7 +235,7 @@ def _ab(tmp_path: Path, runs: int, *extra: str) -> tuple[subprocess.CompletedPro
         [
             sys.executable,
             "-m",
-            "harness.ab",
+            "racegate.harness.ab",
             "compare",
             "--candidate",
             sys.executable,
@@ -285,7 +286,7 @@ def test_cpu_ab_calls_an_injected_slowdown_slower(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "harness.ab",
+            "racegate.harness.ab",
             "power",
             "--per-side",
             "2",
@@ -418,7 +419,7 @@ def _argv_of_one_run(tmp_path: Path, run_args: list[str]) -> list[str]:
 def test_each_run_is_one_run_whatever_the_device(tmp_path: Path) -> None:
     """`harness run` repeats each scenario 3 times on a GPU by default: ab asks for one."""
     args = _argv_of_one_run(tmp_path, ["--devices", "0"])
-    assert args[:5] == ["-m", "harness", "run", "--devices", "0"]
+    assert args[:5] == ["-m", "racegate", "run", "--devices", "0"]
     assert args[args.index("--repeat") + 1] == "1"
     assert args[args.index("--cache-states") + 1] == "cold"  # not all three states of a GPU
 
@@ -452,7 +453,14 @@ def test_an_interrupted_ab_makes_no_call_and_shows_the_runs_it_made(
     after it) after two runs a side: no traceback, no call (exit 130, as `racegate upgrade`),
     and the four runs made are compared and kept in ab.json."""
     records, out = tmp_path / "records", tmp_path / "ab.json"
-    command = [sys.executable, "-m", "harness.ab", "compare", "--candidate", sys.executable]
+    command = [
+        sys.executable,
+        "-m",
+        "racegate.harness.ab",
+        "compare",
+        "--candidate",
+        sys.executable,
+    ]
     command += ["--runs", "3", "--records", str(records), "--out", str(out), *ONE_THREAD]
     proc = subprocess.Popen(
         [*command, "--", *RUN_ARGS],
@@ -615,7 +623,7 @@ def test_an_interrupted_ab_reads_back_as_interrupted_and_a_bad_flag_is_refused(
 def test_an_ab_run_is_one_thread_unless_its_options_say_otherwise(tmp_path: Path) -> None:
     """`harness run` makes a run at 1 and one at 2 threads on a GPU (2 on a CPU) unless told:
     an A/B run given no thread count failed on one H100 ("exited 7 with 2 record(s)")."""
-    from harness.ab.run import Side, run_once
+    from racegate.harness.ab.run import Side, run_once
 
     args = ["--preset", "tiny", "--steps", "4", "--warmup-steps", "1"]
     record = run_once(Side("reference", sys.executable), args, tmp_path / "run.jsonl", 600)

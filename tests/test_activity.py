@@ -1,4 +1,4 @@
-"""harness.run.activity: the runner's looks at stepping threads' scheduler state, on real
+"""racegate.harness.run.activity: the runner's looks at stepping threads' scheduler state, on real
 threads of this process (the kernel's own /proc state, nothing mocked)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import stall
-from harness.run.activity import SAMPLER_NICE, ActivitySampler
-from harness.run.protocol import ProgressEvent, Stepping
+from racegate.harness.run import stall
+from racegate.harness.run.activity import SAMPLER_NICE, ActivitySampler
+from racegate.harness.run.protocol import ProgressEvent, Stepping
 
 # Every test here starts child processes: the process tier (tests/conftest.py).
 pytestmark = pytest.mark.process

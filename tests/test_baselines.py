@@ -9,13 +9,20 @@ from typing import Any
 
 import pytest
 
-from harness import cli
-from harness.judge import baselines
-from harness.judge.baselines import REFRESH_COMMAND, FloorCall
-from harness.judge.outcomes import count, worst
-from harness.record import Hardware, RunRecord, ThreadRecord, Versions, append_jsonl, read_jsonl
-from harness.scenario.spec import make_scenario
-from harness.scenario.vocab import Outcome
+from racegate.harness.doors import cli
+from racegate.harness.judge import baselines
+from racegate.harness.judge.baselines import REFRESH_COMMAND, FloorCall
+from racegate.harness.judge.outcomes import count, worst
+from racegate.harness.run.record import (
+    Hardware,
+    RunRecord,
+    ThreadRecord,
+    Versions,
+    append_jsonl,
+    read_jsonl,
+)
+from racegate.harness.scenario.spec import make_scenario
+from racegate.harness.scenario.vocab import Outcome
 
 H200 = {"device_name": "NVIDIA H200", "device_names": ["NVIDIA H200"] * 2, "cuda_device_count": 2}
 
@@ -74,7 +81,7 @@ def make_record(
         tokens_per_s_windows=[tps] * 3 if tps else [],
         mem_growth=mem_growth,
         mem_series={"cuda:0": [2**30, int(2**30 * (1 + (mem_growth or 0)))]},
-        command="python -m harness run --preset small",
+        command="python -m racegate run --preset small",
     )
     return RunRecord.from_json(json.loads(json.dumps(record.to_json())))  # the JSON boundary
 
@@ -158,7 +165,7 @@ def test_update_round_trip_and_checks(tmp_path: Path) -> None:
     assert floor.tokens_per_s == 110.0  # median of the three passing runs, not the 500
     assert (floor.n_runs, floor.refused_runs, floor.tolerance) == (3, 1, 0.05)
     assert floor.spread == pytest.approx(20 / 110)
-    assert floor.command.startswith("python -m harness run")
+    assert floor.command.startswith("python -m racegate run")
     assert base.floors["small/per_device/2x1/6steps"].tokens_per_s == 90.0
 
     assert baselines.check(make_record(tps=106.0), base).verdict is FloorCall.PASS

@@ -1,4 +1,4 @@
-"""The bisection's oracle pieces (harness.bisect.evidence): a step's decision from probe
+"""The bisection's oracle pieces (racegate.harness.bisect.evidence): a step's decision from probe
 verdicts, and the probes read from a real interpreter (the one running these tests)."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ import pytest
 import torch
 from packaging.version import Version
 
-from harness import envs
-from harness.bisect.evidence import (
+from racegate.harness.bisect.evidence import (
     NESTED_FX_PROBES,
     Runner,
     installed,
     probe_decision,
     probe_verdicts,
 )
-from harness.judge.gate import Word
-from harness.probes.runner import PROBES
+from racegate.harness.doors import envs
+from racegate.harness.judge.gate import Word
+from racegate.harness.probes.runner import PROBES
 
 GATING = ("compiled_call_during_make_fx", "flag_stuck_after_overlap")
 

@@ -1,5 +1,5 @@
-"""`python -m harness repro`'s reproducers (harness.bisect.repro) and the bisect/repro command
-lines: standalone, short, and they exit as the torch in hand says; bad input exits 2."""
+"""`python -m racegate repro`'s reproducers (racegate.harness.bisect.repro) and the bisect/repro
+command lines: standalone, short, and they exit as the torch in hand says; bad input exits 2."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 import torch
 from packaging.version import Version
 
-from harness import envs
-from harness.bisect import repro
-from harness.bisect.evidence import Runner
-from harness.cli import main
-from harness.judge.gate import EXIT_USAGE
+from racegate.harness.bisect import repro
+from racegate.harness.bisect.evidence import Runner
+from racegate.harness.doors import envs
+from racegate.harness.doors.cli import main
+from racegate.harness.judge.gate import EXIT_USAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,7 +73,7 @@ def test_bad_bisect_and_repro_input_exits_2(argv: list[str], capsys) -> None:
 @pytest.mark.process
 def test_bisect_help_runs() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "harness", "bisect", "--help"],
+        [sys.executable, "-m", "racegate", "bisect", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,6 +1,6 @@
-"""A bisection step's class (harness.bisect.steps) from real CPU records and probe verdicts
-committed under results/, and the search over those classes (harness.bisect.search): pure, no
-torch run, nothing mocked but the oracle's answers, which are real records judged."""
+"""A bisection step's class (racegate.harness.bisect.steps) from real CPU records and probe verdicts
+committed under results/, and the search over those classes (racegate.harness.bisect.search): pure,
+no torch run, nothing mocked but the oracle's answers, which are real records judged."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.bisect.evidence import calibration_of, judge_race
-from harness.bisect.search import Evidence, Outcome, bisect
-from harness.bisect.steps import Hazard, from_probes, names, settled
-from harness.judge.gate import EXIT_SAFE, EXIT_UNDECIDED, Word
-from harness.judge.inputs import read_records
-from harness.judge.verdict import Calibration
+from racegate.harness.bisect.evidence import calibration_of, judge_race
+from racegate.harness.bisect.search import Evidence, Outcome, bisect
+from racegate.harness.bisect.steps import Hazard, from_probes, names, settled
+from racegate.harness.judge.gate import EXIT_SAFE, EXIT_UNDECIDED, Word
+from racegate.harness.judge.inputs import read_records
+from racegate.harness.judge.verdict import Calibration
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 MATRIX = RESULTS / "cpu-torch-releases-probes-and-races" / "data.tar.xz"
@@ -231,8 +231,8 @@ def test_a_release_asked_again_passes_its_earlier_records_in_one_word_each(tmp_p
     import subprocess
     import sys
 
-    from harness import envs
-    from harness.bisect.evidence import Runner, race_step
+    from racegate.harness.bisect.evidence import Runner, race_step
+    from racegate.harness.doors import envs
 
     class Recording(Runner):
         def run(self, args, timeout):
@@ -268,8 +268,8 @@ def test_a_release_step_takes_its_word_from_the_sessions_decision_file(tmp_path:
     import subprocess
     import sys
 
-    from harness import envs
-    from harness.bisect.evidence import Runner, race_step
+    from racegate.harness.bisect.evidence import Runner, race_step
+    from racegate.harness.doors import envs
 
     here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
     step = race_step(Runner(here), KNOB_RACE_ARGS, 600, {}, tmp_path / "first")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge.gate import EXIT_UNDECIDED
-from harness.scenario import settings
-from harness.scenario.workload_api import WorkloadError, WorkloadSpec, load_workload
+from racegate.harness.judge.gate import EXIT_UNDECIDED
+from racegate.harness.scenario import settings
+from racegate.harness.scenario.workload_api import WorkloadError, WorkloadSpec, load_workload
 
 EXAMPLE = "examples.llama_workload:make_workload"
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,7 @@ def test_example_runs_end_to_end_through_the_cli(tmp_path: Path) -> None:
     # --timeout 420: alone on a 2-core box the run takes ~160 s (74 s of it compiling); in a
     # fresh-clone CI run on a loaded 2-core box it reached a 240 s deadline still stepping.
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--workload", EXAMPLE, "--preset", "cpu",
+        [sys.executable, "-m", "racegate", "run", "--workload", EXAMPLE, "--preset", "cpu",
          "--strategy", "per_device", "--threads-per-device", "2", "--steps", "2",
          "--timeout", "420", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=500,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline import run_scenario
-from harness.scenario.spec import make_scenario
+from racegate.harness.doors.pipeline import run_scenario
+from racegate.harness.scenario.spec import make_scenario
 
 # Every test here starts child processes: the process tier (tests/conftest.py).
 pytestmark = pytest.mark.process
@@ -47,9 +47,9 @@ def test_the_runs_of_a_warm_case_share_one_priming_run_and_each_proves_warm(tmp_
     import dataclasses
     import shutil
 
-    from harness.judge.decide import record_run
-    from harness.pipeline import run_case
-    from harness.run.runner import Primed, SharedPrimes, collect
+    from racegate.harness.doors.pipeline import run_case
+    from racegate.harness.judge.decide import record_run
+    from racegate.harness.run.runner import Primed, SharedPrimes, collect
 
     scenario = tiny("per_device", "warm")
     with SharedPrimes() as primes:
@@ -92,8 +92,8 @@ def test_a_compiled_run_and_a_probe_run_write_nothing_outside_their_root(
     ~/.cache; ~/.triton) stay empty: every cache and temp dir went into the run's own root."""
     import tempfile
 
-    from harness.probes.runner import run_probes_isolated
-    from harness.run.cache_state import PRIVATE_DIRS
+    from racegate.harness.probes.runner import run_probes_isolated
+    from racegate.harness.run.cache_state import PRIVATE_DIRS
 
     home, tmp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir(mode=0o700)
@@ -125,8 +125,8 @@ def test_a_primed_cache_is_copied_without_its_sockets_or_fifos(
     import os
     import socket
 
-    from harness.run.cache_state import private_dir
-    from harness.run.runner import copy_cache
+    from racegate.harness.run.cache_state import private_dir
+    from racegate.harness.run.runner import copy_cache
 
     primed = private_dir(tmp_path / "primed")
     (primed / "inductor").mkdir(mode=0o700)
@@ -153,13 +153,13 @@ def test_prime_each_run_primes_every_warm_run_alone_and_the_default_copies_one(t
     import subprocess
     import sys
 
-    from harness.judge.gate import EXIT_UNDECIDED
-    from harness.record import read_jsonl
+    from racegate.harness.judge.gate import EXIT_UNDECIDED
+    from racegate.harness.run.record import read_jsonl
 
     def warm_runs(name: str, *extra: str) -> list[dict]:  # each run's cache evidence
         out = tmp_path / f"{name}.jsonl"
         proc = subprocess.run(
-            [sys.executable, "-m", "harness", "run", "--preset", "tiny", "--strategies",
+            [sys.executable, "-m", "racegate", "run", "--preset", "tiny", "--strategies",
              "per_device", "--cache-states", "warm", "--threads-per-device", "1", "--steps", "2",
              "--repeat", "2", "--jobs", "2", "--run-timeout", "240", "--results", str(out), *extra],
             cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=580,

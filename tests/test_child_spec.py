@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.child_spec import SPEC_VERSION, ChildSpec, ChildSpecError, Mode, StartGate
-from harness.run.runner import child_specs
-from harness.scenario.spec import make_scenario
+from racegate.harness.run.child_spec import SPEC_VERSION, ChildSpec, ChildSpecError, Mode, StartGate
+from racegate.harness.run.runner import child_specs
+from racegate.harness.scenario.spec import make_scenario
 
 
 def test_every_spec_the_runner_makes_reads_back_equal(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_a_bad_spec_is_one_line_naming_the_file(
 def test_a_worker_given_another_versions_spec_exits_2_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    from harness.run import worker
+    from racegate.harness.run import worker
 
     (tmp_path / "scenario.json").write_text(json.dumps(_spec_json(version=SPEC_VERSION + 1)))
     assert worker.main(tmp_path) == 2

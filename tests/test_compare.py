@@ -1,4 +1,4 @@
-"""harness.judge.compare on synthetic samples: the t quantile, the interval, the call."""
+"""racegate.harness.judge.compare on synthetic samples: the t quantile, the interval, the call."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from harness.judge.compare import (
+from racegate.harness.judge.compare import (
     Change,
     call,
     compare,
@@ -123,7 +123,7 @@ def test_false_alarm_rate_and_power_by_simulation() -> None:
 
 
 def test_runs_needed_grows_with_spread_and_is_checked_by_simulation() -> None:
-    from harness.judge.compare import log_spread, runs_needed
+    from racegate.harness.judge.compare import log_spread, runs_needed
 
     assert runs_needed(0.003, 0.05) == 2  # qwen3-8b-drafter-like spread: 2 runs per side
     assert runs_needed(0.10, 0.05) > 50  # small-like spread: not affordable

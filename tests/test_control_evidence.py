@@ -1,15 +1,22 @@
-"""The one rule of which outcomes show the race (harness.judge.race_evidence), and the verdict
-that gives the positive control power only from those: a control that failed for another reason
-never makes a strategy SAFE, nor itself unsafe."""
+"""The one rule of which outcomes show the race (racegate.harness.judge.race_evidence), and the
+verdict that gives the positive control power only from those: a control that failed for another
+reason never makes a strategy SAFE, nor itself unsafe."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.judge.gate import decide_gate
-from harness.judge.race_evidence import other_reason, shows_race, timed_out
-from harness.judge.verdict import Calibration, Status, control_rates, decide, render, repeats_for
-from harness.record import RunRecord
+from racegate.harness.judge.gate import decide_gate
+from racegate.harness.judge.race_evidence import other_reason, shows_race, timed_out
+from racegate.harness.judge.verdict import (
+    Calibration,
+    Status,
+    control_rates,
+    decide,
+    render,
+    repeats_for,
+)
+from racegate.harness.run.record import RunRecord
 from tests.test_verdict import GONE, HAZARD, record, runs, status
 
 # torch 2.10's error when two threads' compiles write one process-global MetricsContext.
@@ -17,7 +24,7 @@ METRICS = (
     "RuntimeError: \n\nPrevious Traceback:\n  ...\nRuntimeError: Metric(s) {'is_forward'} have "
     "already been set in the current context.  (see above for current and previous traceback)."
 )
-# faulthandler's fatal dump (harness/run/worker.py enables it), the faulting thread first.
+# faulthandler's fatal dump (racegate/harness/run/worker.py enables it), the faulting thread first.
 FAULT_IN_COMPILE = (
     "Fatal Python error: Segmentation fault\n\n"
     "Current thread 0x00007f7090e216c0 (most recent call first):\n"

@@ -7,10 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from harness.judge.decide import COACTIVE_SHARE, CONCURRENCY_SHARE, record_run
-from harness.judge.metrics import coactivity, merge, overlap_share
-from harness.record import Versions
-from harness.run.protocol import (
+from racegate.harness.judge.decide import COACTIVE_SHARE, CONCURRENCY_SHARE, record_run
+from racegate.harness.judge.metrics import coactivity, merge, overlap_share
+from racegate.harness.run.protocol import (
     Built,
     CacheDeleted,
     CacheEvidence,
@@ -24,7 +23,8 @@ from harness.run.protocol import (
     ThreadReport,
     WatchEvidence,
 )
-from harness.scenario.spec import make_scenario
+from racegate.harness.run.record import Versions
+from racegate.harness.scenario.spec import make_scenario
 
 FAULT = "tests.fault_workloads:make_workload"
 

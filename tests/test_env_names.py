@@ -1,4 +1,5 @@
-"""harness.env_names names every RACEGATE_ environment variable the repository reads or sets."""
+"""racegate.harness.scenario.env_names names every RACEGATE_ environment variable the repository
+reads or sets."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import env_names
+from racegate.harness.scenario import env_names
 
 pytestmark = pytest.mark.process  # they read the repository with git ls-files
 
@@ -41,11 +42,11 @@ def test_every_env_name_in_the_repository_is_in_the_module() -> None:
     unnamed = {
         f"{name} ({rel})"
         for rel, text in tracked_text().items()
-        if rel != "harness/env_names.py"
+        if rel != "racegate/harness/scenario/env_names.py"
         for name in NAME.findall(text)
         if name not in env_names.NAMES
     }
-    assert not unnamed, f"add to harness/env_names.NAMES: {sorted(unnamed)}"
+    assert not unnamed, f"add to racegate/harness/scenario/env_names.NAMES: {sorted(unnamed)}"
 
 
 def test_no_code_builds_an_env_name_from_parts() -> None:
@@ -57,12 +58,16 @@ def test_no_code_builds_an_env_name_from_parts() -> None:
         and rel != "tests/test_env_names.py"
         and re.search(r"""f["']RACEGATE_\{""", text)
     ]
-    assert not built, f"built RACEGATE_ names in {built}; name them in harness/env_names.py"
+    assert not built, (
+        f"built RACEGATE_ names in {built}; name them in racegate/harness/scenario/env_names.py"
+    )
 
 
 def test_every_named_variable_has_a_meaning_and_is_used() -> None:
     texts = tracked_text()
-    elsewhere = "\n".join(t for rel, t in texts.items() if rel != "harness/env_names.py")
+    elsewhere = "\n".join(
+        t for rel, t in texts.items() if rel != "racegate/harness/scenario/env_names.py"
+    )
     for name, meaning in env_names.NAMES.items():
         assert NAME.fullmatch(name) and meaning.strip(), name
         assert name in elsewhere or name in vars(env_names).values(), f"{name} is used nowhere"
@@ -70,6 +75,6 @@ def test_every_named_variable_has_a_meaning_and_is_used() -> None:
 
 
 def test_the_entry_script_spells_only_known_names() -> None:
-    """racegate.py runs before install (stdlib only): it keeps literal names, checked here."""
-    names = set(NAME.findall((ROOT / "racegate.py").read_text()))
+    """bootstrap.py runs before install (stdlib only): it keeps literal names, checked here."""
+    names = set(NAME.findall((ROOT / "bootstrap.py").read_text()))
     assert names and names <= set(env_names.NAMES)

@@ -1,4 +1,5 @@
-"""harness.envs: the changes a user may ask for, and one real candidate environment."""
+"""racegate.harness.doors.envs: the changes a user may ask for, and one real candidate
+environment."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import envs
+from racegate.harness.doors import envs
 
 
 def test_parse_changes_reads_both_packages() -> None:

@@ -22,17 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, options
-from harness.judge.gate import EXIT_CODES, Word
-from harness.judge.inputs import roles_of
-from harness.record import RunRecord, read_jsonl
+from racegate.harness.doors import cli, options
+from racegate.harness.judge.gate import EXIT_CODES, Word
+from racegate.harness.judge.inputs import roles_of
+from racegate.harness.run.record import RunRecord, read_jsonl
 from tests.test_baselines import write
 from tests.test_plugin import _plugin
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # racegate.py, the entry point, is no package
-import racegate  # noqa: E402
+sys.path.insert(0, str(ROOT))  # bootstrap.py, the entry point, is no package
+import bootstrap  # noqa: E402
 
 DATA = ROOT / "tests/data"
 RUNS = {
@@ -52,9 +52,9 @@ OWN_ROLES = {  # a workload whose control is singleton: (records, roles, word)
 }
 COMMANDS = (
     "pytest -m race",
-    "python3 racegate.py race",
-    "python -m harness run",
-    "python -m harness report",
+    "python3 bootstrap.py race",
+    "python -m racegate run",
+    "python -m racegate report",
 )
 STRATEGIES = ["per_device", "singleton", "warmup", "warmup_locked", "processes", "nested_fx_off"]
 
@@ -94,7 +94,7 @@ def _workload(pytester: pytest.Pytester, roles: tuple[str, str] | None) -> None:
         ""
         if roles is None
         else "    def roles(self):\n"
-        "        from harness.scenario.workload_api import WorkloadRoles\n"
+        "        from racegate.harness.scenario.workload_api import WorkloadRoles\n"
         f"        return WorkloadRoles(production={roles[0]!r}, control={roles[1]!r})\n"
     )
     pytester.makepyfile(
@@ -120,14 +120,14 @@ def _pytest_args(pytester: pytest.Pytester, evidence: Path, name: str) -> list[s
 
 
 def _fake_venv(tmp: Path, cwd: Path) -> Path:
-    """A venv racegate.py takes for its own and up to date, whose python is this one run in
-    `cwd` (the pytester folder, where the stub race case and conftest are): racegate.py's own
+    """A venv bootstrap.py takes for its own and up to date, whose python is this one run in
+    `cwd` (the pytester folder, where the stub race case and conftest are): bootstrap.py's own
     code (its command, its exit) runs as it does, without an install."""
     venv = tmp / "venv"
     (venv / "bin").mkdir(parents=True)
-    (venv / racegate.MADE_MARKER).write_text("test\n")
-    wanted = hashlib.sha256(racegate.REQUIREMENTS.read_bytes()).hexdigest()
-    (venv / racegate.STAMP).write_text(wanted + "\n")
+    (venv / bootstrap.MADE_MARKER).write_text("test\n")
+    wanted = hashlib.sha256(bootstrap.REQUIREMENTS.read_bytes()).hexdigest()
+    (venv / bootstrap.STAMP).write_text(wanted + "\n")
     python = venv / "bin" / "python"
     python.write_text(f'#!/bin/sh\ncd "{cwd}" && exec "{sys.executable}" "$@"\n')
     python.chmod(0o700)
@@ -167,22 +167,22 @@ def exits(
         "-m", "race", *_pytest_args(pytester, evidence, "p"), stub
     )
     out["pytest -m race"] = (result.ret, said(result.stdout.str()))
-    # racegate.py race: its own main, which runs that pytest in "its" venv and exits with it.
+    # bootstrap.py race: its own main, which runs that pytest in "its" venv and exits with it.
     monkeypatch.setenv("RACEGATE_VENV", str(_fake_venv(tmp_path, pytester.path)))
     capfd.readouterr()
-    rc = racegate.main(["race", *_pytest_args(pytester, evidence, "r"), stub])
-    out["python3 racegate.py race"] = (rc, said(capfd.readouterr().out))
+    rc = bootstrap.main(["race", *_pytest_args(pytester, evidence, "r"), stub])
+    out["python3 bootstrap.py race"] = (rc, said(capfd.readouterr().out))
     # harness run: its verdict over these records (cmd_run returns this decision's code).
     opts = options.resolve({"devices": "cpu"}, gpus=0, for_cli=True)
     buf = io.StringIO()
     decision = cli.print_verdict(records, opts, buf)
-    out["python -m harness run"] = (decision.exit_code, said(buf.getvalue()))
+    out["python -m racegate run"] = (decision.exit_code, said(buf.getvalue()))
     # harness report: the CLI over the same records' file.
     (tmp_path / "no-floors").mkdir()
     report = tmp_path / "report"
     argv = ["report", str(evidence), "--out-dir", str(report)]
     rc = cli.main([*argv, "--baselines", str(tmp_path / "no-floors")])
-    out["python -m harness report"] = (
+    out["python -m racegate report"] = (
         rc,
         json.loads((report / "gate.json").read_text())["decision"],
     )
@@ -205,7 +205,7 @@ def test_every_command_exits_as_the_table_says_from_real_records(
         code, printed = found[command]
         assert code == table[command][word] == EXIT_CODES[word], (command, found)
         assert printed == str(word), (command, found)
-    assert found["pytest -m race"][1] == found["python -m harness report"][1] == str(word), found
+    assert found["pytest -m race"][1] == found["python -m racegate report"][1] == str(word), found
 
 
 @pytest.mark.process
@@ -224,5 +224,5 @@ def test_a_workloads_own_roles_give_one_word_at_pytests_gate_and_the_report(
     name, roles, word = OWN_ROLES[case]
     found = exits(name, roles, pytester, monkeypatch, tmp_path, capfd)
     code = EXIT_CODES[word]
-    assert found["pytest -m race"] == found["python -m harness report"] == (code, str(word)), found
+    assert found["pytest -m race"] == found["python -m racegate report"] == (code, str(word)), found
     assert roles_of(cell_runs(name, roles)) == roles

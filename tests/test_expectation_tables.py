@@ -1,5 +1,5 @@
-"""harness/expectations/race.toml: its loader's checks, version-range matching, the production
-rule."""
+"""racegate/harness/expectations/race.toml: its loader's checks, version-range matching, the
+production rule."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.checked import GateInputError
-from harness.judge import race_expectations as rx
-from harness.judge.expectations import DeviceKind, Scope, parse_range
-from harness.scenario.vocab import CacheState, Outcome, Strategy
+from racegate.harness.judge import race_expectations as rx
+from racegate.harness.judge.expectations import DeviceKind, Scope, parse_range
+from racegate.harness.run.checked import GateInputError
+from racegate.harness.scenario.vocab import CacheState, Outcome, Strategy
 
 ROW = """
 [[expected_failure]]
@@ -157,7 +157,7 @@ def test_bad_version_is_an_input_error() -> None:
 
 
 def test_committed_table_loads_and_spares_production() -> None:
-    from harness.scenario import settings
+    from racegate.harness.scenario import settings
 
     rows = rx.load(production=settings.production_strategy())  # the committed [tool.racegate]
     assert rows, "the committed table should hold the known-bad rows"
@@ -214,7 +214,7 @@ def test_two_threads_on_one_gpu_may_also_register_vmaps_decompositions_twice(
     per_device's 12 runs and 1 of singleton's 4 failed on torch's first-call registration of
     vmap decompositions, made twice by two threads (`other_error`). The one-GPU row expects it,
     so such a case is an expected failure, not a FAILED item beside a SAFE decision."""
-    from harness.scenario import settings
+    from racegate.harness.scenario import settings
 
     rows = rx.load(production=settings.production_strategy())
     row = rx.match(rows, torch_version="2.11.0+cu130", transformers_version="5.17.0",

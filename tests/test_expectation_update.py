@@ -1,4 +1,4 @@
-"""`python -m harness expectations [--update]`: race.toml rows proposed and rewritten from runs."""
+"""`python -m racegate expectations [--update]`: race.toml rows proposed and rewritten from runs."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
-from harness.judge import expectation_update as eu
-from harness.judge import race_expectations as rx
-from harness.scenario.vocab import CacheState, Strategy
+from racegate.harness.doors import cli
+from racegate.harness.judge import expectation_update as eu
+from racegate.harness.judge import race_expectations as rx
+from racegate.harness.scenario.vocab import CacheState, Strategy
 from tests.test_baselines import make_record, write
 
 TABLE = """# a header comment that must survive rewrites

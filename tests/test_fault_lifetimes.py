@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.lifeline import kill_with, processes_with
+from racegate.harness.run.lifeline import kill_with, processes_with
 
 # Every test here injects real faults into real runs: the fault tier (tests/conftest.py).
 pytestmark = pytest.mark.fault
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.fault
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = """
 import sys
-from harness.pipeline import run_scenario
-from harness.scenario.spec import make_scenario
+from racegate.harness.doors.pipeline import run_scenario
+from racegate.harness.scenario.spec import make_scenario
 sc = make_scenario(preset="ok", strategy="eager", workload="tests.fault_workloads:make_workload",
                    steps=3000, warmup_steps=1, timeout_s=600)  # outlives every wait here
 run_scenario(sc, work_dir=__import__("pathlib").Path(sys.argv[1]))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.record import (
+from racegate.harness.run.record import (
     SCHEMA_VERSION,
     RunRecord,
     TornRecordsError,

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge.suite import TooSlowToJudge, judge
-from harness.judge.verdict import Status, control_rates, judge_strategy
-from harness.pipeline import run_scenario
-from harness.record import append_jsonl, read_jsonl
-from harness.run import cache_state, runner
+from racegate.harness.doors.pipeline import run_scenario
+from racegate.harness.judge.suite import TooSlowToJudge, judge
+from racegate.harness.judge.verdict import Status, control_rates, judge_strategy
+from racegate.harness.run import cache_state, runner
+from racegate.harness.run.record import append_jsonl, read_jsonl
 from tests.fault_kit import (
     HANG_TIMEOUT_S,
     HANGS,
@@ -101,7 +101,7 @@ def test_a_deadlock_too_late_to_stop_early_is_still_a_stall() -> None:
     assert "through to its deadline" in (record.detail or ""), record.detail
     assert record.busy_at_deadline is None
     # A stall, but in the fault's own lock, not in torch's compiler: no race shown, so no power
-    # for a control (harness.judge.race_evidence), and the verdict says why.
+    # for a control (racegate.harness.judge.race_evidence), and the verdict says why.
     rate = control_rates([record], "eager")["cold 1×2"]
     assert rate.hits == 0 and rate.others == ("hang stalled outside torch's compiler",), rate
     assert left_behind() == []
@@ -142,7 +142,7 @@ def test_every_hung_threads_stack_is_kept(fault: str) -> None:
 
 MEASURE_PEAK = """
 import resource, sys
-from harness.pipeline import run_scenario
+from racegate.harness.doors.pipeline import run_scenario
 from tests.fault_kit import fault_scenario
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 record = run_scenario(fault_scenario("big_output"))

@@ -1,6 +1,6 @@
 """One decision at every exit: the same records give the same word and exit code in pytest's
 verdict block and exit status, `harness run`'s verdict and exit, and `report`'s gate.json,
-Markdown and HTML headlines (harness/judge/gate.py)."""
+Markdown and HTML headlines (racegate/harness/judge/gate.py)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, options
-from harness.judge.gate import EXIT_CODES, WORDS_DOC, Word, decide_gate
-from harness.judge.verdict import decide
-from harness.record import RunRecord
+from racegate.harness.doors import cli, options
+from racegate.harness.judge.gate import EXIT_CODES, WORDS_DOC, Word, decide_gate
+from racegate.harness.judge.verdict import decide
+from racegate.harness.run.record import RunRecord
 from tests.test_baselines import make_record, write
 from tests.test_plugin import _plugin
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # racegate.py, the entry point, is no package
-import racegate  # noqa: E402
+sys.path.insert(0, str(ROOT))  # bootstrap.py, the entry point, is no package
+import bootstrap  # noqa: E402
 
 PROD = "warmup_locked"  # the default production strategy (race.toml fails warmup on some torch)
 
@@ -119,8 +119,8 @@ def test_pytest_exit_status_is_the_verdict_blocks_word(
 
 _OTHER_STRATEGY_FAILS = """
 import pytest
-from harness.judge.suite import OUTCOME_ERRORS
-from harness.scenario.vocab import Outcome
+from racegate.harness.judge.suite import OUTCOME_ERRORS
+from racegate.harness.scenario.vocab import Outcome
 
 @pytest.mark.race
 @pytest.mark.parametrize(
@@ -157,7 +157,7 @@ def test_a_strategy_other_than_production_failing_is_unsafe_not_failed_in_pytest
     assert "failed" not in out.splitlines()[-1], out
     assert (
         "UNSAFE test_stub.py::test_race[race_case0]: "
-        "harness.judge.suite.OtherErrorSeen: other_error in 1 run(s)"
+        "racegate.harness.judge.suite.OtherErrorSeen: other_error in 1 run(s)"
     ) in " ".join(out.split()), out
     assert out.index("UNSAFE test_stub.py") < out.index(" racegate verdict "), out
 
@@ -175,10 +175,10 @@ def test_under_xdist_the_controller_exits_with_the_decision(
 def test_no_gate_keeps_pytests_own_status(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`racegate.py test` tests racegate: its pytest passes --no-racegate-gate, so an
+    """`bootstrap.py test` tests racegate: its pytest passes --no-racegate-gate, so an
     UNDECIDED verdict (a CPU torch that masks the race) leaves a green run green."""
-    assert "--no-racegate-gate" in racegate.COMMANDS["test"][-1]
-    assert "--no-racegate-gate" not in racegate.COMMANDS["race"][-1]
+    assert "--no-racegate-gate" in bootstrap.COMMANDS["test"][-1]
+    assert "--no-racegate-gate" not in bootstrap.COMMANDS["race"][-1]
     result = _pytest_session(pytester, monkeypatch, CASES["UNDECIDED"][1], "--no-racegate-gate")
     assert result.ret == 0, result.stdout.str()
     assert "--no-racegate-gate: pytest's exit status is its own, not UNDECIDED's" in (
@@ -212,9 +212,9 @@ def test_the_verdict_lists_each_failed_run_and_why() -> None:
 @pytest.mark.parametrize(("code", "sample"), [(0, True), (7, True), (1, False)])
 @pytest.mark.process
 def test_an_ab_child_undecided_is_a_timing_sample(tmp_path: Path, code: int, sample: bool) -> None:
-    """harness.ab's children are one-thread `harness run`s: nothing can race, so a clean one
-    exits UNDECIDED (7), and its record is a sample all the same; UNSAFE (1) is none."""
-    from harness.ab.run import Side, run_once
+    """racegate.harness.ab's children are one-thread `harness run`s: nothing can race, so a clean
+    one exits UNDECIDED (7), and its record is a sample all the same; UNSAFE (1) is none."""
+    from racegate.harness.ab.run import Side, run_once
 
     record = write(tmp_path / "one.jsonl", [make_record(tpd=1)]).read_text()
     fake = tmp_path / "python"
@@ -232,7 +232,7 @@ def test_an_ab_child_undecided_is_a_timing_sample(tmp_path: Path, code: int, sam
 
 
 def test_a_front_door_that_decided_nothing_exits_undecided(tmp_path: Path) -> None:
-    from harness import race_exit
+    from racegate.harness.doors import race_exit
 
     assert EXIT_CODES[Word.UNDECIDED] == race_exit.EXIT_UNDECIDED
     decided = tmp_path / "decision.json"
@@ -265,7 +265,7 @@ def test_a_front_door_that_decided_nothing_exits_undecided(tmp_path: Path) -> No
 @pytest.mark.process  # the two front doors, each a real process running a real pytest
 @pytest.mark.parametrize(
     "front",
-    [["-m", "harness", "race"], [str(ROOT / "racegate.py"), "race"]],
+    [["-m", "racegate", "race"], [str(ROOT / "bootstrap.py"), "race"]],
     ids=["module", "script"],  # no "race" in an id (test_plugin)
 )
 def test_a_gating_command_that_ran_no_case_does_not_exit_0(front: list[str]) -> None:
@@ -286,7 +286,7 @@ def test_a_gating_command_that_ran_no_case_does_not_exit_0(front: list[str]) -> 
 @pytest.mark.process  # the two front doors, each a real process running a real pytest
 @pytest.mark.parametrize(
     "front",
-    [["-m", "harness", "race"], [str(ROOT / "racegate.py"), "race"]],
+    [["-m", "racegate", "race"], [str(ROOT / "bootstrap.py"), "race"]],
     ids=["module", "script"],
 )
 def test_an_older_decision_file_never_answers_for_a_run(front: list[str], tmp_path: Path) -> None:
@@ -329,7 +329,7 @@ def test_runs_under_the_test_slowdown_are_no_safe_anywhere(
 ) -> None:
     """The report called records whose production runs ran under the test slowdown (or whose
     memory grew) UNSAFE while pytest's verdict and `harness run` called the same records SAFE:
-    one rule now (harness.judge.baselines.production_bars), the same word from each."""
+    one rule now (racegate.harness.judge.baselines.production_bars), the same word from each."""
     import dataclasses
 
     slowed = [

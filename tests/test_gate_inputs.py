@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from harness import cli
-from harness.checked import GateInputError
-from harness.judge import baselines
-from harness.judge.baselines import FloorCall
-from harness.judge.inputs import read_records
+from racegate.harness.doors import cli
+from racegate.harness.judge import baselines
+from racegate.harness.judge.baselines import FloorCall
+from racegate.harness.judge.inputs import read_records
+from racegate.harness.run.checked import GateInputError
 from tests.test_baselines import make_record, write
 
 KEY = "small/warmup/2x1/6steps"

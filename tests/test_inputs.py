@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from harness import cli
-from harness.judge import baselines
-from harness.judge.decide import record_run
-from harness.judge.inputs import read_record_file
-from harness.record import RunRecord, append_jsonl
+from racegate.harness.doors import cli
+from racegate.harness.judge import baselines
+from racegate.harness.judge.decide import record_run
+from racegate.harness.judge.inputs import read_record_file
+from racegate.harness.run.record import RunRecord, append_jsonl
 from tests.test_baselines import make_record, write
 from tests.test_decide import child, evidence, ok_threads, thread, trace
 from tests.test_report import PROD, clean_row, floors  # noqa: F401  (a fixture)
@@ -268,8 +268,8 @@ def test_a_record_names_the_roles_it_ran_under_and_one_report_judges_one_set(
     """A scenario's production and control round-trip through a record; a record written
     before they existed has neither; a role that is no name is refused; and records of one
     group under two sets of roles are a usage error naming both, not one decision."""
-    from harness.judge.inputs import roles_of
-    from harness.scenario.spec import make_scenario
+    from racegate.harness.judge.inputs import roles_of
+    from racegate.harness.scenario.spec import make_scenario
 
     sc = make_scenario(strategy="warmup", production="warmup", control="singleton")
     assert sc.to_json()["production"] == "warmup" and make_scenario().to_json().keys().isdisjoint(

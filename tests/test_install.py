@@ -1,8 +1,8 @@
 """racegate installed into a fresh venv that already has torch, editable and from a wheel: its
 pytest11 entry point loads the plugin in another project, whose `pytest -k race` collects the
-suite (harness/cases/) and whose plain `pytest` collects none of it; the `racegate` console
-command is there, and a wheel carries racegate's own tables (harness/expectations/) while the
-project's throughput floors are the project's own (none: said so)."""
+suite (racegate/cases/) and whose plain `pytest` collects none of it; the `racegate` console
+command is there, and a wheel carries racegate's own tables (racegate/harness/expectations/) while
+the project's throughput floors are the project's own (none: said so)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ name = "someone-elses"
 version = "0"
 
 [tool.racegate]
-workload = "model.workload:make_workload"
+workload = "racegate.model.workload:make_workload"
 """
 
 
@@ -78,7 +78,7 @@ def test_installed_plugin_collects_the_suite_in_another_project(tmp_path: Path) 
 
 
 def test_a_wheel_carries_its_tables_and_runs_in_another_project(tmp_path: Path) -> None:
-    """`pip wheel` of the package alone (pyproject.toml, harness/, model/: no checkout around
+    """`pip wheel` of the package alone (pyproject.toml, racegate/: no checkout around
     it), installed into a fresh venv: from another folder the console command runs a probe
     against the table the wheel carries, `pytest -k race` collects the suite, and the project's
     missing baselines/ means no floors, said so. Before the tables moved into harness/ and
@@ -87,7 +87,7 @@ def test_a_wheel_carries_its_tables_and_runs_in_another_project(tmp_path: Path) 
     source = tmp_path / "source"
     source.mkdir()
     shutil.copy(ROOT / "pyproject.toml", source / "pyproject.toml")
-    for package in ("harness", "model"):
+    for package in ("racegate",):
         shutil.copytree(
             ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
         )
@@ -114,7 +114,10 @@ def test_a_wheel_carries_its_tables_and_runs_in_another_project(tmp_path: Path) 
 
     # Installed: harness from the venv, and its children get no PYTHONPATH entry for it (that
     # site-packages first on another python's path would shadow that python's transformers).
-    code = "import harness.code_root as c; print(c.ROOT, c.INSTALLED, repr(c.pythonpath()))"
+    code = (
+        "import racegate.harness.run.code_root as c; "
+        "print(c.ROOT, c.INSTALLED, repr(c.pythonpath()))"
+    )
     where = run(python, "-c", code)
     assert where.stdout.startswith(str(tmp_path / "venv")), where.stdout + where.stderr
     assert where.stdout.split()[1:] == ["True", "''"], where.stdout
@@ -124,7 +127,9 @@ def test_a_wheel_carries_its_tables_and_runs_in_another_project(tmp_path: Path) 
     assert helped.stdout.startswith("usage: racegate "), helped.stdout[:200]  # its own name
     probe = run(racegate, "probe", "--only", "is_compiling_leak", "--timeout", "60")
     assert probe.returncode == 0, probe.stdout + probe.stderr
-    assert "1 of 1 probes match harness/expectations/probes.toml" in probe.stdout, probe.stdout
+    assert "1 of 1 probes match racegate/harness/expectations/probes.toml" in probe.stdout, (
+        probe.stdout
+    )
     floors = run(racegate, "baseline")
     assert floors.returncode == 0, floors.stderr
     assert floors.stdout.startswith(f"no baselines in {project / 'baselines'};"), floors.stdout

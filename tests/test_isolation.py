@@ -1,6 +1,6 @@
 """Nothing outside racegate's own root, nothing through a link, nothing left by a killed runner.
 
-Real subprocesses and real torch: each front door (`python -m harness`, pytest with the plugin)
+Real subprocesses and real torch: each front door (`python -m racegate`, pytest with the plugin)
 runs with a fresh, empty TMPDIR and HOME, and the test looks at what is left there.
 """
 
@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import state
-from harness.cli import main
-from harness.judge.gate import DECIDED_EXITS as RUN_DECIDED
-from harness.run import lifeline, private_root
+from racegate.harness.doors.cli import main
+from racegate.harness.judge.gate import DECIDED_EXITS as RUN_DECIDED
+from racegate.harness.run import lifeline, private_root, state
 
 REPO = Path(__file__).resolve().parents[1]
 FAULT = "tests.fault_workloads:make_workload"
@@ -40,7 +39,7 @@ def fresh_env(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
 
 def run_args(records: Path, preset: str = "ok", *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "harness", "run", "--workload", FAULT, "--preset", preset,
+        sys.executable, "-m", "racegate", "run", "--workload", FAULT, "--preset", preset,
         "--strategies", "eager", "--steps", "2", "--warmup-steps", "1",
         "--results", str(records), *extra,
     ]  # fmt: skip
@@ -55,7 +54,7 @@ def test_loading_the_built_in_workload_leaves_nothing_in_tmpdir_or_home(tmp_path
     """The runner's checks load the built-in workload, whose import of torch._dynamo made
     <TMPDIR>/torchinductor_<user> (0755) in every run, even one refused as here."""
     env, tmp, home = fresh_env(tmp_path)
-    argv = [sys.executable, "-m", "harness", "run", "--preset", "tiny", "--strategies", "eager"]
+    argv = [sys.executable, "-m", "racegate", "run", "--preset", "tiny", "--strategies", "eager"]
     proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "not a strategy of workload" in proc.stderr, proc.stderr
     assert left_in(tmp, home) == []
@@ -63,9 +62,16 @@ def test_loading_the_built_in_workload_leaves_nothing_in_tmpdir_or_home(tmp_path
 
 @pytest.mark.process
 def test_the_probes_leave_nothing_in_tmpdir_or_home(tmp_path: Path) -> None:
-    """`python -m harness.probes.runner` compiles in its own process: another front door."""
+    """`python -m racegate.harness.probes.runner` compiles in its own process: another front
+    door."""
     env, tmp, home = fresh_env(tmp_path)
-    argv = [sys.executable, "-m", "harness.probes.runner", "--only", "compiled_call_during_make_fx"]
+    argv = [
+        sys.executable,
+        "-m",
+        "racegate.harness.probes.runner",
+        "--only",
+        "compiled_call_during_make_fx",
+    ]
     proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert left_in(tmp, home) == []
@@ -116,7 +122,10 @@ def test_a_runs_children_cache_bytecode_in_the_root_where_the_user_writes_none(
     assert os.stat(cache).st_mode & 0o777 == 0o700
     cached = [p.relative_to(cache).as_posix() for p in cache.rglob("*.pyc")]
     # The child's own module (only the child imports it) and torch's
-    assert any(p.endswith(f"harness/run/worker.{sys.implementation.cache_tag}.pyc") for p in cached)
+    assert any(
+        p.endswith(f"racegate/harness/run/worker.{sys.implementation.cache_tag}.pyc")
+        for p in cached
+    )
     assert any("/torch/" in p for p in cached)
     assert [p for p in left_in(tmp, home) if not Path(p).is_relative_to(root)] == []
     assert list(empty.iterdir()) == []
@@ -129,7 +138,7 @@ def test_a_runs_children_cache_bytecode_in_the_root_where_the_user_writes_none(
 
 ENTER_AND_IMPORT = """
 import json, os, sys
-from harness.run import private_root
+from racegate.harness.run import private_root
 root = private_root.enter()
 sys.path.insert(0, sys.argv[1])
 import late_module  # a source imported after enter(), in this process
@@ -385,12 +394,12 @@ def test_gitignore_ignores_the_state_and_report_folders_as_links_too(
     assert ignored.returncode == 0, f"{name} as a link is not ignored"
 
 
-# racegate.py installs only into a venv it made.
+# bootstrap.py installs only into a venv it made.
 
 
 def _entry(env_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(REPO / "racegate.py"), *args],
+        [sys.executable, str(REPO / "bootstrap.py"), *args],
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "RACEGATE_VENV": str(env_dir)},
     )  # fmt: skip
@@ -414,7 +423,7 @@ def test_the_entry_script_refuses_a_venv_it_did_not_make(tmp_path: Path) -> None
 def _entry_module():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("racegate_entry", REPO / "racegate.py")
+    spec = importlib.util.spec_from_file_location("bootstrap_entry", REPO / "bootstrap.py")
     assert spec is not None and spec.loader is not None
     entry = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(entry)

@@ -1,6 +1,7 @@
-"""harness/matrix_plan.py: the version matrix read from harness/expectations/versions.toml, each bad
-value named with its file and key, and every count of cells derived from the file, so adding a
-torch release is one line of data (nox, the nightly's plan and its tests follow)."""
+"""racegate/harness/scenario/matrix_plan.py: the version matrix read from
+racegate/harness/expectations/versions.toml, each bad value named with its file and key, and every
+count of cells derived from the file, so adding a torch release is one line of data (nox, the
+nightly's plan and its tests follow)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import matrix_plan
+from racegate.harness.scenario import matrix_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,21 +77,24 @@ def test_a_bad_versions_file_is_one_error_naming_its_file_and_key(
 
 # The files the noxfile imports (standard library and nox besides): a copy of them is the
 # checkout's nox side.
-NOX_SIDE = ("noxfile.py", "pyproject.toml", "harness/__init__.py", "harness/nox_support.py",
-            "harness/matrix_plan.py", "harness/sizing.py", "harness/ab/__init__.py",
-            "harness/ab/defaults.py")  # fmt: skip
+NOX_SIDE = (
+    "noxfile.py", "pyproject.toml", "nox_support.py", "racegate/__init__.py",
+    "racegate/harness/__init__.py", "racegate/harness/scenario/matrix_plan.py",
+    "racegate/harness/doors/sizing.py", "racegate/harness/ab/__init__.py",
+    "racegate/harness/ab/defaults.py",
+)  # fmt: skip
 
 
 @pytest.mark.process
 def test_adding_a_torch_release_changes_the_data_file_only(tmp_path: Path) -> None:
     """A copy of the checkout's nox side with one more release in its versions.toml: nox lists
     the new cells, tagged, and the nightly's plan (which the workflow reads) holds them all."""
-    for rel in (*NOX_SIDE, "harness/expectations/versions.toml"):
+    for rel in (*NOX_SIDE, "racegate/harness/expectations/versions.toml"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     m = matrix_plan.load()
     last = m.torch_releases[-1]
-    versions = tmp_path / "harness" / "expectations" / "versions.toml"
+    versions = tmp_path / "racegate" / "harness" / "expectations" / "versions.toml"
     versions.write_text(versions.read_text().replace(f'"{last}"]', f'"{last}", "9.9.0"]', 1))
     out = subprocess.run(
         [sys.executable, "-m", "nox", "-f", str(tmp_path / "noxfile.py"), "-l", "--json",
@@ -120,8 +124,8 @@ def test_nox_stops_on_a_bad_versions_file_with_one_line(tmp_path: Path) -> None:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     bad = matrix_plan.VERSIONS_FILE.read_text().replace('image = "5.17.0"', 'image = "five"')
-    (tmp_path / "harness" / "expectations").mkdir()
-    (tmp_path / "harness" / "expectations" / "versions.toml").write_text(bad)
+    (tmp_path / "racegate" / "harness" / "expectations").mkdir()
+    (tmp_path / "racegate" / "harness" / "expectations" / "versions.toml").write_text(bad)
     out = subprocess.run(
         [sys.executable, "-m", "nox", "-f", str(tmp_path / "noxfile.py"), "-l"],
         capture_output=True, text=True, cwd=tmp_path,

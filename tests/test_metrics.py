@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.judge import metrics
+from racegate.harness.judge import metrics
 
 
 def test_steady_steps_drop_warmup_and_compiles() -> None:

@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.fx._symbolic_trace as symbolic_trace
 
-from model import attention
-from model.data import sample_anchors
-from model.mask import build_block_mask, dense_mask
-from model.strategies import STRATEGIES, make_strategy
+from racegate.model import attention
+from racegate.model.data import sample_anchors
+from racegate.model.mask import build_block_mask, dense_mask
+from racegate.model.strategies import STRATEGIES, make_strategy
 
 CPU = torch.device("cpu")
 
@@ -167,7 +167,7 @@ def test_drafter_rope_is_transformers_rotation_at_each_tensors_own_positions():
     transformers' apply_rotary_pos_emb rotates a tensor at those positions."""
     from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb
 
-    from model.drafter import rope
+    from racegate.model.drafter import rope
 
     gen = torch.Generator().manual_seed(5)
     q, k = torch.randn(2, 4, 6, 8, generator=gen), torch.randn(2, 2, 10, 8, generator=gen)
@@ -190,7 +190,7 @@ def test_singleton_counts_transformers_uncompiled_branch_while_another_thread_co
     if Version(torch.__version__).release < (2, 13):
         pytest.skip("is_compiling() reads True only in the compiling thread before torch 2.13")
 
-    from harness.probes.kit import Deadline, Hold, Worker, blocking_compile
+    from racegate.harness.probes.kit import Deadline, Hold, Worker, blocking_compile
 
     q = torch.randn(1, 2, 128, 16)
     k, v = torch.randn(1, 1, 128, 16), torch.randn(1, 1, 128, 16)

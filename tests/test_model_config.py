@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from model.config import (
+from racegate.model.config import (
     PRESETS,
     DrafterConfig,
     derive_target_layer_ids,
     from_name,
     trainable_params,
 )
-from model.data import make_buckets
-from model.flops import step_flops
-from model.workload import make_workload
+from racegate.model.data import make_buckets
+from racegate.model.flops import step_flops
+from racegate.model.workload import make_workload
 
 
 def test_presets_build_and_are_flat():
@@ -49,8 +49,8 @@ def test_trainable_params_8b_without_allocating():
 def test_trainable_params_match_the_module():
     import torch
 
-    from model.attention import dense_kernel
-    from model.drafter import Drafter
+    from racegate.model.attention import dense_kernel
+    from racegate.model.drafter import Drafter
 
     cfg = from_name("tiny")
     drafter = Drafter(cfg, dense_kernel)

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from model import attention
-from model.data import sample_anchors
-from model.mask import build_block_mask, dense_mask
-from model.workload import make_workload
+from racegate.model import attention
+from racegate.model.data import sample_anchors
+from racegate.model.mask import build_block_mask, dense_mask
+from racegate.model.workload import make_workload
 
 # The root conftest skips `gpu` tests without CUDA; the skipif makes sure they never pass silently
 # if it does not.

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import create_mask
 
-from model.data import sample_anchors
-from model.mask import (
+from racegate.model.data import sample_anchors
+from racegate.model.mask import (
     build_block_mask,
     check_anchors,
     dense_mask,

@@ -7,9 +7,15 @@ import time
 import pytest
 import torch
 
-from harness.scenario.workload_api import Replica, StepResult, Workload, WorkloadSpec, load_workload
-from model import target as target_module
-from model.workload import make_workload
+from racegate.harness.scenario.workload_api import (
+    Replica,
+    StepResult,
+    Workload,
+    WorkloadSpec,
+    load_workload,
+)
+from racegate.model import target as target_module
+from racegate.model.workload import make_workload
 
 CPU = torch.device("cpu")
 
@@ -141,7 +147,7 @@ def test_importable_in_a_spawned_child():
 
 
 def _child_shapes():
-    from model.workload import make_workload
+    from racegate.model.workload import make_workload
 
     return list(make_workload("tiny").shapes())
 
@@ -151,7 +157,7 @@ def test_the_cross_entropy_sees_the_logits_in_the_model_dtype():
     7.3% of the step on an H200): every log-softmax of a bf16 chunked loss runs on bf16 input."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from model.loss import chunked_loss
+    from racegate.model.loss import chunked_loss
 
     class SoftmaxInputs(TorchDispatchMode):  # notes each real log-softmax's input dtype
         def __init__(self) -> None:

@@ -18,17 +18,16 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import matrix_plan
-from harness.record import Hardware, RunRecord, ThreadRecord, Versions, append_jsonl
-from harness.scenario import settings
-from harness.scenario.spec import Scenario
-from harness.scenario.vocab import CacheState, Outcome, Schedule, Strategy
+from racegate.harness.run.record import Hardware, RunRecord, ThreadRecord, Versions, append_jsonl
+from racegate.harness.scenario import matrix_plan, settings
+from racegate.harness.scenario.spec import Scenario
+from racegate.harness.scenario.vocab import CacheState, Outcome, Schedule, Strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly-gpu.yml"
 SCRIPT = ROOT / "scripts" / "nightly_plan.py"
 NOXFILE = ROOT / "noxfile.py"
-SUPPORT = ROOT / "harness" / "nox_support.py"
+SUPPORT = ROOT / "nox_support.py"
 PROCESS_FIXTURES = ("plan",)  # runs the plan script: its tests are in the process tier
 
 
@@ -76,7 +75,7 @@ def test_plan_lists_every_gpu_matrix_cell_exactly_once(plan: list[dict[str, Any]
     assert sorted(sessions) == sorted(s["session"] for s in listed)
     torches = {s["call_spec"]["torch"] for s in listed}
     tfs = {s["call_spec"]["transformers"] for s in listed}
-    # the whole torch × transformers grid of harness/expectations/versions.toml
+    # the whole torch × transformers grid of racegate/harness/expectations/versions.toml
     assert len(sessions) == len(torches) * len(tfs) == matrix_plan.load().gpu_cells
     (gpus,) = {t for s in listed for t in s["tags"] if t.startswith("gpus_")}
     assert len({c["artifact"] for c in plan}) == len(plan)  # no cell overwrites another's
@@ -195,7 +194,8 @@ def test_schedules_keep_the_weekday_and_sunday_selections(workflow: dict[Any, An
     assert "'--repeat 3 --run-timeout 120 -m \"not slow\"'" in args  # Mon-Sat, the fallback
 
 
-# ---- The report job's merge, on synthetic records written through harness.record. ----
+# ---- The report job's merge, on synthetic records written through racegate.harness.run.record.
+# ----
 
 PRODUCTION = settings.production_strategy()
 OTHER = next(s for s in Strategy if s != PRODUCTION)
@@ -280,7 +280,7 @@ def test_merging_cell_artifacts_gives_the_report_of_one_merged_run(
         for r in _cell_records(cell):
             append_jsonl(merged, r)
     one = subprocess.run(
-        [sys.executable, "-m", "harness", "report", str(merged), "--out-dir",
+        [sys.executable, "-m", "racegate", "report", str(merged), "--out-dir",
          str(tmp_path / "one"), "--title", "racegate nightly"],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip

@@ -18,13 +18,14 @@ from typing import Any
 
 import pytest
 
-from harness import matrix_plan, sizing
-from harness.judge.gate import EXIT_INTERRUPTED, EXIT_SAFE, EXIT_UNSAFE
+from racegate.harness.doors import sizing
+from racegate.harness.judge.gate import EXIT_INTERRUPTED, EXIT_SAFE, EXIT_UNSAFE
+from racegate.harness.scenario import matrix_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 NOXFILE = ROOT / "noxfile.py"
-SUPPORT = ROOT / "harness" / "nox_support.py"  # what the noxfile's sessions call
-MATRIX = matrix_plan.load()  # harness/expectations/versions.toml
+SUPPORT = ROOT / "nox_support.py"  # what the noxfile's sessions call
+MATRIX = matrix_plan.load()  # racegate/harness/expectations/versions.toml
 PROCESS_FIXTURES = ("listed",)  # runs nox: its tests are in the process tier (tests/conftest.py)
 
 
@@ -78,8 +79,8 @@ def test_every_session_has_a_one_line_docstring(listed: list[dict[str, Any]]) ->
 
 
 def test_versions_are_written_only_in_the_data_file(noxfile: ModuleType) -> None:
-    """Every version is written once, in harness/expectations/versions.toml; the noxfile, its
-    helpers, the nightly's plan script and workflow only read the lists built from it."""
+    """Every version is written once, in racegate/harness/expectations/versions.toml; the noxfile,
+    its helpers, the nightly's plan script and workflow only read the lists built from it."""
     matrix = noxfile.support.MATRIX
     assert matrix == MATRIX
     versions = {*matrix.gpu_torch, *matrix.cpu_torch, *matrix.gpu_transformers}
@@ -89,7 +90,12 @@ def test_versions_are_written_only_in_the_data_file(noxfile: ModuleType) -> None
     data = matrix_plan.VERSIONS_FILE.read_text()
     for v in releases:
         assert data.count(f'"{v}"') == 1, f"{v!r} is written {data.count(v)} times"
-    readers = [NOXFILE, SUPPORT, ROOT / "harness/matrix_plan.py", ROOT / "scripts/nightly_plan.py"]
+    readers = [
+        NOXFILE,
+        SUPPORT,
+        ROOT / "racegate/harness/scenario/matrix_plan.py",
+        ROOT / "scripts/nightly_plan.py",
+    ]
     for path in readers:
         constants = {
             n.value
@@ -180,7 +186,7 @@ class FakeSession:
         code = args[-1] if args[:2] == ("python", "-c") else ""
         if "find_spec('torch')" in code:
             return "True\n"
-        if args[:3] == ("python", "-m", "harness.scenario.versions"):
+        if args[:3] == ("python", "-m", "racegate.harness.scenario.versions"):
             if self.purelib is not None:
                 found = {"torch": self._installed("torch"), "tf": self._installed("transformers")}
             else:
@@ -249,9 +255,9 @@ def test_cpu_cell_pins_torch_and_goes_offline_with_a_wheelhouse(
 
 
 def test_undecided_exit_is_the_gates(noxfile: ModuleType) -> None:
-    """harness/nox_support.py imports no judge (nox's interpreter has only nox), so it spells
+    """nox_support.py imports no judge (nox's interpreter has only nox), so it spells
     UNDECIDED's exit itself: the gate's."""
-    from harness.judge.gate import EXIT_CODES, Word
+    from racegate.harness.judge.gate import EXIT_CODES, Word
 
     assert noxfile.support.UNDECIDED_EXIT == EXIT_CODES[Word.UNDECIDED] == 7
     assert (EXIT_CODES[Word.SAFE], EXIT_CODES[Word.UNDECIDED]) == noxfile.support.CELL_OK_CODES
@@ -263,7 +269,7 @@ def test_a_cell_judges_and_reports_only_its_own_invocation(
     """A rerun of a cell starts a fresh records file: the earlier run's file is kept beside
     it under a name neither the verdict nor the report reads (`*.jsonl` only), so a rerun's
     report never says per_device "UNSAFE 1/8" from the run before."""
-    from harness.judge.inputs import record_files
+    from racegate.harness.judge.inputs import record_files
 
     monkeypatch.setattr(noxfile.support, "RESULTS_DIR", tmp_path / "results")
     monkeypatch.setattr(noxfile.support, "TORCH_DIR", tmp_path / "_torch")
@@ -456,7 +462,7 @@ def test_report_session_reads_the_results_dir(
     s = FakeSession("report")
     noxfile.report(s)
     args = s.runs[-1][0]
-    assert args[:4] == ("python", "-m", "harness", "report") and str(tmp_path) in args
+    assert args[:4] == ("python", "-m", "racegate", "report") and str(tmp_path) in args
     assert str(tmp_path / "report") in args
 
 
@@ -522,12 +528,12 @@ def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
     noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
     runs = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
     (tp, tp_kw), (race, race_kw) = runs
-    assert tp[3:6] == ("harness/cases", "-m", "throughput") and "-n" not in tp
+    assert tp[3:6] == ("racegate/cases", "-m", "throughput") and "-n" not in tp
     assert tp_kw["success_codes"] == [0, 1, 5]  # a throughput failure must not skip the races
     # The race cases in one pytest, the production strategy's among them (its case follows
     # the control's rate as the control's runs land), judging the records it writes itself;
     # UNDECIDED (7) is evidence for the report, not a failed cell.
-    assert race[3:9] == ("harness/cases", "-m", "not throughput", "-n", "16", "--share-gpus")
+    assert race[3:9] == ("racegate/cases", "-m", "not throughput", "-n", "16", "--share-gpus")
     assert not any(a.startswith("--records-from") for a in race)
     assert race_kw["success_codes"] == [0, 1, 5, 7]
     cell = tmp_path / "gpu_matrix-torch-system-transformers-5.8.1"
@@ -600,7 +606,7 @@ def test_xdist_workers_default_to_the_host_and_the_env_var_overrides(
 ) -> None:
     gib = 2**30
     rule = noxfile.support.host_race_workers
-    assert rule is sizing.host_race_workers  # one rule: the nox cells size as racegate.py does
+    assert rule is sizing.host_race_workers  # one rule: the nox cells size as bootstrap.py does
     assert rule(32, 2, 150_000_000_000) == 12  # 2xH200, 32 cores: the cores bound
     assert rule(16, 1, 150_000_000_000) == 6  # one H200, 16 cores
     assert rule(64, 1, 24 * gib) == 2  # a 24 GiB GPU holds two cases
@@ -664,7 +670,7 @@ def test_no_uv_noise_where_uv_is_absent(noxfile: ModuleType, tmp_path: Path) -> 
 @pytest.mark.process
 def test_the_noxfile_loads_on_an_interpreter_with_nox_alone(tmp_path: Path) -> None:
     """The nightly's jobs run nox on the runner's own python3, which has nox and nothing of
-    racegate's dependencies: the noxfile and harness/nox_support.py import none of them."""
+    racegate's dependencies: the noxfile and nox_support.py import none of them."""
     code = (
         "import runpy, sys; runpy.run_path(sys.argv[1]); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[2:])))"
@@ -679,9 +685,15 @@ def test_the_noxfile_loads_on_an_interpreter_with_nox_alone(tmp_path: Path) -> N
 
 @pytest.mark.process
 def test_report_path_imports_no_torch(tmp_path: Path) -> None:
-    """`nox -s report` installs no torch, so `python -m harness report` must not import it."""
-    from harness.record import Hardware, RunRecord, ThreadRecord, Versions, append_jsonl
-    from harness.scenario.spec import Scenario
+    """`nox -s report` installs no torch, so `python -m racegate report` must not import it."""
+    from racegate.harness.run.record import (
+        Hardware,
+        RunRecord,
+        ThreadRecord,
+        Versions,
+        append_jsonl,
+    )
+    from racegate.harness.scenario.spec import Scenario
 
     scenario = Scenario(preset="tiny", threads_per_device=2)
     done = scenario.warmup_steps + scenario.steps
@@ -695,7 +707,7 @@ def test_report_path_imports_no_torch(tmp_path: Path) -> None:
         ),
     )  # fmt: skip
     code = (
-        "import sys; from harness.cli import main; "
+        "import sys; from racegate.harness.doors.cli import main; "
         f"rc = main(['report', {str(tmp_path)!r}, '--out-dir', {str(tmp_path / 'out')!r}]); "
         "print(rc, sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers'}))"
     )
@@ -741,8 +753,8 @@ def test_gpu_ab_cells_mirror_gpu_matrix_and_stay_out_of_its_selections(
 
 class ABSession(JUnitWritingSession):
     """A gpu_ab cell's stand-in: installs into the reference venv go through its pip (recorded
-    apart), its probes answer from those installs, and `harness.ab compare` writes `answer` as
-    the ab.json it is asked for (None: writes nothing)."""
+    apart), its probes answer from those installs, and `racegate.harness.ab compare` writes `answer`
+    as the ab.json it is asked for (None: writes nothing)."""
 
     def __init__(self, name: str, bin_dir: Path, answer: dict[str, Any] | None) -> None:
         super().__init__(name)
@@ -751,7 +763,7 @@ class ABSession(JUnitWritingSession):
         self.ref_transformers: str | None = None  # what its probe reports (None: what it got)
 
     def run(self, *args: str, **kwargs: Any) -> str | None:
-        if args[:2] == ("python", "-m") and args[2] == "harness.ab":
+        if args[:2] == ("python", "-m") and args[2] == "racegate.harness.ab":
             self.runs.append((args, kwargs))
             if self.answer is not None:
                 Path(args[args.index("--out") + 1]).write_text(json.dumps(self.answer))
@@ -762,7 +774,7 @@ class ABSession(JUnitWritingSession):
                 self.ref_installs.append(args[4:])
             elif args[1:3] == (
                 "-m",
-                "harness.scenario.versions",
+                "racegate.harness.scenario.versions",
             ):  # check_versions of the reference
                 tf = next(a for i in self.ref_installs for a in i if a.startswith("transformers"))
                 got = self.ref_transformers or tf.removeprefix("transformers==")
@@ -808,14 +820,14 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     assert "transformers==5.6.0" in ref_pins and MATRIX.incident_tokenizers in ref_pins
     assert not any(a.startswith("torch") for a in ref_pins)  # torch 'system': the image's
     # The reference's versions are checked through its own Python, as a cell's are.
-    probes = [r[0] for r in s.runs if r[0][1:3] == ("-m", "harness.scenario.versions")]
+    probes = [r[0] for r in s.runs if r[0][1:3] == ("-m", "racegate.harness.scenario.versions")]
     assert [p[0] for p in probes] == ["python", str(ref / "bin" / "python")]
     wrong = ABSession(name, cand_bin, _ab_answer())
     wrong.ref_transformers = "5.8.1"  # the reference venv imports another transformers
     got = r"asked torch system, transformers 5\.6\.0; got 2\.11\.0\+cu130 5\.8\.1"
     with pytest.raises(AssertionError, match=got):
         noxfile.gpu_ab(wrong, torch="system", transformers="5.8.1")
-    (cmd, kw), *_ = [r for r in s.runs if r[0][:3] == ("python", "-m", "harness.ab")]
+    (cmd, kw), *_ = [r for r in s.runs if r[0][:3] == ("python", "-m", "racegate.harness.ab")]
     assert cmd[3:6] == ("compare", "--reference", str(ref / "bin" / "python"))
     assert cmd[cmd.index("--candidate") + 1] == str(cand_bin / "python")
     cell = tmp_path / "results" / "gpu_ab-torch-system-transformers-5.8.1"
@@ -825,7 +837,8 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     assert cmd[cmd.index("--") + 1 :] == noxfile.support.AB_RUN_ARGS
     # exit 1, and 130 (interrupted before its call), are read from ab.json, with their reason
     assert kw["success_codes"] == [0, 1, 130] == [EXIT_SAFE, EXIT_UNSAFE, EXIT_INTERRUPTED]
-    # An interrupt leaves harness.ab time to stop and write ab.json (nox's default is 0.3 s).
+    # An interrupt leaves racegate.harness.ab time to stop and write ab.json (nox's default is 0.3
+    # s).
     assert kw["interrupt_timeout"] >= 30
     # Faster is no failure; slower, a failed run, or no result fails the cell, saying why.
     noxfile.gpu_ab(ABSession(name, cand_bin, _ab_answer("higher")), "system", "5.8.1")
@@ -846,7 +859,7 @@ def test_gpu_ab_builds_both_sides_and_fails_only_on_a_regression(
     s = ABSession(name, cand_bin, _ab_answer())
     s.posargs = ["--preset", "qwen3-8b-drafter", "--steps", "3"]
     noxfile.gpu_ab(s, torch="system", transformers="5.8.1")
-    (cmd, _), *_ = [r for r in s.runs if r[0][:3] == ("python", "-m", "harness.ab")]
+    (cmd, _), *_ = [r for r in s.runs if r[0][:3] == ("python", "-m", "racegate.harness.ab")]
     assert cmd[cmd.index("--") + 1 :] == ("--preset", "qwen3-8b-drafter", "--steps", "3")
     assert cmd[cmd.index("--runs") + 1] == "9"
     assert "gpu_ab-reference-2.11.0-5.17.0" in cmd[cmd.index("--reference") + 1]

@@ -1,6 +1,6 @@
 """No orphans, by the kernel: a SIGKILLed runner takes every process of its run along, its
-workload's grandchildren and new sessions included (harness.run.pidns); where no PID namespace
-can be made, the record says so.
+workload's grandchildren and new sessions included (racegate.harness.run.pidns); where no PID
+namespace can be made, the record says so.
 
 The runner is a real `python` process running run_scenario on tests/orphan_workload.py, whose
 thread 0 starts `sleep 300` under a marker argv[0]; the test finds it in /proc/*/cmdline.
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline import run_scenario
-from harness.run import pidns
-from harness.scenario.spec import make_scenario
+from racegate.harness.doors.pipeline import run_scenario
+from racegate.harness.run import pidns
+from racegate.harness.scenario.spec import make_scenario
 from tests.fault_kit import fault_scenario
 from tests.orphan_workload import HOW, MARKER
 from tests.test_fault_lifetimes import wait_for
@@ -31,8 +31,8 @@ pytestmark = pytest.mark.fault
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = """
 import sys
-from harness.pipeline import run_scenario
-from harness.scenario.spec import make_scenario
+from racegate.harness.doors.pipeline import run_scenario
+from racegate.harness.scenario.spec import make_scenario
 sc = make_scenario(preset=sys.argv[1], strategy="eager", steps=3000, warmup_steps=1,
                    workload="tests.orphan_workload:make_workload", timeout_s=600,
                    threads_per_device=1)
@@ -42,7 +42,7 @@ run_scenario(sc)
 
 def namespace_made() -> str:
     """What a fresh process gets from pidns.enter() here: CONTAINED, or "none: why"."""
-    probe = "from harness.run import pidns; print(pidns.enter())"
+    probe = "from racegate.harness.run import pidns; print(pidns.enter())"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True
@@ -149,7 +149,7 @@ def test_a_scenario_of_the_orphan_workload_runs() -> None:
 def test_a_run_on_a_gpu_makes_no_namespace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """CUDA fails to start inside the namespace (error 304 on one H200), so the runner asks a
     GPU run's worker for none, and the record says why; a CPU run is not asked."""
-    from harness.run import cache_state, runner
+    from racegate.harness.run import cache_state, runner
 
     monkeypatch.delenv(pidns.SWITCH, raising=False)
     root = cache_state.private_dir(tmp_path / "root")

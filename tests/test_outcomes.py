@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.judge import outcomes
-from harness.judge.suite import SPURIOUS_NOTE, explain
-from harness.scenario.vocab import Outcome
+from racegate.harness.judge import outcomes
+from racegate.harness.judge.suite import SPURIOUS_NOTE, explain
+from racegate.harness.scenario.vocab import Outcome
 from tests.test_baselines import make_record
 
 NESTED = (

@@ -63,8 +63,8 @@ def test_tiny_cpu_step_runs_and_reports(tmp_path: Path) -> None:
 def _plain_shape(ps: ModuleType, preset: str, **small: int):
     """The plain step's Shape for racegate's `preset` at its steady bucket (bucket 0): the same
     layers, heads and vocabulary, the same sequences per step, context, anchors and block."""
-    from model.config import from_name
-    from model.data import make_buckets
+    from racegate.model.config import from_name
+    from racegate.model.data import make_buckets
 
     cfg = from_name(preset)
     bucket = make_buckets(cfg)[0]
@@ -81,7 +81,7 @@ def _plain_shape(ps: ModuleType, preset: str, **small: int):
 def test_tokens_per_step_count_what_the_harness_counts() -> None:
     """Both steps on CPU at racegate's tiny preset: the plain step's query tokens per step are
     racegate's StepResult.tokens (so their tokens/s are in one unit)."""
-    from model.workload import make_workload
+    from racegate.model.workload import make_workload
 
     ps = _load()
     _, bucket, shape = _plain_shape(ps, "tiny")
@@ -96,7 +96,7 @@ def test_tokens_per_step_count_what_the_harness_counts() -> None:
 def test_the_8b_shape_is_the_harness_steady_bucket_and_counts_alike() -> None:
     """At qwen3-8b-drafter the plain shape is racegate's bucket 0 per sequence, and every anchor
     racegate draws there is valid: its tokens per step are batch x anchors x block, as here."""
-    from model.data import BatchSource
+    from racegate.model.data import BatchSource
 
     ps = _load()
     cfg, bucket, shape = _plain_shape(ps, "qwen3-8b-drafter")

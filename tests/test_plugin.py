@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario.vocab import Schedule, Strategy
-from harness.session import RacegateConfig
+from racegate.cases.session import RacegateConfig
+from racegate.harness.scenario.vocab import Schedule, Strategy
 
 # Every test here starts child processes: the process tier (tests/conftest.py).
 pytestmark = pytest.mark.process
@@ -121,7 +121,10 @@ def test_a_bad_workload_names_where_it_came_from(
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ("workload = 3", "[tool.racegate] workload is 3; expected a string like 'model.workload:"),
+        (
+            "workload = 3",
+            "[tool.racegate] workload is 3; expected a string like 'racegate.model.workload:",
+        ),
         (
             'production_strategy = "fast"',
             "production strategy 'fast' (from pyproject [tool.racegate]) is not a strategy of",
@@ -184,7 +187,7 @@ def test_records_land_in_a_private_run_folder(suite: pytest.Pytester) -> None:
 
 def test_plugin_fixture_names_are_not_keywords(suite: pytest.Pytester) -> None:
     """`-k race` must not pick a test because of the plugin's racegate_config fixture: what it
-    selects is the race suite the plugin adds (harness/cases/), nothing of the project's."""
+    selects is the race suite the plugin adds (racegate/cases/), nothing of the project's."""
     result = suite.runpytest_subprocess(
         "-p", "no:cacheprovider", "--collect-only", "-q", "-k", "race"
     )
@@ -207,7 +210,7 @@ def test_run_timeout_only_shortens_a_cases_share() -> None:
     fields = dict(
         gpus=0, devices=("cpu",), threads_per_device=(2,), cache_states=(), strategies=(),
         schedule=Schedule.RECOMPILE, switch_interval=1e-5, stall=15.0, preset="tiny", repeat=1,
-        results=None, workload="model.workload:make_workload", production=Strategy.WARMUP,
+        results=None, workload="racegate.model.workload:make_workload", production=Strategy.WARMUP,
         expectations=[], versions={},
     )  # fmt: skip
     assert RacegateConfig(run_timeout=None, **fields).run_timeout_within(240) == 240
@@ -270,7 +273,7 @@ def test_a_path_option_in_two_words_that_moved_the_rootdir_is_refused(
     pytester.makepyfile(test_cpu="def test_cpu(racegate_config):\n    assert True\n")
     records = tmp_path_factory.mktemp("elsewhere") / "r.jsonl"
     records.write_text("")
-    common = ["-p", "harness.pytest_plugin", "-p", "no:cacheprovider"]
+    common = ["-p", "racegate.cases.plugin", "-p", "no:cacheprovider"]
     two = pytester.runpytest_subprocess(*common, "--results", str(records))
     assert two.ret == pytest.ExitCode.USAGE_ERROR
     two.stderr.fnmatch_lines([f"*--results {records}: pytest took {records} for a test path*"])

@@ -1,5 +1,5 @@
-"""harness/expectations/probes.toml: the loader's validation, range matching, and the committed
-data."""
+"""racegate/harness/expectations/probes.toml: the loader's validation, range matching, and the
+committed data."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.checked import GateInputError
-from harness.judge import probe_expectations as pe
-from harness.probes.runner import PROBES, ProbeResult, Verdict
+from racegate.harness.judge import probe_expectations as pe
+from racegate.harness.probes.runner import PROBES, ProbeResult, Verdict
+from racegate.harness.run.checked import GateInputError
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = "compiled_call_during_make_fx"
@@ -132,7 +132,8 @@ def test_compare_mismatch_says_which_way_and_how_to_update() -> None:
     status, message = pe.compare(result("2.13.0+cpu", Verdict.SAFE), table)
     assert status is pe.Status.MISMATCH
     for part in (PROBE, "expected hazard, saw safe", "2.13.0+cpu", "entry 1",
-                 "harness/expectations/probes.toml", 'verdict = "safe"', "source"):  # fmt: skip
+                 "racegate/harness/expectations/probes.toml", 'verdict = "safe"',
+                 "source"):  # fmt: skip
         assert part in message
 
 
@@ -140,8 +141,10 @@ def test_compare_match_no_entry_and_broken() -> None:
     table = parse(entry())
     assert pe.compare(result("2.12.1"), table)[0] is pe.Status.MATCH
     status, message = pe.compare(result("2.17.0"), table)
-    assert status is pe.Status.MISSING  # fails, never skips (harness/cases/test_race_probes.py)
-    assert message.startswith("add a row for torch 2.17.0 (harness/expectations/probes.toml)")
+    assert status is pe.Status.MISSING  # fails, never skips (racegate/cases/test_race_probes.py)
+    assert message.startswith(
+        "add a row for torch 2.17.0 (racegate/harness/expectations/probes.toml)"
+    )
     for verdict in (Verdict.HANG, Verdict.ERROR):  # never pass, even where the table is silent
         assert pe.compare(result("2.17.0", verdict), table)[0] is pe.Status.BROKEN
         assert pe.compare(result("2.12.1", verdict), table)[0] is pe.Status.BROKEN
@@ -156,7 +159,9 @@ def test_committed_table_is_valid_and_covers_every_probe_on_measured_releases() 
 
 
 def test_committed_table_entries_cite_sources() -> None:
-    raw = tomllib.loads((ROOT / "harness" / "expectations" / "probes.toml").read_text())
+    raw = tomllib.loads(
+        (ROOT / "racegate" / "harness" / "expectations" / "probes.toml").read_text()
+    )
     for item in raw["probe"]:
         assert len(item["reason"]) > 20 and len(item["source"]) > 10, item["name"]
 
@@ -187,7 +192,9 @@ def test_a_release_without_entries_fails_every_probe_naming_the_row_to_add() -> 
         res = ProbeResult(name, Verdict.SAFE, "d", 0.1, "2.99.0+cu130", "cuda")
         status, message = pe.compare(res, table)
         assert status is pe.Status.MISSING
-        assert message.startswith("add a row for torch 2.99.0 (harness/expectations/probes.toml)")
+        assert message.startswith(
+            "add a row for torch 2.99.0 (racegate/harness/expectations/probes.toml)"
+        )
         assert name in message
 
 

@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from harness.probes import cases as probe_cases
-from harness.probes import kit as probe_kit
-from harness.probes import runner as probes
-from harness.probes.kit import Deadline, Hold, ProbeHang, Worker, in_thread
+from racegate.harness.probes import cases as probe_cases
+from racegate.harness.probes import kit as probe_kit
+from racegate.harness.probes import runner as probes
+from racegate.harness.probes.kit import Deadline, Hold, ProbeHang, Worker, in_thread
 
 
 def test_hold_that_nobody_reaches_is_a_hang_not_a_block() -> None:

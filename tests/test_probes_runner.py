@@ -1,5 +1,5 @@
-"""harness.probes.runner without torch: registry, JSON, table, and the isolated runner's recovery
-from a hang, a crash and a killed child (driven by a fake interpreter)."""
+"""racegate.harness.probes.runner without torch: registry, JSON, table, and the isolated runner's
+recovery from a hang, a crash and a killed child (driven by a fake interpreter)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import code_root
-from harness.probes import runner as probes
-from harness.probes.runner import ProbeResult, ProbeRun, Verdict
+from racegate.harness.probes import runner as probes
+from racegate.harness.probes.runner import ProbeResult, ProbeRun, Verdict
+from racegate.harness.run import code_root
 
 REQUIRED = (
     "compiled_call_during_make_fx",
@@ -25,7 +25,7 @@ REQUIRED = (
     "fail_on_recompile_stance_thread_scope",
 )
 
-# A stand-in for `python -m harness.probes.runner ...`: follows a plan {probe: action} from
+# A stand-in for `python -m racegate.harness.probes.runner ...`: follows a plan {probe: action} from
 # $FAKE_PLAN.
 FAKE = """#!{python}
 import json, os, sys, time
@@ -148,7 +148,7 @@ def test_isolated_run_kills_a_stuck_child_and_reports_a_hang(fake_python) -> Non
 def test_cli_lists_probes_without_importing_torch() -> None:
     import subprocess
 
-    code = "import sys; from harness.probes import runner as probes; "
+    code = "import sys; from racegate.harness.probes import runner as probes; "
     code += "assert probes.main(['--list']) == 0; "
     code += "print('torch imported' if 'torch' in sys.modules else 'torch not imported')"
     env = {**os.environ, "PYTHONPATH": code_root.pythonpath()}

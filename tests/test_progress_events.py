@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from harness.run.protocol import (
+from racegate.harness.run.protocol import (
     EVENT_KINDS,
     PROTOCOL_VERSION,
     Built,

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from harness import cli
-from harness.judge import baselines
-from harness.judge.baselines import REFRESH_COMMAND
-from harness.record import Hardware, RunRecord
-from harness.report import build as report
-from harness.report import write as report_files
-from harness.report.matrix import build_matrix, column_of
-from harness.report.write import write_reports
-from harness.scenario.vocab import TEST_SLOWDOWN_ENV, Strategy
+from racegate.harness.doors import cli
+from racegate.harness.judge import baselines
+from racegate.harness.judge.baselines import REFRESH_COMMAND
+from racegate.harness.report import build as report
+from racegate.harness.report import write as report_files
+from racegate.harness.report.matrix import build_matrix, column_of
+from racegate.harness.report.write import write_reports
+from racegate.harness.run.record import Hardware, RunRecord
+from racegate.harness.scenario.vocab import TEST_SLOWDOWN_ENV, Strategy
 from tests.test_baselines import byo, make_record, write
 
 PROD = "warmup"
@@ -340,7 +340,8 @@ def test_old_records_without_the_production_strategy_are_not_gated(
 
 
 def test_masked_when_clean_but_a_probe_shows_the_hazard_on_this_torch(floors: Path) -> None:
-    """per_device clean on CPU torch 2.13 (harness/expectations/probes.toml: the make_fx hazard)."""
+    """per_device clean on CPU torch 2.13 (racegate/harness/expectations/probes.toml: the make_fx
+    hazard)."""
     runs = [cpu_record(strategy="per_device", torch=t, tpd=2) for t in ("2.13.0+cpu", "2.14.1")]
     m = build_matrix(runs, floors, PROD)
     assert m.groups["cpu", ("2.13.0+cpu", "5.8.1")].status("per_device").status == "MASKED"
@@ -429,7 +430,7 @@ def test_one_readable_chart_per_preset(tmp_path: Path) -> None:
     for name in charts:
         width, height = _png_size(tmp_path / "out" / name)
         assert width == 1200 and height < 1000, (name, width, height)
-    from harness.report.png import MARKERS
+    from racegate.harness.report.png import MARKERS
 
     assert len(MARKERS) * 10 >= 12  # colour × marker pairs never repeat within 12 rows
 
@@ -443,12 +444,12 @@ def write_ab(
     same_versions: bool = False,
     **fields: Any,
 ) -> Path:
-    """An A/B result as `harness.ab compare --out` writes it, its calls made by the real
+    """An A/B result as `racegate.harness.ab compare --out` writes it, its calls made by the real
     statistics from these per-run numbers; its one-thread runs' records in `ab-records/`.
     `same_versions`: 5.6.0 on both sides, one python (an A/A or, with `candidate_env`, a
     calibration of the test slowdown)."""
-    from harness.ab.result import ABResult
-    from harness.ab.stats import RunSample, compare_samples
+    from racegate.harness.ab.result import ABResult
+    from racegate.harness.ab.stats import RunSample, compare_samples
 
     versions = {"reference": "5.6.0", "candidate": "5.6.0" if same_versions else "5.8.1"}
     envs = {"reference": {}, "candidate": candidate_env or {}}
@@ -564,7 +565,7 @@ def test_an_ab_fails_the_report_but_never_stands_in_for_a_gated_group(
 def test_an_interrupted_ab_leaves_the_report_undecided_not_unsafe(
     tmp_path: Path, floors: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An A/B stopped before its call (Ctrl-C, a CI runner's SIGTERM: `harness.ab` and
+    """An A/B stopped before its call (Ctrl-C, a CI runner's SIGTERM: `racegate.harness.ab` and
     `racegate upgrade` exit 130 there) decided nothing and found nothing worse: beside a SAFE
     group the report is UNDECIDED (7), asks for the A/B again, and its gate cell and badge say
     INTERRUPTED, not FAIL; a failed one beside it still makes it UNSAFE."""
@@ -635,8 +636,8 @@ def test_a_calibrations_pools_get_their_power_row(
     tmp_path: Path, floors: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pools beside an injected-slowdown calibration (`compare --records`, several calls
-    concatenated) are drawn into disjoint 2-vs-2 comparisons as `harness.ab power` draws them,
-    and the report shows the false alarms and catches; a pool with a failed run says so."""
+    concatenated) are drawn into disjoint 2-vs-2 comparisons as `racegate.harness.ab power` draws
+    them, and the report shows the false alarms and catches; a pool with a failed run says so."""
     monkeypatch.setenv("RACEGATE_PRODUCTION_STRATEGY", PROD)
     results, out = tmp_path / "results", tmp_path / "out"
     write(results / "cell" / "records.jsonl", clean_row())
@@ -690,7 +691,7 @@ def test_a_bad_ab_json_is_a_usage_error_in_one_line(
 def test_an_ab_json_whose_stored_call_its_samples_do_not_give_is_refused(tmp_path: Path) -> None:
     """The calls are made again from the runs (one decision point): a stored call that the
     samples do not give, for either metric, fails closed, naming the field."""
-    from harness.ab.store import read_ab
+    from racegate.harness.ab.store import read_ab
 
     path = write_ab(tmp_path / "ab", [40_000.0, 40_100.0, 39_900.0])
     assert read_ab(path).throughput.word == "no significant change"  # type: ignore[union-attr]
@@ -714,7 +715,7 @@ def test_an_ab_json_whose_stored_call_its_samples_do_not_give_is_refused(tmp_pat
 
 def test_an_ab_json_whose_runs_stepped_on_two_gpus_fails_its_gate(tmp_path: Path) -> None:
     """Samples of two GPUs make no A/B, whatever call the file stores: read back, it fails."""
-    from harness.ab.store import read_ab
+    from racegate.harness.ab.store import read_ab
 
     path = write_ab(tmp_path / "ab", [40_000.0, 40_100.0, 39_900.0])
     data = json.loads(path.read_text())
@@ -782,11 +783,11 @@ def test_the_ab_table_shows_each_devices_peak_and_growth_and_fails_on_one(
 
 
 def test_detected_counts_only_runs_that_show_the_hazard() -> None:
-    """A control cell's `detected k/n` is race evidence only (harness/judge/race_evidence.py):
-    a timeout and a crash with no fault dump failed, but caught nothing. Before, it counted
-    every failed run: 4/5 here."""
-    from harness.report.build import outcome_text
-    from harness.report.matrix import column_of, make_cell, row_of
+    """A control cell's `detected k/n` is race evidence only
+    (racegate/harness/judge/race_evidence.py): a timeout and a crash with no fault dump failed, but
+    caught nothing. Before, it counted every failed run: 4/5 here."""
+    from racegate.harness.report.build import outcome_text
+    from racegate.harness.report.matrix import column_of, make_cell, row_of
     from tests.test_control_evidence import NOT_THE_RACE, RACE
     from tests.test_verdict import record
 

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from harness import env_names, options
-from harness.cli import main
-from harness.judge.gate import decide_gate
-from harness.judge.verdict import Calibration, decide, render
-from harness.record import read_jsonl
-from harness.scenario.spec import Scenario, make_scenario
-from harness.scenario.vocab import STRATEGIES, Strategy, StrategySpec
-from harness.scenario.workload_api import (
+from racegate.harness.doors import options
+from racegate.harness.doors.cli import main
+from racegate.harness.judge.gate import decide_gate
+from racegate.harness.judge.verdict import Calibration, decide, render
+from racegate.harness.run.record import read_jsonl
+from racegate.harness.scenario import env_names
+from racegate.harness.scenario.spec import Scenario, make_scenario
+from racegate.harness.scenario.vocab import STRATEGIES, Strategy, StrategySpec
+from racegate.harness.scenario.workload_api import (
     BUILTIN_ROLES,
     WorkloadError,
     WorkloadRoles,
@@ -224,7 +225,7 @@ def test_the_example_runs_through_the_harness_to_a_verdict_of_its_own(tmp_path: 
     flex has no CPU backward): the verdict names only the example's strategies."""
     out = tmp_path / "runs.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--workload", EXAMPLE,
+        [sys.executable, "-m", "racegate", "run", "--workload", EXAMPLE,
          "--strategies", "singleton,compiled_upfront", "--threads-per-device", "2",
          "--steps", "6", "--run-timeout", "420", "--results", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=1000,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge.gate import EXIT_UNDECIDED
-from harness.pipeline import run_case, run_scenario
-from harness.record import append_jsonl, read_jsonl
-from harness.scenario.spec import make_scenario
+from racegate.harness.doors.pipeline import run_case, run_scenario
+from racegate.harness.judge.gate import EXIT_UNDECIDED
+from racegate.harness.run.record import append_jsonl, read_jsonl
+from racegate.harness.scenario.spec import make_scenario
 
 # Every test here starts child processes: the process tier (tests/conftest.py).
 pytestmark = pytest.mark.process
@@ -79,7 +79,7 @@ def test_run_case_makes_every_run_when_they_pass(tmp_path: Path) -> None:
 
 def test_runs_side_by_side_say_their_timings_are_void(tmp_path: Path) -> None:
     """`--jobs 2` overlaps runs on one host: their records count for outcomes, not tokens/s."""
-    from harness import cli
+    from racegate.harness.doors import cli
 
     base = ["run", "--workload", FAULT, "--preset", "ok", "--strategy", "eager",
             "--devices", "cpu", "--steps", "2", "--timeout", "60", "--repeat", "2"]  # fmt: skip
@@ -95,7 +95,7 @@ def test_a_child_budgets_from_the_runners_start() -> None:
     written before the runner's kill; a start from another clock is ignored."""
     import time
 
-    from harness.run.worker import runner_start
+    from racegate.harness.run.worker import runner_start
 
     now = time.monotonic()
     assert runner_start(now - 5.0, 60.0) == now - 5.0
@@ -106,8 +106,8 @@ def test_a_child_budgets_from_the_runners_start() -> None:
 def test_a_run_after_an_interrupted_one_still_starts(tmp_path: Path) -> None:
     """An interrupted `harness run` stops its children from starting; the next one in the same
     process (a library caller, a test) starts again."""
-    from harness import cli
-    from harness.run.runner import kill_live_children
+    from racegate.harness.doors import cli
+    from racegate.harness.run.runner import kill_live_children
 
     kill_live_children()  # what an interrupt or a failed write leaves behind
     out = tmp_path / "after.jsonl"

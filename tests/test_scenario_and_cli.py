@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.judge.summary import failure_lines, format_table, summarise
-from harness.record import Hardware, RunRecord, ThreadRecord, Versions
-from harness.scenario.spec import make_scenario, parse_devices, scenario_key
-from harness.scenario.vocab import CacheState, Strategy
+from racegate.harness.doors.cli import main
+from racegate.harness.judge.summary import failure_lines, format_table, summarise
+from racegate.harness.run.record import Hardware, RunRecord, ThreadRecord, Versions
+from racegate.harness.scenario.spec import make_scenario, parse_devices, scenario_key
+from racegate.harness.scenario.vocab import CacheState, Strategy
 
 
 def test_make_scenario_parses_strings() -> None:
@@ -108,7 +108,7 @@ def test_cli_usage_errors_exit_2(
 @pytest.mark.process
 def test_cli_entry_point_exit_code() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--strategy", "nope"],
+        [sys.executable, "-m", "racegate", "run", "--strategy", "nope"],
         capture_output=True,
         text=True,
     )
@@ -139,8 +139,8 @@ def test_cli_checks_the_production_strategy(
 
 def test_cli_and_pytest_share_names_and_defaults() -> None:
     """Every pytest run option is a `harness run` option too; the old spellings still parse."""
-    from harness import options
-    from harness.cli import build_parser
+    from racegate.harness.doors import options
+    from racegate.harness.doors.cli import build_parser
 
     old = ["--strategy", "warmup", "--cache-state", "warm", "--timeout", "9", "--out", "r.jsonl"]
     args = build_parser().parse_args(["run", *old])
@@ -158,14 +158,14 @@ def test_cli_and_pytest_share_names_and_defaults() -> None:
     assert all(getattr(cli, f) == getattr(suite, f) for f in same)
 
 
-ENTRY = Path(__file__).resolve().parent.parent / "racegate.py"
+ENTRY = Path(__file__).resolve().parent.parent / "bootstrap.py"
 
 
 @pytest.mark.process
 def test_entry_script_without_a_command_prints_usage() -> None:
     proc = subprocess.run([sys.executable, str(ENTRY)], capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr.startswith("usage: python3 racegate.py {race,test,lint}")
+    assert proc.stderr.startswith("usage: python3 bootstrap.py {race,test,lint}")
 
 
 @pytest.mark.process
@@ -262,7 +262,7 @@ def test_probe_exits_1_when_a_verdict_moved(
     says `safe` there must fail the command, the true one must pass it."""
     import torch
 
-    from harness.judge import probe_expectations
+    from racegate.harness.judge import probe_expectations
 
     if probe_expectations.release(torch.__version__) < probe_expectations.release("2.13"):
         pytest.skip(f"is_compiling_leak is safe on torch {torch.__version__}")
@@ -278,7 +278,7 @@ def test_probe_exits_1_when_a_verdict_moved(
     assert all(len(line) <= 100 for line in out.splitlines()), out
     assert "expected" in out.splitlines()[1]
     if expected == "hazard":
-        matched = "1 of 1 probes match harness/expectations/probes.toml"
+        matched = "1 of 1 probes match racegate/harness/expectations/probes.toml"
         assert code == 0 and out.rstrip().endswith(matched)
     else:
         assert code == 1 and "probe is_compiling_leak moved: expected safe, saw hazard" in out
@@ -289,7 +289,7 @@ def _record(outcome: str, detail: str | None = None, error: str | None = None) -
     scenario = make_scenario(strategy="per_device", schedule="recompile")
     done = scenario.warmup_steps + scenario.steps
     threads = [ThreadRecord(index=0, device="cpu", outcome=outcome, error=error, steps_done=done)]
-    if outcome == "ok":  # an ok run's every thread reported, ok (harness.record)
+    if outcome == "ok":  # an ok run's every thread reported, ok (racegate.harness.run.record)
         threads.append(ThreadRecord(index=1, device="cpu", outcome=outcome, steps_done=done))
     return RunRecord(
         scenario=scenario,
@@ -327,8 +327,8 @@ def test_summary_shows_a_crash_by_the_end_of_its_stderr() -> None:
 def test_report_without_records_reads_the_latest_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    from harness import state
-    from harness.record import append_jsonl
+    from racegate.harness.run import state
+    from racegate.harness.run.record import append_jsonl
 
     monkeypatch.chdir(tmp_path)  # a checkout of its own: no pyproject.toml above tmp_path
     assert main(["report"]) == 2
@@ -352,7 +352,7 @@ def test_run_prints_table_failure_and_verdict_on_stdout(tmp_path: Path) -> None:
     strategy did not run, so the decision and the exit code are UNDECIDED's (7)."""
     out = tmp_path / "runs.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run",
+        [sys.executable, "-m", "racegate", "run",
          "--workload", "tests.fault_workloads:make_workload", "--preset", "abort",
          "--strategies", "eager", "--steps", "2", "--run-timeout", "120", "--results", str(out)],
         cwd=ENTRY.parent, capture_output=True, text=True, timeout=300,

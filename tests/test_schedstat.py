@@ -1,4 +1,4 @@
-"""harness.run.schedstat: a thread's CPU demand, read from the real kernel (Linux only)."""
+"""racegate.harness.run.schedstat: a thread's CPU demand, read from the real kernel (Linux only)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import schedstat
+from racegate.harness.run import schedstat
 
 pytestmark = pytest.mark.skipif(
     not schedstat.THREAD_SELF.exists(), reason="no /proc/thread-self/schedstat on this kernel"

@@ -1,11 +1,12 @@
-"""harness.run.threads' schedules, on real threads with a stand-in replica (no torch step)."""
+"""racegate.harness.run.threads' schedules, on real threads with a stand-in replica (no torch
+step)."""
 
 from __future__ import annotations
 
 import time
 
-from harness.run import threads
-from harness.scenario.vocab import Schedule
+from racegate.harness.run import threads
+from racegate.harness.scenario.vocab import Schedule
 
 
 class _SlowReplica:

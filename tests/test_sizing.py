@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import sizing
-from harness.options import case_jobs
+from racegate.harness.doors import sizing
+from racegate.harness.doors.options import case_jobs
 
 H200 = 141 * 2**30
 H100 = 81_559 * 2**20  # what nvidia-smi reports for an H100 80GB HBM3

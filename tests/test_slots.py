@@ -1,5 +1,5 @@
 """The session's shared run slots: how many a case gets, that a dead holder frees its own, and a
-parent's pool handed to its sessions (harness.run.slots, the plugin's env_names.SLOTS)."""
+parent's pool handed to its sessions (racegate.harness.run.slots, the plugin's env_names.SLOTS)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.env_names import SLOTS
-from harness.run.slots import SlotPool, release
+from racegate.harness.run.slots import SlotPool, release
+from racegate.harness.scenario.env_names import SLOTS
 from tests.test_plugin import _plugin
 
 pytest_plugins = ["pytester"]
@@ -44,7 +44,7 @@ def test_a_killed_holder_frees_its_slots(tmp_path: Path) -> None:
     holder = textwrap.dedent(
         f"""
         import sys, time
-        from harness.run.slots import SlotPool
+        from racegate.harness.run.slots import SlotPool
         held = SlotPool(__import__("pathlib").Path({str(tmp_path)!r}), 3).take(2)
         print(len(held), flush=True)
         time.sleep(300)
@@ -106,10 +106,10 @@ def test_a_bad_pool_handoff_is_one_line_naming_it(tmp_path: Path, value: str, sa
 
 
 # A session's worker in a parent's pool: its case's own slot (waited for), then extras for a
-# batch, as harness/cases/test_race.py takes them; each run's start, end and runs at once logged.
+# batch, as racegate/cases/test_race.py takes them; each run's start, end and runs at once logged.
 _WORKER = """
 import os, sys, time
-from harness.run.slots import SlotPool, release
+from racegate.harness.run.slots import SlotPool, release
 pool = SlotPool.from_handoff(os.environ["RACEGATE_SLOTS"], "the test", from_parent=True)
 with open(sys.argv[1], "a") as log:
     for _ in range(int(sys.argv[2])):
@@ -176,7 +176,7 @@ def test_a_session_takes_its_parents_pool_and_leaves_it(
         pytester.makepyfile(
             test_pool=f"""
             import pytest
-            from harness.pytest_plugin import slot_pool
+            from racegate.cases.plugin import slot_pool
 
             @pytest.mark.parametrize("i", range(4))
             def test_pool(pytestconfig, i):
@@ -210,10 +210,10 @@ def test_a_bad_pool_from_the_parent_is_a_usage_error(
 
 
 # A production case's batches in a parent's pool: its own slot, then extras batch after batch,
-# each freed and taken again at once (harness/cases/test_race.py's loop); its end logged.
+# each freed and taken again at once (racegate/cases/test_race.py's loop); its end logged.
 _BATCHER = """
 import os, sys, time
-from harness.run.slots import SlotPool, release
+from racegate.harness.run.slots import SlotPool, release
 pool = SlotPool.from_handoff(os.environ["RACEGATE_SLOTS"], "the test", from_parent=True)
 own = pool.own()
 print("holding", flush=True)
@@ -281,8 +281,8 @@ def test_a_primed_batch_leaves_its_extra_slots_free_while_its_priming_run_runs(
     a slot another case could use (one H100: about 250 of a main command's 1,875 run-seconds).
     The priming run here is real (tiny preset, CPU); what this watches is the pool the moment
     the priming run starts."""
-    from harness.pipeline import batch_slots, run_case
-    from harness.run.runner import Primed, SharedPrimes
+    from racegate.harness.doors.pipeline import batch_slots, run_case
+    from racegate.harness.run.runner import Primed, SharedPrimes
     from tests.test_cache_states import tiny
 
     folder = tmp_path / "slots"

@@ -1,4 +1,5 @@
-"""The stall watch: its reading of faulthandler dumps (harness.run.stacks) and of threads' CPU."""
+"""The stall watch: its reading of faulthandler dumps (racegate.harness.run.stacks) and of threads'
+CPU."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import lifeline, stacks, stall, threads
-from harness.run.lifeline import DUMP_SIGNAL
-from harness.run.protocol import Built, ProgressEvent, Stepping
-from harness.scenario.vocab import Schedule
+from racegate.harness.run import lifeline, stacks, stall, threads
+from racegate.harness.run.lifeline import DUMP_SIGNAL
+from racegate.harness.run.protocol import Built, ProgressEvent, Stepping
+from racegate.harness.scenario.vocab import Schedule
 
 
 def test_an_empty_or_headerless_dump_has_no_stack_to_compare() -> None:
@@ -38,8 +39,8 @@ def test_only_our_own_threads_count_and_the_signalled_thread_is_no_change() -> N
 
 
 def test_a_real_dump_keeps_exactly_the_thread_waiting_in_harness_run(tmp_path: Path) -> None:
-    """faulthandler's own text: a thread parked in harness/run/threads.py is ours, this test's
-    main thread (in tests/) is not."""
+    """faulthandler's own text: a thread parked in racegate/harness/run/threads.py is ours, this
+    test's main thread (in tests/) is not."""
     co = threads._Coordinator(1, threads.Plan(Schedule.BARRIER, 0, 1, [1], time.monotonic() + 60))
     parked = threading.Event()
     waiter = threading.Thread(target=co.wait, args=(parked,), daemon=True)
@@ -302,8 +303,8 @@ def test_a_pid_the_kernel_gave_to_another_process_is_no_process_of_the_run() -> 
 
 
 def test_stepping_stacks_leave_out_the_main_thread_joining_them() -> None:
-    """The worker's main thread joins the stepping threads in harness/run/threads.py too; its
-    stack changes at the deadline (its final dump), so it must not be taken for one of them."""
+    """The worker's main thread joins the stepping threads in racegate/harness/run/threads.py too;
+    its stack changes at the deadline (its final dump), so it must not be taken for one of them."""
     threads_py = f"{os.sep}harness{os.sep}run{os.sep}threads.py"
     dump = (
         "Thread 0x01 (most recent call first):\n"
@@ -358,7 +359,7 @@ def test_a_dump_or_give_up_signal_at_a_childs_first_instant_does_not_kill_it(
     """The watch may signal a child before its interpreter has run a line (a tiny timeout, a
     slow start): a real-time signal's default action would kill it (exit -37). The runner
     starts it with both blocked; the worker unblocks them once ignored or armed."""
-    from harness.run import cache_state, runner
+    from racegate.harness.run import cache_state, runner
     from tests.fault_kit import fault_scenario
 
     scenario = fault_scenario("ok")

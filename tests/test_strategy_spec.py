@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario.vocab import (
+from racegate.harness.scenario.vocab import (
     CACHE_STATES,
     STRATEGIES,
     CacheState,
@@ -18,7 +18,7 @@ from harness.scenario.vocab import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE = [p for d in ("harness", "model") for p in (ROOT / d).rglob("*.py")]
+CODE = list((ROOT / "racegate").rglob("*.py"))
 
 
 def test_a_strategy_spec_takes_keywords_only() -> None:
@@ -28,9 +28,10 @@ def test_a_strategy_spec_takes_keywords_only() -> None:
 
 def test_every_strategy_spec_field_is_read_by_the_code() -> None:
     """A field only the registry sets is a flag nobody obeys: read as `.name` or selected with
-    strategies_where(name=...) somewhere outside harness/scenario/vocab.py's definition. One test
-    over all fields, not one per field: ids such as races_lazily would match `pytest -k race`."""
-    vocab = (ROOT / "harness" / "scenario" / "vocab.py").read_text()
+    strategies_where(name=...) somewhere outside racegate/harness/scenario/vocab.py's definition.
+    One test over all fields, not one per field: ids such as races_lazily would match `pytest -k
+    race`."""
+    vocab = (ROOT / "racegate" / "harness" / "scenario" / "vocab.py").read_text()
     unread = []
     for name in (f.name for f in fields(StrategySpec)):
         use = re.compile(rf"\.{name}\b|strategies_where\([^)]*\b{name}=")

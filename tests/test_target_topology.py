@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from harness.scenario.spec import make_scenario
-from model.target import FrozenHeads, shared_target
-from model.train_step import DFlashReplica
-from model.workload import make_workload
+from racegate.harness.scenario.spec import make_scenario
+from racegate.model.target import FrozenHeads, shared_target
+from racegate.model.train_step import DFlashReplica
+from racegate.model.workload import make_workload
 
 
 def test_scenario_carries_target_devices() -> None:

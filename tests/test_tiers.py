@@ -1,6 +1,6 @@
 """The test tiers (tests/conftest.py): a unit test that starts a child process fails, naming the
 tier it belongs to, even where the code under test swallows the refusal; a marked test runs;
-`racegate.py test --fast` runs the unit tier."""
+`bootstrap.py test --fast` runs the unit tier."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_a_unit_test_that_starts_a_child_process_fails_and_names_its_tier(
 
 
 def test_entry_script_test_fast_runs_the_unit_tier(monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = importlib.util.spec_from_file_location("racegate_entry", ROOT / "racegate.py")
+    spec = importlib.util.spec_from_file_location("bootstrap_entry", ROOT / "bootstrap.py")
     assert spec and spec.loader
     entry = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(entry)

@@ -1,5 +1,6 @@
-"""harness.upgrade: bad input is one line and exit 2; a side's decision read from the file its
-pytest wrote (harness.judge.decision_file), UNDECIDED where that file is missing or disagrees."""
+"""racegate.harness.doors.upgrade: bad input is one line and exit 2; a side's decision read from the
+file its pytest wrote (racegate.harness.judge.decision_file), UNDECIDED where that file is missing
+or disagrees."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import envs, upgrade
-from harness.judge import decision_file
-from harness.judge.gate import EXIT_SAFE, EXIT_UNDECIDED, EXIT_UNSAFE, Decision, Word
+from racegate.harness.doors import envs, upgrade
+from racegate.harness.judge import decision_file
+from racegate.harness.judge.gate import EXIT_SAFE, EXIT_UNDECIDED, EXIT_UNSAFE, Decision, Word
 
 pytest_plugins = ["pytester"]
 
@@ -31,7 +32,7 @@ pytest_plugins = ["pytester"]
 )
 def test_bad_upgrade_input_is_one_line_exit_2(argv: list[str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "harness", "upgrade", *argv], capture_output=True, text=True
+        [sys.executable, "-m", "racegate", "upgrade", *argv], capture_output=True, text=True
     )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -119,13 +120,13 @@ def test_a_real_session_writes_the_decision_its_block_prints(
 
 
 def test_each_ended_case_is_progress_whatever_its_word() -> None:
-    """The suite's cases are harness/cases/...: an XFAIL there is progress too (only lines
+    """The suite's cases are racegate/cases/...: an XFAIL there is progress too (only lines
     starting cases/ or tests/, or saying PASSED/FAILED, were shown before)."""
-    ended = "harness/cases/test_race.py::test_race[per_device-cold-cpux2] XFAIL (row 3) [ 50%]"
+    ended = "racegate/cases/test_race.py::test_race[per_device-cold-cpux2] XFAIL (row 3) [ 50%]"
     assert upgrade.is_progress(ended)
     assert upgrade.is_progress("test_stub.py::test_case PASSED                 [100%]")
     assert not upgrade.is_progress("platform linux -- Python 3.11.7, pytest-9.2.0")
-    assert not upgrade.is_progress("harness/cases/test_race.py::test_race[per_device-cold-cpux2] ")
+    assert not upgrade.is_progress("racegate/cases/test_race.py::test_race[per_device-cold-cpux2] ")
 
 
 def test_the_probe_that_shows_the_hazard_is_quoted_from_a_wrapped_block() -> None:
@@ -147,12 +148,12 @@ def test_the_probe_that_shows_the_hazard_is_quoted_from_a_wrapped_block() -> Non
     assert upgrade._masked(side)
 
 
-# A race case of the stub suite: holds its own run slot (harness.run.slots, the parent's pool)
-# a while and logs when, so the test sees which sides' cases overlapped.
+# A race case of the stub suite: holds its own run slot (racegate.harness.run.slots, the parent's
+# pool) a while and logs when, so the test sees which sides' cases overlapped.
 _TIMED_CASE = """
 import os, time
 import pytest
-from harness.pytest_plugin import slot_pool
+from racegate.cases.plugin import slot_pool
 
 @pytest.mark.race
 def test_case(pytestconfig, racegate_config):
@@ -222,7 +223,7 @@ def test_both_sides_run_at_once_within_their_shared_slots(
 def test_the_sides_share_the_hosts_slots_unless_the_user_chose(
     given: list[str], cores: int, each: list[str], slots: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harness import sizing
+    from racegate.harness.doors import sizing
 
     monkeypatch.setattr(sizing, "gpus_here", lambda: (1, 141 * 2**30))
     monkeypatch.setattr(sizing.os, "sched_getaffinity", lambda _pid: set(range(cores)))
@@ -233,7 +234,8 @@ def test_the_sides_share_the_hosts_slots_unless_the_user_chose(
 _STOPPED_BY_CTRL_C = """
 import os, sys
 from pathlib import Path
-from harness import envs, upgrade
+from racegate.harness.doors import envs
+from racegate.harness.doors import upgrade
 here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
 sides = [("current", here), ("candidate", here)]
 try:
@@ -304,7 +306,7 @@ def test_each_ab_run_is_one_thread_of_the_production_strategy(key: str, devices:
 
 @pytest.mark.process  # a real timed `harness run` (about 30 s on the 2-core box)
 def test_an_ab_run_with_the_upgrades_options_makes_one_timed_record(tmp_path: Path) -> None:
-    from harness.ab.run import Side, check_run_args, run_once
+    from racegate.harness.ab.run import Side, check_run_args, run_once
 
     args = check_run_args(upgrade.ab_run_args("cpu", "warmup_locked"))
     record = run_once(Side("reference", sys.executable), args, tmp_path / "run.jsonl", 600)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge.gate import decide_gate
-from harness.judge.suite import OUTCOME_ERRORS, TooSlowToJudge, judge
-from harness.judge.verdict import (
+from racegate.cases.session import RacegateConfig
+from racegate.harness.judge.gate import decide_gate
+from racegate.harness.judge.suite import OUTCOME_ERRORS, TooSlowToJudge, judge
+from racegate.harness.judge.verdict import (
     Calibration,
     Status,
     control_rates,
@@ -25,20 +26,28 @@ from harness.judge.verdict import (
     repeats_for,
     runs_for_power,
 )
-from harness.record import CacheProof, Hardware, RunRecord, ThreadRecord, Versions, read_jsonl
-from harness.scenario.spec import make_scenario
-from harness.scenario.vocab import Outcome, Schedule, Strategy
-from harness.session import RacegateConfig
+from racegate.harness.run.record import (
+    CacheProof,
+    Hardware,
+    RunRecord,
+    ThreadRecord,
+    Versions,
+    read_jsonl,
+)
+from racegate.harness.scenario.spec import make_scenario
+from racegate.harness.scenario.vocab import Outcome, Schedule, Strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = {"torch": "2.13.0+cpu", "transformers": "5.17.0", "python": "3.12.3"}
-# The cache proof of a warm run whose priming run failed (harness.judge.decide.cache_findings).
+# The cache proof of a warm run whose priming run failed
+# (racegate.harness.judge.decide.cache_findings).
 UNPRIMED = CacheProof("warm", "/x", {}, None, prime_ok=False, prime_counters={}, proven_warm=False)
 HAZARD = {"compiled_call_during_make_fx": "hazard"}
 GONE = {"compiled_call_during_make_fx": "safe", "flag_stuck_after_overlap": "safe"}
 
 
-# A stepping thread's stack inside dynamo, as faulthandler writes it (harness/run/stacks.py).
+# A stepping thread's stack inside dynamo, as faulthandler writes it
+# (racegate/harness/run/stacks.py).
 IN_COMPILE = (
     "Thread 0x00007fe067fff6c0 (most recent call first):\n"
     '  File "/v/site-packages/torch/_dynamo/convert_frame.py", line 2626 in __call__\n'
@@ -51,8 +60,8 @@ def record(
     stalled_s: float | None = None, busy_at_deadline: bool | None = None,
     stacks: str | None = None, error_text: str | None = None, detail: str | None = None,
 ) -> RunRecord:  # fmt: skip
-    """A run record as harness.judge.decide writes one; a stalled hang's stacks default to a
-    stepping thread stuck in dynamo (race evidence) unless `stacks` says otherwise."""
+    """A run record as racegate.harness.judge.decide writes one; a stalled hang's stacks default to
+    a stepping thread stuck in dynamo (race evidence) unless `stacks` says otherwise."""
     scenario = make_scenario(strategy=strategy, cache_state=cache_state, threads_per_device=tpd)
     threads = [ThreadRecord(i, "cpu", outcome if i == 0 else "ok") for i in range(tpd)]
     threads[0].error_text = error_text
@@ -222,7 +231,7 @@ def _suite(tmp_path: Path, knob: str, *extra: str) -> tuple[subprocess.Completed
     results = tmp_path / "runs.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RACEGATE_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "harness/cases/test_race.py::test_race",
+        [sys.executable, "-m", "pytest", "racegate/cases/test_race.py::test_race",
          "-p", "no:cacheprovider",
          "--workload", "tests.race_knob_workload:make_workload",
          "--preset", knob, "--strategies", "warmup_locked", "--devices", "cpu",
@@ -305,7 +314,7 @@ def _rc(**kw: object) -> RacegateConfig:
 
 
 def test_each_control_cell_is_collected_with_its_production_cell_before_the_rest() -> None:
-    from harness.case_plan import case_order
+    from racegate.cases.plan import case_order
 
     rc = _rc(cache_states=("cold", "warm"), devices=("cpu",), gpus=0, threads_per_device=(2,))
     order = [(strategy, state) for strategy, state, _, _ in case_order(rc, Calibration())]
@@ -327,13 +336,13 @@ def test_each_control_cell_is_collected_with_its_production_cell_before_the_rest
 def test_a_case_whose_runs_cannot_hang_asks_for_all_of_them_at_once_in_shared_slots(
     stop: bool, pooled: bool, may_hang: bool, at_once: int
 ) -> None:
-    from harness.case_plan import runs_at_once
+    from racegate.cases.plan import runs_at_once
 
     assert runs_at_once(4, stop, pooled=pooled, may_hang=may_hang) == at_once
 
 
 def test_cases_skip_one_thread_and_put_the_control_first() -> None:
-    from harness.case_plan import (
+    from racegate.cases.plan import (
         case_repeats,
         case_strategies,
         production_runs_done,
@@ -372,7 +381,7 @@ def test_the_control_gets_more_runs_where_its_rate_cannot_power_a_safe() -> None
     """One H200, upgrade's candidate side: per_device failed 4/4 cold and 4/4 deleted but 0/4
     warm, so warmup_locked could only be INCONCLUSIVE there. More control runs in that cell
     decide it; where the control fired nowhere (a torch that masks the race) none would."""
-    from harness.case_plan import control_top_up
+    from racegate.cases.plan import control_top_up
 
     cal = Calibration()
     rates = control_rates(runs("per_device", 4, 0, cache_state="warm"), "per_device")
@@ -593,7 +602,7 @@ def test_every_word_the_verdict_block_prints_is_defined_on_the_page_it_names() -
     import json
     import lzma
 
-    from harness.judge.gate import WORDS_DOC, Word
+    from racegate.harness.judge.gate import WORDS_DOC, Word
 
     page = (ROOT / "docs/vocabulary.md").read_text()
     section = page[page.index("## Verdict words") :]

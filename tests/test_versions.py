@@ -1,4 +1,4 @@
-"""harness/scenario/versions.py: one reader, one marker for what is missing."""
+"""racegate/harness/scenario/versions.py: one reader, one marker for what is missing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from importlib import metadata
 
 import pytest
 
-from harness.scenario import versions
+from racegate.harness.scenario import versions
 
 
 def test_missing_package_reads_absent(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,7 +42,8 @@ def test_hardware_names_cpu_without_gpus() -> None:
 
 @pytest.mark.process  # runs nvidia-smi where there is a GPU
 def test_hardware_names_each_gpu_by_its_uuid() -> None:
-    """The UUID nvidia-smi -L prints, one per GPU asked for: harness.ab's same-GPU check."""
+    """The UUID nvidia-smi -L prints, one per GPU asked for: racegate.harness.ab's same-GPU
+    check."""
     import torch
 
     if not torch.cuda.is_available():
@@ -57,7 +58,7 @@ def test_hardware_names_each_gpu_by_its_uuid() -> None:
 @pytest.mark.process
 def test_module_prints_json_for_the_nox_cell_check() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "harness.scenario.versions", "--import-torch"],
+        [sys.executable, "-m", "racegate.harness.scenario.versions", "--import-torch"],
         capture_output=True,
         text=True,
         check=True,

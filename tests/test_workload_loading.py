@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
-from harness.scenario.workload_api import WorkloadError, WorkloadSpec, load_workload
+from racegate.harness.doors import cli
+from racegate.harness.scenario.workload_api import WorkloadError, WorkloadSpec, load_workload
 
 GOOD = """
 class W:

@@ -1,7 +1,0 @@
-"""`python -m harness ...`: see harness.cli."""
-
-import sys
-
-from harness.cli import main
-
-sys.exit(main(sys.argv[1:]))

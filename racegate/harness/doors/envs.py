@@ -1,0 +1,233 @@
+"""Candidate environments beside the current one: a venv that changes torch or transformers only.
+
+`candidate({"transformers": "5.8.1"}, base=current(), where=...)` makes a venv under `where`
+(racegate's state: `.racegate/envs/<key>`, private 0700, marked `.racegate-made`), whose
+site-packages come first and are followed, through a `.pth` file, by every package folder of the
+base environment. `pip install transformers==5.8.1` then puts into the candidate only what the
+change needs (transformers, and e.g. the older tokenizers 5.6/5.8 pin, which shadows the base's
+newer one because the candidate's own folder comes first); the base's torch satisfies the
+requirement when torch does not change (no second download), and pip never uninstalls what lies
+outside the venv. Nothing is ever installed into the base environment. The same key (the base's
+versions and interpreter + the changes) reuses the folder it made before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from racegate.harness.run import state
+
+MADE_MARKER = ".racegate-made"  # the mark bootstrap.py also puts in the venvs it makes
+ENVS = "envs"  # under the state folder: .racegate/envs/<key>
+PACKAGES = ("torch", "transformers")  # what a change may name
+BASE_PTH = "racegate-base.pth"
+DONE = "racegate-env.json"  # written last: a folder without it is half made and is redone
+CHANGE_FORM = "PACKAGE==VERSION with PACKAGE one of torch, transformers (e.g. transformers==5.8.1)"
+
+# Run by the environment's own python: its versions, and the folders its packages load from.
+_PROBE = """
+import json, platform, site, sys, sysconfig
+from importlib import metadata
+def v(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"
+std = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
+folders = [p for p in sys.path if p and p != "." and not p.endswith(".zip")
+           and p not in std and not p.endswith("lib-dynload")]
+print(json.dumps({"python": platform.python_version(), "torch": v("torch"),
+                  "transformers": v("transformers"), "tokenizers": v("tokenizers"),
+                  "prefix": sys.prefix, "purelib": sysconfig.get_paths()["purelib"],
+                  "folders": folders}))
+"""
+
+
+class EnvError(Exception):
+    """An environment that cannot be read or built: one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    python: Path  # the interpreter to run the race selection / A/B with
+    versions: dict[str, str]  # torch, transformers, python as installed there (read by running it)
+    changes: dict[str, str]  # what differs from the current env, e.g. {"transformers": "5.8.1"}
+    root: Path | None  # the folder racegate made (None: the current env)
+
+    def describe(self) -> str:
+        return ", ".join(f"{k} {self.versions.get(k, '?')}" for k in ("torch", "transformers"))
+
+
+def _probe(python: Path) -> dict:
+    try:
+        done = subprocess.run(
+            [str(python), "-I", "-c", _PROBE], capture_output=True, text=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvError(f"cannot run the python {python}: {exc}") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise EnvError(f"cannot read the versions of {python}: {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _versions(facts: Mapping[str, object]) -> dict[str, str]:
+    return {k: str(facts[k]) for k in ("torch", "transformers", "tokenizers", "python")}
+
+
+def current(python: Path | None = None) -> Environment:
+    """The environment of `python` (default: this process's interpreter), as it is.
+
+    The path is made absolute, never resolved: a venv's python is a link to the base
+    interpreter, and resolving it would lose the venv."""
+    py = Path(os.path.abspath(python or sys.executable))
+    return Environment(python=py, versions=_versions(_probe(py)), changes={}, root=None)
+
+
+def parse_changes(texts: Sequence[str]) -> dict[str, str]:
+    """["transformers==5.8.1", "torch==2.13.0"] -> {"transformers": "5.8.1", "torch": "2.13.0"}.
+
+    ValueError (one line naming the text and the form allowed) for anything else: another
+    package, another operator, an empty version, a package named twice, or nothing at all."""
+    if not texts:
+        raise ValueError(f"no change named: give {CHANGE_FORM}")
+    out: dict[str, str] = {}
+    for text in texts:
+        name, sep, version = text.partition("==")
+        name, version = name.strip().lower(), version.strip()
+        ok_version = bool(version) and all(c.isalnum() or c in ".+-_" for c in version)
+        if not sep or name not in PACKAGES or not ok_version:
+            raise ValueError(f"the change {text!r} is not {CHANGE_FORM}")
+        if name in out:
+            raise ValueError(f"the change {text!r} names {name} a second time; name it once")
+        out[name] = version
+    return out
+
+
+def _key(base: Environment, changes: Mapping[str, str]) -> str:
+    what = {"base": str(base.python), "versions": base.versions, "changes": dict(changes)}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def envs_dir(root: Path) -> Path:
+    """<checkout>/.racegate/envs, made private (0700) if missing."""
+    for folder in (root / state.STATE_DIR, root / state.STATE_DIR / ENVS):
+        state._private_dir(folder)
+    return root / state.STATE_DIR / ENVS
+
+
+def _matches(versions: Mapping[str, str], changes: Mapping[str, str]) -> bool:
+    return all(versions.get(k, "").split("+")[0] == v.split("+")[0] for k, v in changes.items())
+
+
+def _pip_last_error(output: str) -> str:
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("ERROR")]
+    return (errors or lines or ["(pip printed nothing)"])[-1]
+
+
+def candidate(
+    changes: Mapping[str, str],
+    *,
+    base: Environment,
+    where: Path,
+    find_links: Sequence[Path] = (),
+    progress: Callable[[str], None] = print,
+) -> Environment:
+    """The base environment with `changes` installed, in a venv of its own under `where`.
+
+    `where` is the folder of candidate venvs (envs_dir(checkout)); the venv is `where/<key>`,
+    reused when it was made complete before. `find_links`: local wheel folders, used with
+    --no-index (an offline host with a carried wheelhouse). EnvError (one line naming the
+    requirement and pip's last error line) when the install fails."""
+    if not changes:
+        raise EnvError("no change asked: the candidate would be the current environment")
+    for name in changes:
+        if name not in PACKAGES:
+            raise EnvError(f"cannot change {name!r}: only {', '.join(PACKAGES)}")
+    base_facts = _probe(base.python)
+    state.refuse_link(where, "the environments folder")
+    where.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder = where / _key(base, changes)
+    state.refuse_link(folder, "the candidate environment")
+    python = folder / "bin" / "python"
+    wanted = {"base": str(base.python), "changes": dict(changes), "find_links": []}
+    wanted["find_links"] = [str(p) for p in find_links]
+    done = folder / DONE
+    if done.is_file() and python.exists():
+        try:
+            stored = json.loads(done.read_text())
+        except ValueError:
+            stored = None
+        if isinstance(stored, dict) and stored.get("changes") == dict(changes):
+            env = Environment(python, _versions(_probe(python)), dict(changes), folder)
+            if _matches(env.versions, changes):
+                progress(f"candidate environment {folder}: reused ({env.describe()})")
+                return env
+    if folder.exists():
+        if not (folder / MADE_MARKER).is_file():
+            raise EnvError(f"{folder} exists and was not made by racegate: remove it")
+        shutil.rmtree(folder)  # half made or stale: make it again
+    progress(f"candidate environment {folder}: making it beside {base.python}")
+    os.mkdir(folder, 0o700)
+    (folder / MADE_MARKER).write_text(
+        "made by racegate (racegate/harness/doors/envs.py); it installs only here\n"
+    )
+    base_has_pip = (
+        subprocess.run(
+            [str(base.python), "-c", "import pip"], capture_output=True, timeout=60
+        ).returncode
+        == 0
+    )
+    venv_args = [str(base.python), "-m", "venv", "--clear"]
+    if base_has_pip:
+        venv_args.append("--without-pip")  # the base's pip is reached through the .pth file
+    made = subprocess.run([*venv_args, str(folder)], capture_output=True, text=True)
+    if made.returncode != 0:
+        raise EnvError(f"cannot make a venv at {folder}: {_pip_last_error(made.stderr)}")
+    (folder / MADE_MARKER).write_text(
+        "made by racegate (racegate/harness/doors/envs.py); it installs only here\n"
+    )
+    own = _probe(python)
+    purelib = Path(str(own["purelib"]))
+    shared = [f for f in base_facts["folders"] if Path(f) != purelib]
+    # After the candidate's own folder: what pip installs here shadows the base's copy.
+    (purelib / BASE_PTH).write_text("".join(f"{f}\n" for f in shared))
+    requirements = [f"{name}=={version}" for name, version in sorted(changes.items())]
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar"]
+    pip.append("off")
+    if find_links:
+        pip.append("--no-index")
+        for link in find_links:
+            pip += ["--find-links", str(link)]
+    progress(f"installing {' '.join(requirements)} into {folder} (pip resolves the rest)")
+    installed = subprocess.run([*pip, *requirements], capture_output=True, text=True)
+    if installed.returncode != 0:
+        raise EnvError(
+            f"cannot install {' '.join(requirements)} into {folder}: "
+            f"{_pip_last_error(installed.stdout + installed.stderr)}"
+        )
+    env = Environment(python, _versions(_probe(python)), dict(changes), folder)
+    if not _matches(env.versions, changes):
+        raise EnvError(
+            f"installed {' '.join(requirements)} into {folder}, but its python reports "
+            f"{env.describe()}"
+        )
+    check = subprocess.run(
+        [str(python), "-c", "import transformers, tokenizers"], capture_output=True, text=True
+    )
+    if check.returncode != 0:
+        raise EnvError(
+            f"{folder}: transformers does not import there: {_pip_last_error(check.stderr)}"
+        )
+    done.write_text(json.dumps({**wanted, "versions": env.versions}, indent=1) + "\n")
+    progress(f"candidate environment {folder}: {env.describe()}")
+    return env

@@ -1,0 +1,128 @@
+"""Which outcomes show the race: the one rule that gives the positive control its power.
+
+A failing control run counts as "the race was caught" only when its record shows the race
+itself; any other failure is reported as "the control failed for another reason" and gives the
+verdict no power (racegate.harness.judge.verdict). The rule, for one run record:
+
+- a thread's outcome is `nested_fx_error` (the nested-FX error) or `silent_fallback` (a compiled
+  kernel that ran uncompiled): the race, as racegate.harness.judge.outcomes classifies it;
+- a thread's error is dynamo's MetricsContext collision ("Metric(s) ... have already been set in
+  the current context"): torch 2.10's compile-metrics context is one per process, and two
+  threads compiling at once write into the same one (classified `other_error`, as any error it
+  does not name; racegate/harness/expectations/race.toml,
+  results/cpu-torch-releases-probes-and-races);
+- a `hang` the stall watch called (`stalled_s`: every stack unchanged, the run idle) where a
+  stepping thread's stack has a frame in torch's compiler (COMPILE_FILES): threads stuck in a
+  compile, as the H200's per_device deadlocks were (results/h200-cell-control-detection);
+- a `crash` with a fault dump (faulthandler's "Fatal Python error" and its "Current thread"
+  block, in the record's stacks) whose current thread, the one that faulted, has a frame in
+  torch's compiler: it died inside a compile while other threads ran (the torch 2.11 SIGSEGVs
+  of results/cpu-torch-releases-probes-and-races faulted in fake_tensor under inductor, one
+  thread tracing after another had exited). A crash without a fault dump (a SIGKILL, an exit
+  code, a dump whose current thread is outside the compiler) does not count: nothing ties it
+  to the race.
+
+Not race evidence: `not_concurrent` (the threads took turns), `other_error` but the above, `oom`,
+a hang at the deadline the watch did not call a stall, a stall outside the compiler,
+`recompile_blocked` (a warmed-up strategy's miss, not the control's race) and `timeout`.
+
+`timeout` is overload, not a hang: the run reached its deadline while the stall watch found its
+threads still at work. It counts as neither clean nor failed (`timed_out`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from racegate.harness.run import stacks
+from racegate.harness.run.record import RunRecord
+from racegate.harness.scenario.vocab import Outcome
+
+# Thread outcomes that are the race itself.
+RACE_OUTCOMES = frozenset({Outcome.NESTED_FX_ERROR, Outcome.SILENT_FALLBACK})
+# torch/_dynamo/metrics_context.py (MetricsContext.update / set), 2.10: one context per process.
+METRICS_CONTEXT_COLLISION = re.compile(
+    r"Metric(\(s\))? .+ ha(s|ve) already been set in the current context"
+)
+# torch's compiler: a frame in one of these files is inside a compile (tracing, fake tensors,
+# AOT autograd, inductor), matched on faulthandler's `File "..."` lines.
+COMPILE_FILES = (
+    "torch/_dynamo/",
+    "torch/_inductor/",
+    "torch/fx/",
+    "torch/_functorch/",
+    "torch/_subclasses/",
+    "torch/_guards.py",
+)
+_FATAL = "Fatal Python error"
+_CURRENT = "Current thread "
+
+
+def compile_frame(block: str) -> bool:
+    """One thread's stack has a frame in torch's compiler."""
+    files = [line.replace("\\", "/") for line in block.splitlines() if "File " in line]
+    return any(f in line for line in files for f in COMPILE_FILES)
+
+
+def _metrics_collision(record: RunRecord) -> bool:
+    return any(METRICS_CONTEXT_COLLISION.search(t.error_text or "") for t in record.threads)
+
+
+def _stalled_in_compile(record: RunRecord) -> bool:
+    return record.stalled_s is not None and any(
+        compile_frame(block) for block in stacks.stepping(record.stacks or "")
+    )
+
+
+def _faulted_in_compile(record: RunRecord) -> bool:
+    """A fault dump whose current thread (the one that faulted) has a compiler frame."""
+    text = record.stacks or ""
+    if _FATAL not in text:
+        return False
+    _, found = stacks.blocks(text)
+    return any(b[0].startswith(_CURRENT) and compile_frame("\n".join(b[1:])) for _, b in found)
+
+
+def shows_race(record: RunRecord) -> bool:
+    """The run's record shows the race (the module's rule)."""
+    if any(t.outcome in RACE_OUTCOMES for t in record.threads) or record.outcome in RACE_OUTCOMES:
+        return True
+    if _metrics_collision(record):
+        return True
+    if record.outcome == Outcome.HANG and _stalled_in_compile(record):
+        return True
+    return record.outcome == Outcome.CRASH and _faulted_in_compile(record)
+
+
+def timed_out(record: RunRecord) -> bool:
+    """Overload: the run reached its deadline still at work (`timeout`; a record written before
+    that outcome says `hang` with busy_at_deadline). Neither clean nor a failure."""
+    if record.outcome == Outcome.TIMEOUT:
+        return True
+    return record.outcome == Outcome.HANG and record.busy_at_deadline is True
+
+
+def _why(record: RunRecord) -> str:
+    """What the failure was, shortly: the record's outcome and its first reason."""
+    first = (record.detail or "").split("; ")[0]
+    if record.outcome == Outcome.HANG:
+        if record.stalled_s is None:
+            return "hang at the deadline that the stall watch did not call a stall"
+        return "hang stalled outside torch's compiler"
+    if record.outcome == Outcome.CRASH and _FATAL not in (record.stacks or ""):
+        first = f"{first} (no fault dump)" if first else "no fault dump"
+    elif record.outcome == Outcome.CRASH:
+        first = f"{first} (its faulting thread outside torch's compiler)"
+    text = f"{record.outcome}: {first}" if first else str(record.outcome)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def other_reason(record: RunRecord) -> str | None:
+    """Why a run that is not clean shows no race ("not_concurrent: thread 1's ..."), a timeout
+    included (overload: no failure, and no clean run either); None for a clean run and for a run
+    that shows the race."""
+    if record.outcome == Outcome.OK or shows_race(record):
+        return None
+    if timed_out(record):
+        return "timeout: reached its deadline still at work (overload)"
+    return _why(record)
