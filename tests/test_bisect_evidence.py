@@ -14,9 +14,9 @@ from racegate.harness.bisect.evidence import (
     probe_decision,
     probe_verdicts,
 )
-from racegate.harness.doors import envs
 from racegate.harness.judge.gate import Word
 from racegate.harness.probes.runner import PROBES
+from racegate.harness.run import envs
 
 GATING = ("compiled_call_during_make_fx", "flag_stuck_after_overlap")
 

@@ -14,9 +14,9 @@ from packaging.version import Version
 
 from racegate.harness.bisect import repro
 from racegate.harness.bisect.evidence import Runner
-from racegate.harness.doors import envs
 from racegate.harness.doors.cli import main
 from racegate.harness.judge.gate import EXIT_USAGE
+from racegate.harness.run import envs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -232,7 +232,7 @@ def test_a_release_asked_again_passes_its_earlier_records_in_one_word_each(tmp_p
     import sys
 
     from racegate.harness.bisect.evidence import Runner, race_step
-    from racegate.harness.doors import envs
+    from racegate.harness.run import envs
 
     class Recording(Runner):
         def run(self, args, timeout):
@@ -269,7 +269,7 @@ def test_a_release_step_takes_its_word_from_the_sessions_decision_file(tmp_path:
     import sys
 
     from racegate.harness.bisect.evidence import Runner, race_step
-    from racegate.harness.doors import envs
+    from racegate.harness.run import envs
 
     here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
     step = race_step(Runner(here), KNOB_RACE_ARGS, 600, {}, tmp_path / "first")

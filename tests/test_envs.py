@@ -1,4 +1,4 @@
-"""racegate.harness.doors.envs: the changes a user may ask for, and one real candidate
+"""racegate.harness.run.envs: the changes a user may ask for, and one real candidate
 environment."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from racegate.harness.doors import envs
+from racegate.harness.run import envs
 
 
 def test_parse_changes_reads_both_packages() -> None:

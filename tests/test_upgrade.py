@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from racegate.harness.doors import envs, upgrade
 from racegate.harness.judge import decision_file
 from racegate.harness.judge.gate import EXIT_SAFE, EXIT_UNDECIDED, EXIT_UNSAFE, Decision, Word
+from racegate.harness.run import envs, upgrade
 
 pytest_plugins = ["pytester"]
 
@@ -234,7 +234,7 @@ def test_the_sides_share_the_hosts_slots_unless_the_user_chose(
 _STOPPED_BY_CTRL_C = """
 import os, sys
 from pathlib import Path
-from racegate.harness.doors import envs
+from racegate.harness.run import envs
 from racegate.harness.doors import upgrade
 here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
 sides = [("current", here), ("candidate", here)]

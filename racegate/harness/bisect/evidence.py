@@ -1,6 +1,6 @@
 """The bisection's oracle: one release's environment, its probes and race selection, one decision.
 
-Environments are `racegate.harness.doors.envs.candidate` venvs beside the current one (under
+Environments are `racegate.harness.run.envs.candidate` venvs beside the current one (under
 .racegate/envs) by default; with `--envs DIR` each pinned package is installed once with `pip
 install --target DIR/<pkg>-<v>` (niced; PIP_CONSTRAINT lifted, as noxfile.py's cpu_matrix does) and
 put first on PYTHONPATH of the current interpreter. Probes and the race selection run as
@@ -32,13 +32,12 @@ from pathlib import Path
 
 from racegate.harness.bisect import steps
 from racegate.harness.bisect.search import Evidence
-from racegate.harness.doors import envs
 from racegate.harness.judge import decision_file
 from racegate.harness.judge import verdict as race_verdict
 from racegate.harness.judge.baselines import production_bars
 from racegate.harness.judge.gate import EXIT_CODES, Decision, Word, combine, decide_gate
 from racegate.harness.judge.inputs import read_records, roles_of
-from racegate.harness.run import code_root, state
+from racegate.harness.run import code_root, envs, state
 
 # The nested-FX error's own probes: the incident's hazard (a compiled call raising because
 # another thread traces, or a flag left set after an overlap).
@@ -59,7 +58,7 @@ _VERSIONS = (
 
 @dataclass(frozen=True)
 class Runner:
-    """An environment (racegate.harness.doors.envs.Environment) and the variables its python runs
+    """An environment (racegate.harness.run.envs.Environment) and the variables its python runs
     with (the PYTHONPATH of a --target install; none for a candidate venv)."""
 
     env: envs.Environment
@@ -109,7 +108,7 @@ def target_dir_env(pins: Mapping[str, str], where: Path, progress: Progress) -> 
 
 
 def make_env(pins: Mapping[str, str], where: Path | None, progress: Progress) -> Runner:
-    """A candidate venv beside the current environment (racegate.harness.doors.envs.candidate, under
+    """A candidate venv beside the current environment (racegate.harness.run.envs.candidate, under
     .racegate/envs) by default; with `where`, --target installs under it (target_dir_env)."""
     if where is not None:
         return target_dir_env(pins, where, progress)

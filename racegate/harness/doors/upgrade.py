@@ -1,7 +1,7 @@
 """`racegate upgrade`: one decision on upgrading torch or transformers, on this hardware.
 
 `python -m racegate upgrade transformers==5.8.1 [torch==X]` builds the candidate environment
-beside the current one (racegate.harness.doors.envs), runs the race selection (`pytest -m race`, the
+beside the current one (racegate.harness.run.envs), runs the race selection (`pytest -m race`, the
 control and the production strategy) with the current env's python and with the candidate's, each
 judging its own records into its own run folder, then the interleaved throughput A/B of the
 production strategy between the two (racegate.harness.ab, where this hardware has a throughput
@@ -27,10 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from racegate.harness.doors import envs, sizing
 from racegate.harness.judge import decision_file
 from racegate.harness.judge.gate import DECIDED_EXITS, EXIT_USAGE, Decision, Word, combine
-from racegate.harness.run import state
+from racegate.harness.run import envs, sizing, state
 from racegate.harness.run.slots import SlotPool
 from racegate.harness.scenario import env_names
 from racegate.harness.scenario.vocab import Outcome

@@ -179,7 +179,7 @@ def candidate(
     progress(f"candidate environment {folder}: making it beside {base.python}")
     os.mkdir(folder, 0o700)
     (folder / MADE_MARKER).write_text(
-        "made by racegate (racegate/harness/doors/envs.py); it installs only here\n"
+        "made by racegate (racegate/harness/run/envs.py); it installs only here\n"
     )
     base_has_pip = (
         subprocess.run(
@@ -194,7 +194,7 @@ def candidate(
     if made.returncode != 0:
         raise EnvError(f"cannot make a venv at {folder}: {_pip_last_error(made.stderr)}")
     (folder / MADE_MARKER).write_text(
-        "made by racegate (racegate/harness/doors/envs.py); it installs only here\n"
+        "made by racegate (racegate/harness/run/envs.py); it installs only here\n"
     )
     own = _probe(python)
     purelib = Path(str(own["purelib"]))
