@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from racegate.harness.doors import upgrade
 from racegate.harness.judge import decision_file
 from racegate.harness.judge.gate import EXIT_SAFE, EXIT_UNDECIDED, EXIT_UNSAFE, Decision, Word
-from racegate.harness.run import envs, upgrade
+from racegate.harness.run import envs
 
 pytest_plugins = ["pytester"]
 

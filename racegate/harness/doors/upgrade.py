@@ -27,9 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from racegate.harness.doors import sizing
 from racegate.harness.judge import decision_file
 from racegate.harness.judge.gate import DECIDED_EXITS, EXIT_USAGE, Decision, Word, combine
-from racegate.harness.run import envs, sizing, state
+from racegate.harness.run import envs, state
 from racegate.harness.run.slots import SlotPool
 from racegate.harness.scenario import env_names
 from racegate.harness.scenario.vocab import Outcome
