@@ -278,7 +278,7 @@ def test_probe_exits_1_when_a_verdict_moved(
     assert all(len(line) <= 100 for line in out.splitlines()), out
     assert "expected" in out.splitlines()[1]
     if expected == "hazard":
-        matched = "1 of 1 probes match racegate/harness/expectations/probes.toml"
+        matched = "1 of 1 probes match racegate's probes.toml"
         assert code == 0 and out.rstrip().endswith(matched)
     else:
         assert code == 1 and "probe is_compiling_leak moved: expected safe, saw hazard" in out

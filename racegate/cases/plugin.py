@@ -137,7 +137,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
 
 
 # The race suite racegate ships (race, probe and throughput cases).
-CASES = Path(__file__).resolve().parent / "cases"
+CASES = Path(__file__).resolve().parent
 _NAMES_RACE = re.compile(r"(?<!not )\brace\b")  # `-k race`, `-m "race and gpu"`; not `not race`
 
 

@@ -455,7 +455,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     n_bad = len(bad)
     print(
         f"racegate probe: {'FAIL' if n_bad else 'PASS'}: {len(results) - n_bad} of "
-        f"{len(results)} probes match racegate/harness/expectations/probes.toml"
+        f"{len(results)} probes match {probe_expectations.SHOWN}"
         + (f"; {n_bad} moved or no verdict" if n_bad else ""),
         file=sys.stderr if args.json else sys.stdout,
     )

@@ -25,6 +25,8 @@ from racegate.harness.probes.runner import PROBES, ProbeResult, Verdict
 from racegate.harness.run.checked import GateInputError, choice, keys, table, text
 
 DEFAULT_TABLE = Path(__file__).resolve().parents[1] / "expectations" / "probes.toml"
+# How a verdict line names that table: short enough for a 100-column line, whatever the path.
+SHOWN = "racegate's probes.toml"
 TABLE_VERDICTS = (Verdict.HAZARD, Verdict.SAFE, Verdict.NA)  # never hang/error: those always fail
 REQUIRED = ("name", "torch", "verdict", "reason", "source")
 ALLOWED = frozenset(REQUIRED) | {"device"}
@@ -56,7 +58,7 @@ class Expectation:
 
     def describe(self) -> str:
         return (
-            f"racegate/harness/expectations/probes.toml entry {self.entry}: {self.name}, "
+            f"{SHOWN} entry {self.entry}: {self.name}, "
             f"torch {self.scope.torch}, device {self.device} -> {self.verdict}"
         )
 
