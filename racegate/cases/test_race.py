@@ -32,7 +32,7 @@ from racegate.cases.plan import (
     production_runs_left,
     runs_at_once,
 )
-from racegate.cases.plugin import calibration, session_records, slot_pool
+from racegate.cases.race_session import calibration, session_records, slot_pool
 from racegate.cases.session import RacegateConfig, racegate_key
 from racegate.harness.doors.pipeline import batch_slots, run_case
 from racegate.harness.judge import race_expectations

@@ -510,7 +510,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 def cmd_race(pytest_args: list[str]) -> int:
     """The race selection in this directory, sized to the host; pytest's exit is the decision,
-    UNDECIDED where it decided nothing (racegate.harness.doors.race_exit)."""
+    UNDECIDED where it decided nothing (racegate.harness.doors.race_exit). racegate's options
+    may come short (`--devices 0`) as `racegate run` takes them: pytest gets them prefixed."""
+    pytest_args = options.to_pytest(pytest_args)
     sized, why = sizing.race_args(pytest_args)
     print(f"racegate: {why}", file=sys.stderr, flush=True)
     with race_exit.deciding(pytest_args, Path.cwd()) as (own, decided):
