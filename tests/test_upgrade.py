@@ -249,7 +249,8 @@ from racegate.harness.doors import upgrade
 here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
 sides = [("current", here), ("candidate", here)]
 try:
-    upgrade.run_sides(sides, Path.cwd(), ["--racegate-devices", "cpu", "test_stub.py"], 2, "nothing")
+    args = ["--racegate-devices", "cpu", "test_stub.py"]
+    upgrade.run_sides(sides, Path.cwd(), args, 2, "nothing")
 except KeyboardInterrupt:
     sys.exit(130)
 """
