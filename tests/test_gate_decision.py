@@ -69,7 +69,7 @@ def test_harness_run_and_report_give_one_word_and_exit(
     assert (decision.word, decision.exit_code) == (word, code)
     last = max(i for i, line in enumerate(block) if not line.startswith(" "))  # wrapped on
     tail = " ".join(" ".join(block[last:]).split())
-    assert tail.startswith(f"{word}: ") and tail.endswith(f"(exit {code}; words: {WORDS_DOC})")
+    assert tail.startswith(f"{word}: ") and tail.endswith(f"(exit {code}; racegate explain {word})")
     # `report` of the same records: its exit, gate.json and both headlines.
     (tmp_path / "no-floors").mkdir()  # an empty floors folder: no floor judges these runs
     path = write(tmp_path / "records.jsonl", records)
@@ -114,7 +114,7 @@ def test_pytest_exit_status_is_the_verdict_blocks_word(
     out = result.stdout.str()
     assert f"merged {len(records)} records from" in out, out
     block = " ".join(out[out.index(" racegate verdict ") :].split())
-    assert f" {word}: " in block and f"(exit {EXIT_CODES[word]}; words: {WORDS_DOC})" in block
+    assert f" {word}: " in block and f"(exit {EXIT_CODES[word]}; racegate explain {word})" in block
     assert result.ret == EXIT_CODES[word], out  # the case itself passed
 
 

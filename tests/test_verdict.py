@@ -264,8 +264,8 @@ def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) ->
     assert re.search(r"SAFE +warmup_locked \(production\): 0 of 5 runs failed; per_device failed "
                      r"3 of 3 cold runs here", block), block  # fmt: skip
     assert "the 5-run cap binds in cold 1×2" in block
-    assert "SAFE: keep warmup_locked; per_device is unsafe here (exit 0; words: " in block
-    assert "docs/vocabulary.md#verdict-words)" in block
+    assert "SAFE: keep warmup_locked; per_device is unsafe here (exit 0; racegate explain " in block
+    assert "racegate explain SAFE)" in block
     assert proc.returncode == 0, out[-3000:]  # pytest's exit is the decision's: SAFE
 
 
@@ -617,11 +617,13 @@ def test_a_safe_strategy_significantly_faster_than_production_is_named() -> None
 def test_every_word_the_verdict_block_prints_is_defined_on_the_page_it_names() -> None:
     """Each status, decision word and line label of a real block (one H200 cell's records:
     SAFE, UNSAFE, INCONCLUSIVE, NOT RUN beside each other) is in docs/vocabulary.md's
-    verdict-words section, which the block's last line names."""
+    verdict-words section (generated from racegate.harness.judge.words, which the block's last
+    line names: `racegate explain WORD`)."""
     import json
     import lzma
 
-    from racegate.harness.judge.gate import WORDS_DOC, Word
+    from racegate.harness.judge.gate import Word
+    from racegate.harness.judge.words import explain_command
 
     page = (ROOT / "docs/vocabulary.md").read_text()
     section = page[page.index("## Verdict words") :]
@@ -630,7 +632,7 @@ def test_every_word_the_verdict_block_prints_is_defined_on_the_page_it_names() -
     records = [RunRecord.from_json(json.loads(line)) for line in text.decode().splitlines()]
     v = decide(records, production="warmup_locked", strategies=["sdpa_dense"])
     block = render(v, decide_gate(v))
-    assert WORDS_DOC in " ".join(block) and WORDS_DOC.endswith("#verdict-words")
+    assert explain_command(decide_gate(v).word) in " ".join(" ".join(block).split())
     printed = {line.split()[0] for line in block[1:] if line.startswith("  ") and line.split()}
     printed |= {"NOT RUN"} if any("NOT RUN" in line for line in block) else set()
     printed.discard("NOT")

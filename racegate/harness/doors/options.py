@@ -265,7 +265,7 @@ PYTEST_ONLY: tuple[Option, ...] = (
         "--racegate-gate",
         "gate",
         "when race cases ran, pytest's exit status is the gate's decision: 0 SAFE, 1 UNSAFE, "
-        "7 UNDECIDED (docs/vocabulary.md#verdict-words; the default)",
+        "7 UNDECIDED (racegate explain WORD; the default)",
         action="store_true",
         default=True,
     ),
