@@ -1,4 +1,4 @@
-"""racegate's pytest plugin: options, markers, GPU discovery and skips, scenario fixtures.
+"""racegate's pytest plugin, its entry point: options, markers, and whether a session asks for it.
 
 Loaded by the `pytest11` entry point where racegate is installed (in racegate's own checkout,
 by its conftest.py where it is not), and inert until asked: a session acts only where it selects
@@ -9,7 +9,8 @@ no environment variable, no file, no line printed. An active session enters the 
 before any conftest can import torch, adds the race suite to what the project collects, and
 checks every value (flags, env, [tool.racegate], the workload and its preset) in
 `pytest_configure`, so a bad one is a `pytest.UsageError` naming it before anything is
-collected; its hooks (`RaceSession`, racegate.cases.terminal) are registered only then, as
+collected; its hooks (racegate.cases.race_session: GPU discovery and skips, xdist hand-over;
+racegate.cases.terminal: the verdict) are registered only then, as
 pytest-xdist registers its session only in distribution mode. Records go to
 --racegate-results or to a new private run folder under .racegate/runs/; plugin state lives in
 `config.stash`.

@@ -1,5 +1,5 @@
 """An active racegate pytest session: its settings resolved once, its run slots shared, the
-race suite added to what it collects, and its hooks (RaceSession, racegate.cases.terminal)
+race suite added to what it collects, and its hooks (this module's, racegate.cases.terminal's)
 registered.
 
 Imported by racegate.cases.plugin only in a session that asked for racegate (plugin.asked_for):

@@ -3,10 +3,12 @@ options.
 
 The last lines of a race session are the decision, rendered from the records this session
 appended to its results file (under pytest-xdist only the controller prints, reading the file
-all workers share), those of each --records-from PATH (said), and this torch's probe verdicts:
-the table's, or the probe cases' own results when they ran in this session. Unless
+all workers share), those of each --racegate-records-from PATH (said), and this torch's probe
+verdicts: the table's, or the probe cases' own results when they ran in this session. Unless
 --no-racegate-gate, pytest exits with that decision's code (racegate.harness.judge.gate); with
---decision-file PATH the decision is also written there (racegate.harness.judge.decision_file).
+--racegate-decision-file PATH the decision is also written there
+(racegate.harness.judge.decision_file). Registered only in a session that asks for racegate
+(racegate.cases.race_session).
 """
 
 from __future__ import annotations
