@@ -26,6 +26,7 @@ import venv
 from pathlib import Path
 
 from racegate.harness.doors import race_exit  # standard library only, like this file
+from racegate.harness.doors.options import to_pytest  # the same (tests/test_imports.py)
 from racegate.harness.doors.sizing import race_args  # the same
 
 ROOT = Path(__file__).resolve().parent
@@ -238,6 +239,8 @@ def main(argv: list[str]) -> int:
             return 2
     else:
         args = argv[1:]
+        if argv[0] == "race":  # racegate's options may come short, as `racegate run` takes them
+            args = to_pytest(args)
         if argv[0] == "test" and "--fast" in args:
             args = [*FAST_TIER, *(a for a in args if a != "--fast")]
         *first, last = COMMANDS[argv[0]]
@@ -263,10 +266,10 @@ def main(argv: list[str]) -> int:
     with contextlib.ExitStack() as stack:
         decided = None
         if argv[0] == "race":  # side by side, sized to this host (racegate/harness/doors/sizing.py)
-            sized, why = race_args(argv[1:])
+            sized, why = race_args(args)
             print(f"racegate: {why}", flush=True)
             # UNDECIDED where pytest decided nothing (racegate/harness/doors/race_exit.py)
-            own, decided = stack.enter_context(race_exit.deciding(argv[1:], ROOT))  # its cwd
+            own, decided = stack.enter_context(race_exit.deciding(args, ROOT))  # its cwd
             steps = [[*steps[0][:2], *sized, *steps[0][2:4], *own, *steps[0][4:]]]
         rc = 0
         for step in steps:
@@ -283,7 +286,7 @@ def main(argv: list[str]) -> int:
             if rc != 0:
                 break
         if decided is not None:
-            rc, why = race_exit.gated(rc, decided, argv[1:])
+            rc, why = race_exit.gated(rc, decided, args)
             if why:
                 print(f"racegate: {why}", file=sys.stderr)
     return rc

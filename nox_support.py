@@ -315,7 +315,7 @@ def run_suite(
     )
     session.run(
         "python", "-m", "pytest", *args,
-        f"--results={out / 'records.jsonl'}", f"--junitxml={out / junit}",
+        f"--racegate-results={out / 'records.jsonl'}", f"--junitxml={out / junit}",
         *(session.posargs if posargs is None else posargs), env=env, success_codes=list(ok_codes),
     )  # fmt: skip
 
@@ -376,7 +376,7 @@ class CellKnobs:
 
 def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     """Throughput cases first, alone on the machine; then the rest, `workers` cases at a time
-    on every GPU (pytest-xdist, --share-gpus: outcomes stay valid, timings would not). On
+    on every GPU (pytest-xdist, --racegate-share-gpus: outcomes stay valid, timings would not). On
     2xH200 the both-GPU race selection of one cell took 6.5-7.3 min at 16 workers (four cells,
     results/h200x2-warmup-locked-production and h200x2-transformers-matrix), against hours one
     case at a time."""
@@ -405,8 +405,8 @@ def run_gpu_cell(session: nox.Session, workers: int, knobs: CellKnobs) -> None:
     race_junit.unlink(missing_ok=True)
     run_suite(
         session, "racegate/cases", "-m", f"{both}not throughput", "-n", str(workers),
-        "--share-gpus", f"--case-jobs={case_jobs}",
-        *([f"--control-repeat={control_repeat}"] if control_repeat is not None else []),
+        "--racegate-share-gpus", f"--racegate-case-jobs={case_jobs}",
+        *([f"--racegate-control-repeat={control_repeat}"] if control_repeat is not None else []),
         junit=race_junit.name, posargs=rest, ok_codes=(0, 1, 5, UNDECIDED_EXIT),
     )  # fmt: skip
     if (failed := junit_failures(race_junit)) is None:

@@ -86,7 +86,13 @@ def cpu_matrix(session: nox.Session, torch: str, transformers: str) -> None:
     support.install_cpu_cell(session, torch, transformers)
     support.fresh_records(session)
     support.run_suite(
-        session, "racegate/cases", "-k", "race", "--devices", "cpu", ok_codes=support.CELL_OK_CODES
+        session,
+        "racegate/cases",
+        "-k",
+        "race",
+        "--racegate-devices",
+        "cpu",
+        ok_codes=support.CELL_OK_CODES,
     )
 
 

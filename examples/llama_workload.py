@@ -1,9 +1,9 @@
 """An external workload: a tiny Llama from transformers, trained from threads, compiled per device.
 
 This is the "gate your own trainer" example (README): ~40 lines implementing racegate's
-workload interface (racegate/harness/scenario/workload_api.py) without importing anything from
-model/. Run it: `python -m racegate run --workload examples.llama_workload:make_workload --preset
-cpu`."""
+workload interface (`from racegate import StepResult`, docs/workload.md) without importing
+anything from racegate.model. Run it:
+`python -m racegate run --workload examples.llama_workload:make_workload --preset cpu`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import threading
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from racegate.harness.scenario.workload_api import StepResult
+from racegate import StepResult
 
 SIZES = {
     "cpu": dict(

@@ -2,7 +2,8 @@
 
 transformers' Qwen3ForCausalLM with `attn_implementation="flex_attention"` (set through its
 config): a team's trainer racegate has never seen, gated through racegate's workload interface
-(racegate/harness/scenario/workload_api.py) without importing anything from model/. Its strategies:
+(`from racegate import ...`, docs/workload.md) without importing anything from racegate.model.
+Its strategies:
 
 - `singleton` (its positive control, the known-bad one): transformers' own process-global
   compiled flex (`WrappedFlexAttention`), compiled lazily by whichever thread calls it first and
@@ -30,8 +31,7 @@ from torch.nn.attention.flex_attention import BlockMask, create_block_mask
 from transformers import AttentionInterface, Qwen3Config, Qwen3ForCausalLM
 from transformers.integrations.flex_attention import flex_attention_forward
 
-from racegate.harness.scenario.vocab import StrategySpec
-from racegate.harness.scenario.workload_api import StepResult, WorkloadRoles
+from racegate import StepResult, StrategySpec, WorkloadRoles
 
 # Named as racegate's defaults (tiny on CPU, small on GPU), so a plain command picks them.
 SIZES = {

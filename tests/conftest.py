@@ -23,6 +23,13 @@ from typing import Any
 
 import pytest
 
+from racegate.harness.run import private_root
+
+# racegate's own tests run in a private root, as a session that asks for racegate does (the
+# plugin stays inert in one that does not, as the unit tier's): torch, which tests here import,
+# makes its caches there and not under the user's TMPDIR and ~; their children inherit it.
+private_root.enter()
+
 TIER_MARKERS = ("process", "fault")
 # The most one unit test may take (pytest-timeout). The slowest unit test took 15-20 s on the
 # 2-core box (tests/test_model_train.py, 20 steps of training); the limit leaves room for a box

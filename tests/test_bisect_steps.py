@@ -111,6 +111,8 @@ def test_probes_only_class() -> None:
 def test_calibration_read_from_the_selection_arguments() -> None:
     cal = calibration_of(["--strategies", "a,b", "--power-cap", "5", "--control-repeat=3"])
     assert (cal.cap, cal.control_repeat) == (5, 3)
+    cal = calibration_of(["--racegate-power-cap", "6", "--racegate-control-repeat=2"])
+    assert (cal.cap, cal.control_repeat) == (6, 2)
     assert calibration_of([]) == Calibration()
 
 
@@ -244,9 +246,9 @@ def test_a_release_asked_again_passes_its_earlier_records_in_one_word_each(tmp_p
     here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
     env = Recording(here)
     race_step(env, ["--power-cap", "1"], 60, {}, tmp_path / "second", [earlier])
-    paths = [a for a in env.args if a.startswith(("--results", "--records-from"))]
+    paths = [a for a in env.args if a.startswith(("--racegate-results", "--racegate-records-"))]
     own = tmp_path / "second" / "records.jsonl"
-    assert paths == [f"--results={own}", f"--records-from={earlier}"]
+    assert paths == [f"--racegate-results={own}", f"--racegate-records-from={earlier}"]
 
 
 # A release step's race selection on CPU: the knob workload fires torch's real nested-FX race in

@@ -114,8 +114,9 @@ def _workload(pytester: pytest.Pytester, roles: tuple[str, str] | None) -> None:
 
 def _pytest_args(pytester: pytest.Pytester, evidence: Path, name: str) -> list[str]:
     return [
-        "-p", "no:cacheprovider", "--devices", "cpu", "--records-from", str(evidence),
-        "--results", str(pytester.path / f"{name}.jsonl"),
+        "-p", "no:cacheprovider", "--racegate-devices", "cpu",
+        "--racegate-records-from", str(evidence),
+        "--racegate-results", str(pytester.path / f"{name}.jsonl"),
     ]  # fmt: skip
 
 

@@ -69,7 +69,7 @@ def test_harness_run_and_report_give_one_word_and_exit(
     assert (decision.word, decision.exit_code) == (word, code)
     last = max(i for i, line in enumerate(block) if not line.startswith(" "))  # wrapped on
     tail = " ".join(" ".join(block[last:]).split())
-    assert tail.startswith(f"{word}: ") and tail.endswith(f"(exit {code}; words: {WORDS_DOC})")
+    assert tail.startswith(f"{word}: ") and tail.endswith(f"(exit {code}; racegate explain {word})")
     # `report` of the same records: its exit, gate.json and both headlines.
     (tmp_path / "no-floors").mkdir()  # an empty floors folder: no floor judges these runs
     path = write(tmp_path / "records.jsonl", records)
@@ -98,8 +98,9 @@ def _pytest_session(
     )
     evidence = write(pytester.path / "evidence.jsonl", records)
     return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--devices", "cpu", "--records-from", str(evidence),
-        "--results", str(pytester.path / "own.jsonl"), *flags,
+        "-p", "no:cacheprovider", "--racegate-devices", "cpu",
+        "--racegate-records-from", str(evidence),
+        "--racegate-results", str(pytester.path / "own.jsonl"), *flags,
     )  # fmt: skip
 
 
@@ -113,7 +114,7 @@ def test_pytest_exit_status_is_the_verdict_blocks_word(
     out = result.stdout.str()
     assert f"merged {len(records)} records from" in out, out
     block = " ".join(out[out.index(" racegate verdict ") :].split())
-    assert f" {word}: " in block and f"(exit {EXIT_CODES[word]}; words: {WORDS_DOC})" in block
+    assert f" {word}: " in block and f"(exit {EXIT_CODES[word]}; racegate explain {word})" in block
     assert result.ret == EXIT_CODES[word], out  # the case itself passed
 
 
@@ -148,8 +149,9 @@ def test_a_strategy_other_than_production_failing_is_unsafe_not_failed_in_pytest
     pytester.makepyfile(test_stub=_OTHER_STRATEGY_FAILS)
     evidence = write(pytester.path / "evidence.jsonl", CASES["SAFE"][1])
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--devices", "cpu", "--records-from", str(evidence),
-        "--results", str(pytester.path / "own.jsonl"), *workers,
+        "-p", "no:cacheprovider", "--racegate-devices", "cpu",
+        "--racegate-records-from", str(evidence),
+        "--racegate-results", str(pytester.path / "own.jsonl"), *workers,
     )  # fmt: skip
     out = result.stdout.str()
     assert result.ret == EXIT_CODES[Word.SAFE], out
@@ -255,11 +257,15 @@ def test_a_front_door_that_decided_nothing_exits_undecided(tmp_path: Path) -> No
     assert race_exit.gated(0, decided) == (0, None)
     assert race_exit.gated(1, tmp_path / "none.json") == (1, None)  # pytest's own word stands
     assert race_exit.gated(0, tmp_path / "none.json", ["--version"]) == (0, None)  # prints only
-    assert race_exit.given_path(["-x", "--decision-file=d.json"]) == Path("d.json")
-    assert race_exit.given_path(["--decision-file", "e.json"]) == Path("e.json")
-    assert race_exit.given_path(["--decision-file=d.json", "--decision-file", "e.json"]) == Path(
+    # The front doors hand pytest its own spelling (options.to_pytest), and read that.
+    flag = race_exit.FLAG
+    assert flag == options.PYTEST_FLAGS["--decision-file"]
+    assert race_exit.given_path(["-x", f"{flag}=d.json"]) == Path("d.json")
+    assert race_exit.given_path([flag, "e.json"]) == Path("e.json")
+    assert race_exit.given_path([f"{flag}=d.json", flag, "e.json"]) == Path(
         "e.json"
     )  # the last, as pytest takes it
+    assert race_exit.given_path(options.to_pytest(["--decision-file", "f.json"])) == Path("f.json")
 
 
 @pytest.mark.process  # the two front doors, each a real process running a real pytest

@@ -225,7 +225,7 @@ def test_the_user_cache_dir_is_kept_and_reported(tmp_path: Path) -> None:
 
 
 def test_torch_caches_lie_in_this_process_root() -> None:
-    """In this pytest process (the plugin entered the root at conftest import)."""
+    """In this pytest process (tests/conftest.py entered the root at its import)."""
     import tempfile
 
     import torch._dynamo  # noqa: F401  (what made <TMPDIR>/torchinductor_<user>)

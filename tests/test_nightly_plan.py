@@ -190,8 +190,13 @@ def test_schedules_keep_the_weekday_and_sunday_selections(workflow: dict[Any, An
     assert crons == ["17 2 * * 1-6", "17 2 * * 0"]
     args = workflow["jobs"]["cell"]["env"]["PYTEST_ARGS"]
     sunday = re.search(r"github\.event\.schedule == '([^']+)' && '([^']+)'", args)
-    assert sunday and sunday.groups() == ("17 2 * * 0", "--repeat 3 --run-timeout 120")
-    assert "'--repeat 3 --run-timeout 120 -m \"not slow\"'" in args  # Mon-Sat, the fallback
+    assert sunday and sunday.groups() == (
+        "17 2 * * 0",
+        "--racegate-repeat 3 --racegate-run-timeout 120",
+    )
+    assert (
+        "'--racegate-repeat 3 --racegate-run-timeout 120 -m \"not slow\"'" in args
+    )  # Mon-Sat, the fallback
 
 
 # ---- The report job's merge, on synthetic records written through racegate.harness.run.record.

@@ -221,16 +221,16 @@ def test_gpu_cell_system_torch_old_transformers(
     monkeypatch.setenv("RACEGATE_WORKLOAD", "examples.llama_workload:make_workload")
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "1")  # one case at a time: no pytest-xdist
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
-    s = FakeSession("gpu_matrix(torch='system', transformers='5.6.0')", ["--repeat", "3"])
+    s = FakeSession("gpu_matrix(torch='system', transformers='5.6.0')", ["--racegate-repeat", "3"])
     noxfile.gpu_matrix(s, torch="system", transformers="5.6.0")
     installed = [a for args in s.installs for a in args]
     assert not any(a.startswith("torch") for a in installed)  # the image's torch is reused
     assert "transformers==5.6.0" in installed and MATRIX.incident_tokenizers in installed
     args, kwargs = _pytest_run(s)
     cell = tmp_path / "gpu_matrix-torch-system-transformers-5.6.0"
-    assert f"--results={cell / 'records.jsonl'}" in args
+    assert f"--racegate-results={cell / 'records.jsonl'}" in args
     assert f"--junitxml={cell / 'junit.xml'}" in args
-    assert args[-2:] == ("--repeat", "3") and cell.is_dir() and "-n" not in args
+    assert args[-2:] == ("--racegate-repeat", "3") and cell.is_dir() and "-n" not in args
     assert kwargs["env"] == {
         "RACEGATE_WORKLOAD": "examples.llama_workload:make_workload",
         "PYTEST_ADDOPTS": "-p no:benchmark",  # a runner image's pytest-benchmark stays off
@@ -251,7 +251,7 @@ def test_cpu_cell_pins_torch_and_goes_offline_with_a_wheelhouse(
     installed = [a for args in s.installs for a in args]
     assert "torch==2.12.1" in installed and MATRIX.incident_tokenizers not in installed
     args, _ = _pytest_run(s)
-    assert args[4:6] == ("-k", "race") and "--devices" in args
+    assert args[4:6] == ("-k", "race") and "--racegate-devices" in args
 
 
 def test_undecided_exit_is_the_gates(noxfile: ModuleType) -> None:
@@ -285,7 +285,7 @@ def test_a_cell_judges_and_reports_only_its_own_invocation(
     assert kept.read_text() == '{"an": "earlier run"}\n' and record_files([cell]) == []
     assert any("earlier run's records kept" in line for line in s.logs)
     args, kw = _pytest_run(s)
-    assert kw["success_codes"] == [0, 7] and f"--results={cell / 'records.jsonl'}" in args
+    assert kw["success_codes"] == [0, 7] and f"--racegate-results={cell / 'records.jsonl'}" in args
 
 
 def _cpu_cell(noxfile: ModuleType, purelib: Path, torch: str, tf: str) -> FakeSession:
@@ -524,7 +524,7 @@ def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "16")
     name = "gpu_matrix(torch='system', transformers='5.8.1')"
-    s = JUnitWritingSession(name, ["--repeat", "3"])
+    s = JUnitWritingSession(name, ["--racegate-repeat", "3"])
     noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
     runs = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
     (tp, tp_kw), (race, race_kw) = runs
@@ -533,26 +533,33 @@ def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
     # The race cases in one pytest, the production strategy's among them (its case follows
     # the control's rate as the control's runs land), judging the records it writes itself;
     # UNDECIDED (7) is evidence for the report, not a failed cell.
-    assert race[3:9] == ("racegate/cases", "-m", "not throughput", "-n", "16", "--share-gpus")
+    assert race[3:9] == (
+        "racegate/cases",
+        "-m",
+        "not throughput",
+        "-n",
+        "16",
+        "--racegate-share-gpus",
+    )
     assert not any(a.startswith("--records-from") for a in race)
     assert race_kw["success_codes"] == [0, 1, 5, 7]
     cell = tmp_path / "gpu_matrix-torch-system-transformers-5.8.1"
     assert f"--junitxml={cell / 'junit-throughput.xml'}" in tp
     assert f"--junitxml={cell / 'junit-race.xml'}" in race
     # A failed throughput case fails the cell, after the race part has run.
-    s = JUnitWritingSession(name, ["--repeat", "3"])
+    s = JUnitWritingSession(name, ["--racegate-repeat", "3"])
     s.failures = 1
     with pytest.raises(AssertionError, match="1 race case"):
         noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
     assert len([r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]) == 2
     # The throughput half alone failed: the cell fails for it, after the race cases ran.
-    s = JUnitWritingSession(name, ["--repeat", "3"])
+    s = JUnitWritingSession(name, ["--racegate-repeat", "3"])
     s.failures_in = {"junit-throughput.xml": 1}
     with pytest.raises(AssertionError, match="1 throughput case"):
         noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
     assert len([r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]) == 2
     # pytest died without a JUnit file: a failure, never a pass read from an old file.
-    s = JUnitWritingSession(name, ["--repeat", "3"])
+    s = JUnitWritingSession(name, ["--racegate-repeat", "3"])
     s.failures = None
     with pytest.raises(AssertionError, match="wrote no readable"):
         noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
@@ -564,10 +571,13 @@ def test_gpu_cell_with_workers_runs_throughput_alone_then_the_rest_side_by_side(
     # A user's -m narrows both halves instead of replacing the split.
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "4")
     for marker_args in (["-m", "not slow"], ["-m=not slow"], ["-mnot slow"]):
-        s = JUnitWritingSession("gpu", [*marker_args, "--repeat", "1"])
+        s = JUnitWritingSession("gpu", [*marker_args, "--racegate-repeat", "1"])
         noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
         (tp, _), (race, _) = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
-        assert tp[4:6] == ("-m", "(not slow) and throughput") and tp[-2:] == ("--repeat", "1")
+        assert tp[4:6] == ("-m", "(not slow) and throughput") and tp[-2:] == (
+            "--racegate-repeat",
+            "1",
+        )
         assert race[4:6] == ("-m", "(not slow) and not throughput")
         assert not any("not slow" in a for a in race[6:])
 
@@ -582,7 +592,7 @@ def test_a_cell_leaves_to_pytest_whether_its_marker_selects_a_throughput_case(
     monkeypatch.setattr(noxfile.shutil, "which", lambda _: "/usr/bin/nvidia-smi")
     monkeypatch.delenv("RACEGATE_WHEELHOUSE", raising=False)
     monkeypatch.setenv("RACEGATE_RACE_WORKERS", "8")
-    s = JUnitWritingSession("gpu", ["-m", "not throughput", "--repeat", "3"])
+    s = JUnitWritingSession("gpu", ["-m", "not throughput", "--racegate-repeat", "3"])
     noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
     (tp, tp_kw), (race, _) = [r for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
     assert tp[4:6] == ("-m", "(not throughput) and throughput") and 5 in tp_kw["success_codes"]
@@ -619,7 +629,7 @@ def test_xdist_workers_default_to_the_host_and_the_env_var_overrides(
 
     def xdist_args(cores: int, **session: Any) -> list[tuple[str, ...]]:
         monkeypatch.setattr(noxfile.os, "sched_getaffinity", lambda _: set(range(cores)))
-        s = JUnitWritingSession("gpu", ["--repeat", "1"], **session)
+        s = JUnitWritingSession("gpu", ["--racegate-repeat", "1"], **session)
         noxfile.gpu_matrix(s, torch="system", transformers="5.8.1")
         runs = [r[0] for r in s.runs if r[0][:3] == ("python", "-m", "pytest")]
         return [r[r.index("-n") : r.index("-n") + 2] for r in runs if "-n" in r]

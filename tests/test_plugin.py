@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from racegate.cases.session import RacegateConfig
+from racegate.harness.scenario import env_names
 from racegate.harness.scenario.vocab import Schedule, Strategy
 
 # Every test here starts child processes: the process tier (tests/conftest.py).
@@ -49,7 +50,10 @@ def _plugin(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A project that asks for racegate in every session (its addopts name a racegate option:
+    the plugin acts), on a CPU-only machine."""
     _plugin(pytester, monkeypatch)
+    pytester.makeini("[pytest]\naddopts = --racegate-devices=cpu\n")
     monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi: a CPU-only machine
     pytester.makepyfile(
         """
@@ -81,23 +85,43 @@ def test_gpu_cases_skip_with_a_reason(suite: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--strategies", "fast"], "strategy 'fast' is not a strategy of workload 'light'; it has"),
-        (["--cache-states", "hot"], "unknown cache state 'hot'"),
-        (["--schedule", "random"], "unknown schedule 'random'"),
-        (["--threads-per-device", "two"], "expected positive integers"),
-        (["--devices", "0"], "names GPUs but this machine has none"),
-        (["--repeat", "0"], "--repeat must be ≥ 1"),
-        (["--control-max", "2"], "--control-max 2 is below --control-repeat 4"),
-        (["--power-cap", "0"], "--power-cap must be ≥ 1, got 0"),
-        (["--switch-interval", "0"], "--switch-interval must be > 0"),
-        (["--run-timeout", "-5"], "--run-timeout must be > 0"),
-        (["--workload", "nowhere.at_all:make"], "cannot import 'nowhere.at_all'"),
-        (["--workload", "tests.fault_workloads:make_incomplete"], "missing method"),
-        (["--workload", "no_colon"], "workload 'no_colon' (from --workload) is not an import"),
-        (["--preset", "huge"], "--preset 'huge': unknown preset 'huge'; choose from: tiny, small"),
-        (["--results", "."], "--results '.' is a folder; give a .jsonl file path"),
-        (["--results", "/proc/no/such.jsonl"], "--results '/proc/no/such.jsonl' cannot be written"),
+        (
+            ["--racegate-strategies", "fast"],
+            "strategy 'fast' is not a strategy of workload 'light'; it has",
+        ),
+        (["--racegate-cache-states", "hot"], "unknown cache state 'hot'"),
+        (["--racegate-schedule", "random"], "unknown schedule 'random'"),
+        (["--racegate-threads-per-device", "two"], "expected positive integers"),
+        (["--racegate-devices", "0"], "names GPUs but this machine has none"),
+        (["--racegate-repeat", "0"], "--racegate-repeat must be ≥ 1"),
+        (
+            ["--racegate-control-max", "2"],
+            "--racegate-control-max 2 is below --racegate-control-repeat 4",
+        ),
+        (["--racegate-power-cap", "0"], "--racegate-power-cap must be ≥ 1, got 0"),
+        (["--racegate-switch-interval", "0"], "--racegate-switch-interval must be > 0"),
+        (["--racegate-run-timeout", "-5"], "--racegate-run-timeout must be > 0"),
+        (["--racegate-workload", "nowhere.at_all:make"], "cannot import 'nowhere.at_all'"),
+        (["--racegate-workload", "tests.fault_workloads:make_incomplete"], "missing method"),
+        (
+            ["--racegate-workload", "no_colon"],
+            "workload 'no_colon' (from --racegate-workload) is not an import",
+        ),
+        (
+            ["--racegate-preset", "huge"],
+            "--racegate-preset 'huge': unknown preset 'huge'; choose from: tiny, small",
+        ),
+        (
+            ["--racegate-results", "."],
+            "--racegate-results '.' is a folder; give a .jsonl file path",
+        ),
+        (
+            ["--racegate-results", "/proc/no/such.jsonl"],
+            "--racegate-results '/proc/no/such.jsonl' cannot be written",
+        ),
     ],
+    # no "race" in an id (test_keyword_selection_of_the_main_job_is_exact)
+    ids=lambda v: v[0].removeprefix("--racegate-") if isinstance(v, list) else "",
 )
 def test_bad_options_are_usage_errors(
     suite: pytest.Pytester, args: list[str], message: str
@@ -150,7 +174,9 @@ def test_help_lists_the_options(suite: pytest.Pytester) -> None:
     """`pytest --help` is where the README sends users: it must print, % signs and all."""
     result = suite.runpytest_subprocess("--help")
     assert result.ret == 0, result.stderr.str()
-    result.stdout.fnmatch_lines(["racegate: cross-thread compile race gate:", "*--run-timeout*"])
+    result.stdout.fnmatch_lines(
+        ["racegate: cross-thread compile race gate:", "*--racegate-run-timeout*"]
+    )
     assert "40-80% of the time" in result.stdout.str()
 
 
@@ -180,7 +206,9 @@ def test_records_land_in_a_private_run_folder(suite: pytest.Pytester) -> None:
     )
     assert list((suite.path / ".racegate" / "runs").iterdir()) == runs  # none added
     mine = suite.path / "mine" / "runs.jsonl"  # --results: that file, no run folder
-    suite.runpytest_subprocess("-p", "no:cacheprovider", "test_writes.py", f"--results={mine}")
+    suite.runpytest_subprocess(
+        "-p", "no:cacheprovider", "test_writes.py", f"--racegate-results={mine}"
+    )  # fmt: skip
     assert len(mine.read_text().splitlines()) == 4
     assert list((suite.path / ".racegate" / "runs").iterdir()) == runs
 
@@ -250,8 +278,8 @@ def test_xdist_workers_slice_or_share_the_gpus(
             assert False, "timings are void beside other workers: must skip"
         """
     )
-    args = ["-rs", "-p", "no:cacheprovider", "-n", "2", "--devices", "0,1"]
-    result = pytester.runpytest_subprocess(*args, *(["--share-gpus"] if share else []))
+    args = ["-rs", "-p", "no:cacheprovider", "-n", "2", "--racegate-devices", "0,1"]
+    result = pytester.runpytest_subprocess(*args, *(["--racegate-share-gpus"] if share else []))
     result.stdout.fnmatch_lines(["*pytest-xdist runs other cases on this host*"])
     if share:
         result.assert_outcomes(passed=2, skipped=1)
@@ -264,8 +292,9 @@ def test_a_path_option_in_two_words_that_moved_the_rootdir_is_refused(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path_factory
 ) -> None:
     """pytest picks its rootdir from the command line's existing paths before any plugin's
-    options are known: `--results sub/r.jsonl` made sub/ the rootdir. The plugin loaded as an
-    installed one is (`-p`, as the entry point does) refuses that; `--results=` is one word."""
+    options are known: `--racegate-results sub/r.jsonl` made sub/ the rootdir. The plugin loaded
+    as an installed one is (`-p`, as the entry point does) refuses that; `--racegate-results=` is
+    one word."""
     pytester.makepyfile(light_workload=LIGHT_WORKLOAD)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("RACEGATE_WORKLOAD", "light_workload:make_workload")
@@ -274,8 +303,112 @@ def test_a_path_option_in_two_words_that_moved_the_rootdir_is_refused(
     records = tmp_path_factory.mktemp("elsewhere") / "r.jsonl"
     records.write_text("")
     common = ["-p", "racegate.cases.plugin", "-p", "no:cacheprovider"]
-    two = pytester.runpytest_subprocess(*common, "--results", str(records))
+    two = pytester.runpytest_subprocess(*common, "--racegate-results", str(records))
     assert two.ret == pytest.ExitCode.USAGE_ERROR
-    two.stderr.fnmatch_lines([f"*--results {records}: pytest took {records} for a test path*"])
-    one = pytester.runpytest_subprocess(*common, f"--results={records}")
+    two.stderr.fnmatch_lines(
+        [f"*--racegate-results {records}: pytest took {records} for a test path*"]
+    )
+    one = pytester.runpytest_subprocess(*common, f"--racegate-results={records}")
     one.assert_outcomes(passed=1)
+
+
+# A project of the user's own: its conftest defines --devices (as racegate's option was once
+# spelled), and its test writes what its session sees to $SEEN.
+OWN_CONFTEST = """
+import os
+from pathlib import Path
+
+Path(os.environ["SEEN"] + ".conftest").write_text(os.environ.get("TMPDIR", ""))
+
+def pytest_addoption(parser):
+    parser.addoption("--devices", default="mine")
+"""
+OWN_TEST = """
+import json, os, sys
+
+def test_own(request):
+    seen = {
+        "devices": request.config.getoption("--devices"),
+        "env": dict(os.environ),
+        "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "racegate")),
+    }
+    with open(os.environ["SEEN"], "w") as fh:
+        json.dump(seen, fh)
+"""
+
+
+def _own_project(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path_factory
+) -> tuple[Path, Path]:
+    """(the file its test writes, the TMPDIR it is given): racegate loaded as the entry point
+    loads it (`-p`), no private root inherited, a workload that cannot import (a session that
+    resolved it would fail)."""
+    pytester.makeconftest(OWN_CONFTEST)
+    pytester.makepyfile(test_own=OWN_TEST)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("RACEGATE_WORKLOAD", "nowhere.at_all:make")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    for var in (env_names.PRIVATE_ROOT, env_names.USER_ENV):
+        monkeypatch.delenv(var, raising=False)
+    tmp = tmp_path_factory.mktemp("user-tmp")
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    seen = tmp_path_factory.mktemp("seen") / "seen.json"
+    monkeypatch.setenv("SEEN", str(seen))
+    return seen, tmp
+
+
+def test_a_session_that_asks_nothing_is_left_alone(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path_factory
+) -> None:
+    """A project's own pytest session, racegate installed: its --devices is its own, and
+    racegate imports no torch and no workload, sets no variable, makes no file and prints
+    nothing (it entered a private root, resolved the workload and claimed --devices once)."""
+    seen, tmp = _own_project(pytester, monkeypatch, tmp_path_factory)
+    given = dict(os.environ)
+    result = pytester.runpytest_subprocess(
+        "-p", "racegate.cases.plugin", "-p", "no:cacheprovider", "--devices", "theirs"
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    inside = json.loads(seen.read_text())
+    assert inside["devices"] == "theirs"
+    assert "torch" not in inside["modules"], inside["modules"]
+    assert "racegate.cases.race_session" not in inside["modules"], inside["modules"]
+    assert "racegate.harness.run.private_root" not in inside["modules"], inside["modules"]
+    changed = {k for k in {*given, *inside["env"]} if given.get(k) != inside["env"].get(k)}
+    # pytest's own (the test's name), pytester's (its PYTHONPATH, its TMPDIR-less cache env)
+    assert changed <= {"PYTEST_CURRENT_TEST", "PYTHONPATH", "COLUMNS", "LINES"}, changed
+    assert inside["env"]["TMPDIR"] == str(tmp)
+    pytesters = ("runpytest-", "stdout", "stderr")  # pytester's own files
+    made = sorted(p.name for p in pytester.path.iterdir() if not p.name.startswith(pytesters))
+    assert made == ["conftest.py", "test_own.py"]
+    assert list(tmp.iterdir()) == []
+    out = result.stdout.str() + result.stderr.str()
+    assert "racegate:" not in out and "racegate verdict" not in out, out
+
+
+def test_a_gating_selection_enters_its_root_before_the_projects_conftest(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path_factory
+) -> None:
+    """`pytest -k race` asks for racegate: the private root is entered before the project's
+    conftest is imported (it may import torch), and the project keeps its own --devices;
+    --collect-only makes no run folder."""
+    seen, tmp = _own_project(pytester, monkeypatch, tmp_path_factory)
+    pytester.makepyfile(light_workload=LIGHT_WORKLOAD)
+    monkeypatch.setenv("RACEGATE_WORKLOAD", "light_workload:make_workload")
+    result = pytester.runpytest_subprocess(
+        "-p", "racegate.cases.plugin", "-p", "no:cacheprovider", "-k", "race", "--collect-only",
+        "-q", "--devices", "theirs", "--racegate-devices", "cpu",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    assert any("::test_race[" in line for line in result.stdout.lines), result.stdout.str()
+    at_import = Path(str(seen) + ".conftest").read_text()
+    assert Path(at_import).parent.name.startswith("racegate-root-"), at_import
+    assert Path(at_import).is_relative_to(tmp), at_import
+    assert not (pytester.path / ".racegate").exists()
+
+
+def test_pytest_takes_no_short_option_names(suite: pytest.Pytester) -> None:
+    """pytest spells every racegate option --racegate-…: the short one is no option of its."""
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--repeat", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unrecognized arguments: --repeat*"])

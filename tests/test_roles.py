@@ -210,7 +210,7 @@ def test_pytest_refuses_a_control_the_workload_lacks_at_start(
     monkeypatch.setenv("RACEGATE_WORKLOAD", EXAMPLE)
     monkeypatch.setenv("RACEGATE_CONTROL_STRATEGY", "per_device")
     pytester.makepyfile("def test_never(): assert False")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "race")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["ERROR: racegate: control strategy 'per_device' (from env RACEGATE_CONTROL_STRATEGY) is "

@@ -158,6 +158,32 @@ def test_cli_and_pytest_share_names_and_defaults() -> None:
     assert all(getattr(cli, f) == getattr(suite, f) for f in same)
 
 
+def test_pytest_spells_every_racegate_option_with_its_prefix() -> None:
+    """pytest gets --racegate-… for every option of the table (a project's own --devices never
+    clashes); the front doors that hand pytest their arguments translate the short names."""
+    from racegate.harness.doors import options, race_exit, sizing
+
+    table = (*options.SHARED, *options.PYTEST_ONLY)
+    assert all(
+        options.pytest_flag(o.flag).startswith(("--racegate-", "--no-racegate-")) for o in table
+    )
+    assert options.PYTEST_FLAGS["--devices"] == "--racegate-devices"
+    assert options.PYTEST_FLAGS["--decision-file"] == race_exit.FLAG
+    assert options.PYTEST_FLAGS["--share-gpus"] == sizing.SHARE_GPUS
+    given = ["--devices", "0", "--repeat=5", "--timeout", "9", "--racegate-stall=3", "-k", "race",
+             "--no-racegate-gate", "--records-from=a", "--out", "x"]  # fmt: skip
+    assert options.to_pytest(given) == [
+        "--racegate-devices", "0", "--racegate-repeat=5",
+        "--timeout", "9",  # pytest-timeout's, never `racegate run`'s old alias
+        "--racegate-stall=3", "-k", "race", "--no-racegate-gate", "--racegate-records-from=a",
+        "--out", "x",  # an alias of `racegate run` only
+    ]  # fmt: skip
+    said = options.pytest_words("--control-max 2 is below --control-repeat 4 (--records-from)")
+    assert said == "--racegate-control-max 2 is below --racegate-control-repeat 4 " + (
+        "(--racegate-records-from)"
+    )
+
+
 ENTRY = Path(__file__).resolve().parent.parent / "bootstrap.py"
 
 

@@ -176,7 +176,7 @@ def test_a_session_takes_its_parents_pool_and_leaves_it(
         pytester.makepyfile(
             test_pool=f"""
             import pytest
-            from racegate.cases.plugin import slot_pool
+            from racegate.cases.race_session import slot_pool
 
             @pytest.mark.parametrize("i", range(4))
             def test_pool(pytestconfig, i):

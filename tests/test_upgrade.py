@@ -111,7 +111,7 @@ def test_a_real_session_writes_the_decision_its_block_prints(
     )
     evidence = cells.write(pytester.path / "evidence.jsonl", records)
     here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
-    args = ["--devices", "cpu", "--records-from", str(evidence), "test_stub.py"]
+    args = ["--racegate-devices", "cpu", "--racegate-records-from", str(evidence), "test_stub.py"]
     side = upgrade.run_side("current", here, pytester.path, args, "nothing")
     assert side.decision.word is word, side.decision
     written = side.records.parent / upgrade.DECISION_FILE
@@ -154,7 +154,7 @@ def test_the_probe_that_shows_the_hazard_is_quoted_from_a_wrapped_block() -> Non
 _TIMED_CASE = """
 import os, time
 import pytest
-from racegate.cases.plugin import slot_pool
+from racegate.cases.race_session import slot_pool
 
 @pytest.mark.race
 def test_case(pytestconfig, racegate_config):
@@ -197,7 +197,7 @@ def test_both_sides_run_at_once_within_their_shared_slots(
     monkeypatch.setenv("SLOTS_WANTED", str(slots))
     pytester.makepyfile(test_stub=_TIMED_CASE)
     here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
-    args = ["--devices", "cpu", "test_stub.py"]
+    args = ["--racegate-devices", "cpu", "test_stub.py"]
     sides = [("current", here), ("candidate", here)]
     current, candidate = upgrade.run_sides(sides, pytester.path, args, slots, "nothing")
     assert (current.name, candidate.name) == ("current", "candidate")
@@ -212,12 +212,22 @@ def test_both_sides_run_at_once_within_their_shared_slots(
 @pytest.mark.parametrize(
     ("given", "cores", "each", "slots"),
     [
-        ([], 16, ["-n", "3", "--share-gpus"], 6),  # one H200, 16 cores: 6 slots, 3 workers a side
-        ([], 8, ["-n", "1", "--share-gpus"], 3),  # never more cases than slots
+        (
+            [],
+            16,
+            ["-n", "3", "--racegate-share-gpus"],
+            6,
+        ),  # one H200, 16 cores: 6 slots, 3 workers a side
+        ([], 8, ["-n", "1", "--racegate-share-gpus"], 3),  # never more cases than slots
         ([], 2, [], 0),  # one slot: one side after the other, one case at a time
         (["-n", "3"], 16, [], 0),  # the user's -n: as today
-        (["--case-jobs", "2"], 16, ["-n", "6", "--share-gpus"], 0),  # runs outside the slots
-        (["--case-jobs=auto"], 16, ["-n", "3", "--share-gpus"], 6),
+        (
+            ["--racegate-case-jobs", "2"],
+            16,
+            ["-n", "6", "--racegate-share-gpus"],
+            0,
+        ),  # runs outside the slots
+        (["--racegate-case-jobs=auto"], 16, ["-n", "3", "--racegate-share-gpus"], 6),
     ],
     ids=["h200", "odd", "one-slot", "user-n", "case-jobs", "case-jobs-auto"],
 )
@@ -240,7 +250,8 @@ from racegate.harness.doors import upgrade
 here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)
 sides = [("current", here), ("candidate", here)]
 try:
-    upgrade.run_sides(sides, Path.cwd(), ["--devices", "cpu", "test_stub.py"], 2, "nothing")
+    args = ["--racegate-devices", "cpu", "test_stub.py"]
+    upgrade.run_sides(sides, Path.cwd(), args, 2, "nothing")
 except KeyboardInterrupt:
     sys.exit(130)
 """

@@ -233,9 +233,10 @@ def _suite(tmp_path: Path, knob: str, *extra: str) -> tuple[subprocess.Completed
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "racegate/cases/test_race.py::test_race",
          "-p", "no:cacheprovider",
-         "--workload", "tests.race_knob_workload:make_workload",
-         "--preset", knob, "--strategies", "warmup_locked", "--devices", "cpu",
-         "--threads-per-device", "2", "--results", str(results), "-W", "ignore", *extra],
+         "--racegate-workload", "tests.race_knob_workload:make_workload",
+         "--racegate-preset", knob, "--racegate-strategies", "warmup_locked",
+         "--racegate-devices", "cpu", "--racegate-threads-per-device", "2",
+         "--racegate-results", str(results), "-W", "ignore", *extra],
         cwd=ROOT, capture_output=True, text=True, timeout=900, env=env,
     )  # fmt: skip
     return proc, read_jsonl(results) if results.exists() else []
@@ -246,7 +247,7 @@ def _suite(tmp_path: Path, knob: str, *extra: str) -> tuple[subprocess.Completed
 def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) -> None:
     """p=1: the control fails 3 of 3 runs (Wilson low 0.44: 8 runs asked, capped at 5, power
     94%), so warmup_locked runs 5 times and is SAFE; the block ends the session."""
-    args = ("p=1", "--control-repeat", "3", "--power-cap", "5")
+    args = ("p=1", "--racegate-control-repeat", "3", "--racegate-power-cap", "5")
     proc, records = _suite(tmp_path, *args)
     if any(r.outcome == Outcome.NOT_CONCURRENT for r in records[:3]):
         # A loaded 2-core box starved a control run's threads (they never overlapped): that run
@@ -263,8 +264,8 @@ def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) ->
     assert re.search(r"SAFE +warmup_locked \(production\): 0 of 5 runs failed; per_device failed "
                      r"3 of 3 cold runs here", block), block  # fmt: skip
     assert "the 5-run cap binds in cold 1×2" in block
-    assert "SAFE: keep warmup_locked; per_device is unsafe here (exit 0; words: " in block
-    assert "docs/vocabulary.md#verdict-words)" in block
+    assert "SAFE: keep warmup_locked; per_device is unsafe here (exit 0; racegate explain " in block
+    assert "racegate explain SAFE)" in block
     assert proc.returncode == 0, out[-3000:]  # pytest's exit is the decision's: SAFE
 
 
@@ -274,7 +275,15 @@ def test_end_to_end_a_deselected_control_leaves_the_default_repeats(tmp_path: Pa
     """`-k warmup_locked` deselects the control: no rate will come, so the production case
     makes --repeat runs (3), not one at a time up to the cap (5 here), and stays undecided."""
     proc, records = _suite(
-        tmp_path, "p=1", "-k", "warmup_locked", "--power-cap", "5", "--repeat", "3", "-rA"
+        tmp_path,
+        "p=1",
+        "-k",
+        "warmup_locked",
+        "--racegate-power-cap",
+        "5",
+        "--racegate-repeat",
+        "3",
+        "-rA",
     )
     out = proc.stdout
     assert [r.scenario.strategy for r in records] == ["warmup_locked"] * 3, out[-3000:]
@@ -292,7 +301,7 @@ def test_end_to_end_a_deselected_control_leaves_the_default_repeats(tmp_path: Pa
 def test_end_to_end_a_control_that_never_fires_masks(tmp_path: Path) -> None:
     """p=0: the window never opens, per_device stays clean, and on a torch whose probes show the
     hazard the verdict is MASKED (on one where they say it is gone: SAFE, fixed upstream)."""
-    proc, records = _suite(tmp_path, "p=0", "--control-repeat", "1")
+    proc, records = _suite(tmp_path, "p=0", "--racegate-control-repeat", "1")
     assert [r.outcome for r in records] == ["ok", "ok"], proc.stdout[-3000:]
     block = " ".join(proc.stdout[proc.stdout.index(" racegate verdict ") :].split())
     masked = r"MASKED +warmup_locked \(production\).*probe compiled_call_during_make_fx"
@@ -399,7 +408,7 @@ def test_the_control_gets_more_runs_where_its_rate_cannot_power_a_safe() -> None
     at_max = control_rates(runs("per_device", 12, 1), "per_device")["cold 1×2"]
     assert control_top_up(at_max, cal, True) == (
         0,
-        "per_device made its 12 runs at most (--control-max)",
+        "per_device made its 12 runs at most (--racegate-control-max)",
     )
     assert control_top_up(None, cal, True) == (
         0,
@@ -418,7 +427,16 @@ def test_end_to_end_the_production_case_adds_control_runs_until_power(tmp_path: 
     """p=1, one control run, a 5-run cap: 1/1 (low 21%) gives 5 runs 69% power, 2/2 (34%)
     87%, 3/3 (44%) 94% ≥ 90%: the production case adds 2 control runs, one at a time, then
     makes its 5; SAFE. Without the top-up: 1 control run and INCONCLUSIVE (exit 7)."""
-    args = ("p=1", "--control-repeat", "1", "--power-cap", "5", "--control-max", "6", "-rA")
+    args = (
+        "p=1",
+        "--racegate-control-repeat",
+        "1",
+        "--racegate-power-cap",
+        "5",
+        "--racegate-control-max",
+        "6",
+        "-rA",
+    )
     proc, records = _suite(tmp_path, *args)
     if any(
         r.outcome == Outcome.NOT_CONCURRENT for r in records if r.scenario.strategy == "per_device"
@@ -447,8 +465,9 @@ def test_end_to_end_other_strategies_wait_for_the_controls_runs(tmp_path: Path) 
     wall time hangs on (one H200: the cold control's hangs went one at a time while the other
     strategies held the slots)."""
     pytest.importorskip("xdist")
-    args = ("p=1", "--strategies", "warmup_locked,warmup", "--control-repeat", "2",
-            "--control-max", "2", "--power-cap", "3", "-n", "3", "--dist", "load")  # fmt: skip
+    args = ("p=1", "--racegate-strategies", "warmup_locked,warmup",
+            "--racegate-control-repeat", "2", "--racegate-control-max", "2",
+            "--racegate-power-cap", "3", "-n", "3", "--dist", "load")  # fmt: skip
     proc, records = _suite(tmp_path, *args)
     out = proc.stdout
     seen = [(r.scenario.strategy, r.started_at, r.wall_s) for r in records]
@@ -598,11 +617,13 @@ def test_a_safe_strategy_significantly_faster_than_production_is_named() -> None
 def test_every_word_the_verdict_block_prints_is_defined_on_the_page_it_names() -> None:
     """Each status, decision word and line label of a real block (one H200 cell's records:
     SAFE, UNSAFE, INCONCLUSIVE, NOT RUN beside each other) is in docs/vocabulary.md's
-    verdict-words section, which the block's last line names."""
+    verdict-words section (generated from racegate.harness.judge.words, which the block's last
+    line names: `racegate explain WORD`)."""
     import json
     import lzma
 
-    from racegate.harness.judge.gate import WORDS_DOC, Word
+    from racegate.harness.judge.gate import Word
+    from racegate.harness.judge.words import explain_command
 
     page = (ROOT / "docs/vocabulary.md").read_text()
     section = page[page.index("## Verdict words") :]
@@ -611,7 +632,7 @@ def test_every_word_the_verdict_block_prints_is_defined_on_the_page_it_names() -
     records = [RunRecord.from_json(json.loads(line)) for line in text.decode().splitlines()]
     v = decide(records, production="warmup_locked", strategies=["sdpa_dense"])
     block = render(v, decide_gate(v))
-    assert WORDS_DOC in " ".join(block) and WORDS_DOC.endswith("#verdict-words")
+    assert explain_command(decide_gate(v).word) in " ".join(" ".join(block).split())
     printed = {line.split()[0] for line in block[1:] if line.startswith("  ") and line.split()}
     printed |= {"NOT RUN"} if any("NOT RUN" in line for line in block) else set()
     printed.discard("NOT")

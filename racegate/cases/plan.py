@@ -68,7 +68,7 @@ def case_repeats(strategy: str, rc: RacegateConfig, cal: Calibration) -> tuple[i
     if strategy == cal.control:
         n = control_runs(rc, cal)
         return n, False, f"positive control: all {n} runs, for its detection rate"
-    return rc.repeat, True, f"--repeat {rc.repeat}"
+    return rc.repeat, True, f"--racegate-repeat {rc.repeat}"
 
 
 def runs_at_once(repeat: int, stop: bool, *, pooled: bool, may_hang: bool) -> int:
@@ -102,7 +102,7 @@ def production_runs_left(
     this session (`-k`, `-m`), no rate will come: the default --repeat, not the cap one by one
     (the verdict then reads the strategy INCONCLUSIVE there)."""
     if done >= cal.cap:
-        return 0, f"the {cal.cap}-run cap (--power-cap) ends it"
+        return 0, f"the {cal.cap}-run cap (--racegate-power-cap) ends it"
     if not control_selected:
         return max(0, rc.repeat - done), (
             f"{cal.control} is not selected in {cell} in this session: the default {rc.repeat}"
@@ -148,7 +148,7 @@ def control_top_up(
     if rate.gives_power(cal):
         return 0, f"{cal.control} {rate.describe()} gives the power a SAFE needs"
     if rate.runs >= cal.control_max:
-        return 0, f"{cal.control} made its {cal.control_max} runs at most (--control-max)"
+        return 0, f"{cal.control} made its {cal.control_max} runs at most (--racegate-control-max)"
     if rate.hits == 0 and not fired_elsewhere:
         return 0, f"{cal.control} fired nowhere in this session: more runs would not decide"
     more = cal.control_max - rate.runs

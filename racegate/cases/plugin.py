@@ -1,40 +1,33 @@
-"""racegate's pytest plugin: options, markers, GPU discovery and skips, scenario fixtures.
+"""racegate's pytest plugin, its entry point: options, markers, and whether a session asks for it.
 
 Loaded by the `pytest11` entry point where racegate is installed (in racegate's own checkout,
-by its conftest.py where it is not); `-k race` or `-m race` adds the race suite, racegate/cases/,
-to what a project collects. The options are racegate/harness/doors/options.py's table (SHARED,
-shared with `harness run`, and PYTEST_ONLY); every value (flags, env, [tool.racegate], the workload
-and its preset) is checked in `pytest_configure`, so a bad one is a `pytest.UsageError` naming it
-before anything is collected. Records go to --results or
-to a new private run folder under .racegate/runs/; plugin state lives in `config.stash`.
+by its conftest.py where it is not), and inert until asked: a session acts only where it selects
+race cases (`-k`/`-m` naming race, or paths into racegate/cases/) or passes one of racegate's
+options (all `--racegate-…`, racegate/harness/doors/options.py's table). Any other session of
+the project gets racegate's options and markers listed and nothing else: no torch, no workload,
+no environment variable, no file, no line printed. An active session enters the private root
+before any conftest can import torch, adds the race suite to what the project collects, and
+checks every value (flags, env, [tool.racegate], the workload and its preset) in
+`pytest_configure`, so a bad one is a `pytest.UsageError` naming it before anything is
+collected; its hooks (racegate.cases.race_session: GPU discovery and skips, xdist hand-over;
+racegate.cases.terminal: the verdict) are registered only then, as
+pytest-xdist registers its session only in distribution mode. Records go to
+--racegate-results or to a new private run folder under .racegate/runs/; plugin state lives in
+`config.stash`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
-import os
+import glob
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from racegate.cases import terminal
 from racegate.cases.session import RacegateConfig, racegate_key
 from racegate.harness.doors import options
-from racegate.harness.judge import baselines, race_expectations
-from racegate.harness.judge.verdict import Calibration
-from racegate.harness.run import private_root, state
-from racegate.harness.run.record import RunRecord
-from racegate.harness.run.slots import SlotPool
-from racegate.harness.scenario import env_names, versions
-
-# Before anything imports torch (none of the imports above does): torch makes its caches under
-# TMPDIR and ~ on import; they go into this process's own root instead
-# (racegate.harness.run.private_root).
-private_root.enter()
+from racegate.harness.run import code_root
 
 MARKERS = {
     "race": "race(): a cross-thread tracing race case (what `-m race` and `-k race` select)",
@@ -42,246 +35,112 @@ MARKERS = {
     "multi_gpu": "multi_gpu(): needs at least two CUDA GPUs; skipped with a reason otherwise",
     "throughput": "throughput(): gates tokens/s against the project's baselines/<hardware>.json",
     "slow": "slow(): takes minutes; deselect with -m 'not slow'",
-    "process": "process(): a harness test that starts child processes or compiles for real "
-    "(the process tier; not in `bootstrap.py test --fast`)",
-    "fault": "fault(): a harness test that injects real faults into real runs (the fault tier; "
-    "not in `bootstrap.py test --fast`)",
     "production": "production(): a race case of the production strategy (its runs follow the "
     "control's measured rate, as the control's runs land)",
 }
-# The run folder this process made under .racegate/runs/ (not a worker's, not --results).
-_own_run_key = pytest.StashKey[Path]()
-slots_key = pytest.StashKey[SlotPool]()
+# Whether this session acts (asked_for): decided before the initial conftests load, so that the
+# private root is entered before any of them imports torch.
+active_key = pytest.StashKey[bool]()
+# The race suite racegate ships (race, probe and throughput cases): this folder.
+CASES = Path(__file__).resolve().parent
+NAMES_RACE = re.compile(r"(?<!not )\brace\b")  # `-k race`, `-m "race and gpu"`; not `not race`
+DEST = "racegate_"  # every option's namespace key: DEST + the table's dest
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("racegate", "racegate: cross-thread compile race gate")
-    for opt in (*options.SHARED, *options.PYTEST_ONLY):  # SHARED: the table `harness run` reads
-        group.addoption(opt.flag, dest=f"racegate_{opt.dest}", **opt.argparse_kwargs())
+    for opt in (*options.SHARED, *options.PYTEST_ONLY):  # SHARED: the table `racegate run` reads
+        kwargs = opt.argparse_kwargs() | {"help": options.pytest_words(opt.help)}
+        group.addoption(options.pytest_flag(opt.flag), dest=DEST + opt.dest, **kwargs)
 
 
-def _xdist_workers(config: pytest.Config) -> int:
-    """How many pytest-xdist workers run this session (1 without xdist)."""
-    worker = getattr(config, "workerinput", None)
-    if worker is not None:
-        return int(worker["workercount"])
-    n = config.getoption("numprocesses", None) if config.pluginmanager.has_plugin("xdist") else None
-    return n if isinstance(n, int) and n > 1 else 1
-
-
-def _assign_worker_gpus(config: pytest.Config, gpus: int) -> int:
-    """Under pytest-xdist each worker gets its own slice of GPUs through CUDA_VISIBLE_DEVICES,
-    unless --share-gpus lets them all use every GPU."""
-    worker = getattr(config, "workerinput", None)
-    if worker is None or gpus == 0 or config.getoption("racegate_share_gpus"):
-        return gpus
-    n_workers = int(worker["workercount"])
-    idx = int(worker["workerid"].removeprefix("gw"))
-    per = max(1, gpus // n_workers)
-    visible = options.csv(os.environ.get("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(gpus)))))
-    mine = visible[(idx * per) % len(visible) :][:per]
-    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(mine)
-    return len(mine)
-
-
-def _is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
-def _records_path(config: pytest.Config, given: Path | None) -> Path:
-    """--results, else the path the xdist controller chose, else a new run in the state folder."""
-    if given is not None:
-        return given
-    if _is_worker(config):
-        return Path(config.workerinput["racegate_records"])
-    path = state.new_run(config.rootpath)
-    config.stash[_own_run_key] = path  # removed again at exit if no record lands in it
-    return path
-
-
-def _resolve(config: pytest.Config) -> RacegateConfig:
-    gpus = _assign_worker_gpus(config, options.count_gpus())
-    try:
-        opts = options.resolve(vars(config.option), gpus=gpus, for_cli=False, prefix="racegate_")
-        if not _is_worker(config) and not config.option.help:
-            # Imports the workload (and torch) once, in the controller: a workload that does
-            # not import, fit the interface or know the preset fails here, not in every case.
-            workload = options.check_workload(opts.workload, opts.preset, opts.workload_source)
-            # Its production strategy, positive control and strategies: a role it lacks is a
-            # usage error here, naming the strategies it has.
-            opts = options.bind_roles(opts, workload, for_cli=False)
-        elif _is_worker(config):  # the controller bound them, having loaded the workload
-            opts = options.roles_from_json(opts, config.workerinput["racegate_roles"])
-        expectations = race_expectations.load(production=opts.production)  # bad table: usage
-        floors = baselines.project_folder()  # a named folder that is missing: usage
-        terminal.check_calibration(config)
-        results = _records_path(config, opts.results)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
-        raise pytest.UsageError(f"racegate: {exc}") from None
-    except OSError as exc:  # the state folder cannot be made (a read-only checkout)
-        raise pytest.UsageError(
-            f"racegate: cannot make a run folder under {config.rootpath / state.STATE_DIR}: "
-            f"{exc.strerror}; give --results FILE"
-        ) from None
-    run_options = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)}
-    return RacegateConfig(
-        **(run_options | {"results": results}),
-        gpus=gpus,
-        expectations=expectations,
-        versions=versions.software(),  # imports nothing: metadata for what is not loaded
-        # runs from here overlap other workers' runs, or another session's in a parent's pool
-        overlapping=_xdist_workers(config) > 1 or env_names.SLOTS in os.environ,
-        case_jobs=config.option.racegate_case_jobs,
-        baselines=floors,
-    )
-
-
-# The race suite racegate ships (race, probe and throughput cases).
-CASES = Path(__file__).resolve().parent
-_NAMES_RACE = re.compile(r"(?<!not )\brace\b")  # `-k race`, `-m "race and gpu"`; not `not race`
-
-
-def _add_race_suite(config: pytest.Config) -> None:
-    """`pytest -k race` (or `-m race`) in any project collects the race suite: where its
-    collection does not reach racegate/cases/ already (racegate's own checkout does), the folder
-    is added to what pytest collects. Without such a selection nothing is added: a project's
-    plain `pytest` runs no race case; nor where the command line names what to collect
-    (`pytest -m race tests/test_mine.py` collects that file only, as pytest always does)."""
-    selection = f"{config.option.keyword or ''} {config.option.markexpr or ''}"
-    if not _NAMES_RACE.search(selection) or config.args_source is pytest.Config.ArgsSource.ARGS:
-        return
-    for arg in config.args:
-        path = Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
-        if path.is_relative_to(CASES) or CASES.is_relative_to(path):
-            return
-    config.args.append(str(CASES))
-
-
-def _rootdir_from_an_option(config: pytest.Config) -> str | None:
-    """The path option (`--results PATH`, two words) whose existing PATH pytest took for a test
-    path, making its folder the rootdir (before any plugin's options are known); None if none."""
-    args = [str(a) for a in config.invocation_params.args]
-    here, root = config.invocation_params.dir, config.rootpath
-    for flag, value in itertools.pairwise(args):
-        path = (here / value).resolve()
-        if flag not in options.PATH_FLAGS or not path.exists():
-            continue
-        folder = path if path.is_dir() else path.parent
-        # The rootdir came from the value (it holds it), and not from a config file that the
-        # invocation folder reaches as well (a results file inside the project is harmless).
-        if (root == folder or root in folder.parents) and (
-            root != here and (config.inipath is None or root not in here.parents)
-        ):
-            return f"{flag} {value}"
+def _given_option(namespace: Any) -> str | None:
+    """The first racegate option the session was given (its value differs from the default:
+    the command line, PYTEST_ADDOPTS or addopts alike); None if none."""
+    for opt in (*options.SHARED, *options.PYTEST_ONLY):
+        default = False if opt.switch else opt.default
+        if isinstance(default, str) and opt.type is not None:
+            default = opt.type(default)  # as argparse types a default given as text
+        if getattr(namespace, DEST + opt.dest, default) != default:
+            return options.pytest_flag(opt.flag)
     return None
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    if (given := _rootdir_from_an_option(config)) is not None and not _is_worker(config):
-        flag, value = given.split(" ", 1)
-        raise pytest.UsageError(
-            f"racegate: {given}: pytest took {value} for a test path and its folder for the "
-            f"rootdir before racegate's options were known; write {flag}={value}"
-        )
-    for text in MARKERS.values():
-        config.addinivalue_line("markers", text)
-    config.stash[racegate_key] = _resolve(config)
-    _share_slots(config)
-    _add_race_suite(config)
-    # The verdict block and its calibration, once the settings it reads are stashed.
-    config.pluginmanager.register(terminal, "racegate.cases.terminal")
+def reaches_cases(path: Path) -> bool:
+    """A path to collect that is racegate's race suite or inside it, or (in racegate's own
+    checkout, where pytest collects racegate/ as any folder) holds it. An installed suite sits
+    in a venv's site-packages, which pytest never collects from a folder above it."""
+    path = path.resolve()
+    return path.is_relative_to(CASES) or (not code_root.INSTALLED and CASES.is_relative_to(path))
 
 
-def _share_slots(config: pytest.Config) -> None:
-    """--case-jobs auto: the run slots every worker's race cases share. The pool a parent
-    handed over in env_names.SLOTS (shared with its other sessions: racegate upgrade's two
-    sides), else under pytest-xdist one slot per worker (racegate.harness.doors.sizing sized the
-    workers to the host), made by the controller. A worker takes the controller's."""
-    if config.stash[racegate_key].case_jobs != 0:
-        return
+def _collected_paths(config: pytest.Config, args: list[str]) -> list[Path]:
+    """The paths this session collects, as pytest will decide them: the command line's, else
+    testpaths (from the rootdir), else the invocation folder."""
+    here = config.invocation_params.dir
+    given = [a.split("::")[0] for a in args if not a.startswith("-")]
+    if given:
+        return [here / a for a in given]
+    if here == config.rootpath:
+        found = [Path(p) for t in config.getini("testpaths") for p in glob.glob(str(here / t))]
+        if found:
+            return found
+    return [here]
+
+
+def asked_for(config: pytest.Config, args: list[str], namespace: Any) -> bool:
+    """Racegate acts in this session: it selects race cases (`-k`/`-m` naming race, paths
+    into racegate/cases/), or it was given a racegate option, or (an xdist worker) its
+    controller acts."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "racegate_records" in workerinput:
+        return True
+    selection = f"{getattr(namespace, 'keyword', '') or ''} {getattr(namespace, 'markexpr', '')}"
+    if NAMES_RACE.search(selection) or _given_option(namespace) is not None:
+        return True
+    return any(reaches_cases(p) for p in _collected_paths(config, args))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> None:
+    """An active session enters its private root before the project's conftests load (one may
+    import torch, which makes its caches under TMPDIR and ~ on import)."""
+    namespace = early_config.known_args_namespace
+    positional = [str(a) for a in getattr(namespace, "file_or_dir", None) or []]
+    if asked_for(early_config, positional, namespace):
+        early_config.stash[active_key] = True
+        _enter_private_root()
+
+
+def _enter_private_root() -> None:
+    from racegate.harness.run import private_root  # imports no torch
+
     try:
-        if _is_worker(config):
-            if (given := config.workerinput.get("racegate_slots")) is not None:
-                shared = bool(config.workerinput.get("racegate_slots_from_parent"))
-                where = "the pytest-xdist controller's run slots"
-                config.stash[slots_key] = SlotPool.from_handoff(given, where, from_parent=shared)
-        elif (given := os.environ.get(env_names.SLOTS)) is not None:
-            where = f"environment variable {env_names.SLOTS}"
-            config.stash[slots_key] = SlotPool.from_handoff(given, where, from_parent=True)
-        elif _xdist_workers(config) > 1:
-            config.stash[slots_key] = SlotPool.make(_xdist_workers(config))
+        private_root.enter()
     except ValueError as exc:
         raise pytest.UsageError(f"racegate: {exc}") from None
 
 
-def slot_pool(config: pytest.Config) -> SlotPool | None:
-    """The session's shared run slots; None where a case's runs at once are fixed (--case-jobs
-    N, or no pytest-xdist and no parent's pool: one at a time)."""
-    return config.stash.get(slots_key, None)
+def pytest_configure(config: pytest.Config) -> None:
+    for text in MARKERS.values():
+        config.addinivalue_line("markers", text)
+    # Decided before the initial conftests where this plugin came early enough (the pytest11
+    # entry point, -p); where a conftest loaded it (racegate's own checkout), now.
+    if active_key not in config.stash:
+        config.stash[active_key] = asked_for(config, config.args, config.option)
+        if config.stash[active_key]:
+            _enter_private_root()
+    if config.stash[active_key]:
+        from racegate.cases import race_session  # only where racegate is asked for
 
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist: every worker appends to the controller's records file and shares its
-    run slots."""
-    rc = node.config.stash[racegate_key]
-    node.workerinput["racegate_records"] = str(rc.results)
-    node.workerinput["racegate_roles"] = options.roles_to_json(rc)
-    if (pool := slot_pool(node.config)) is not None:
-        node.workerinput["racegate_slots"] = pool.handoff()
-        node.workerinput["racegate_slots_from_parent"] = pool.from_parent
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    own = config.stash.get(_own_run_key, None)
-    if own is not None:
-        state.discard_if_empty(own)
-    pool = slot_pool(config)
-    if pool is not None and not _is_worker(config) and not pool.from_parent:
-        pool.remove()  # a parent's pool is the parent's to remove
-
-
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    rc = config.stash[racegate_key]
-    return [
-        f"racegate: torch {rc.versions['torch']}, transformers {rc.versions['transformers']}, "
-        f"{rc.gpus} GPU(s), devices {','.join(rc.devices)}, preset {rc.preset}, "
-        f"production strategy {rc.production}, positive control {rc.control}, "
-        f"schedule {rc.schedule}, switch interval {rc.switch_interval:g} s, workload {rc.workload}"
-    ]
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    rc = config.stash[racegate_key]
-    gpus, chosen = rc.gpus, 0 if rc.devices == ("cpu",) else len(rc.devices)
-    for item in items:
-        if item.get_closest_marker("multi_gpu") and gpus < 2:
-            reason = f"needs ≥ 2 CUDA GPUs; this machine has {gpus}"
-        elif item.get_closest_marker("gpu") and gpus < 1:
-            reason = "needs a CUDA GPU; this machine has none"
-        elif item.get_closest_marker("multi_gpu") and chosen < 2:
-            reason = f"needs ≥ 2 CUDA GPUs; --devices chose {chosen}"
-        elif item.get_closest_marker("gpu") and chosen < 1:
-            reason = "needs a CUDA GPU; --devices chose cpu"
-        elif item.get_closest_marker("throughput") and rc.overlapping:
-            reason = "pytest-xdist runs other cases on this host at the same time (or another "
-            reason += "session does, in a parent's run slots), so timings are invalid (a "
-            reason += "host-bound step slows with them); run throughput cases without -n, alone"
-        else:
-            continue
-        item.add_marker(pytest.mark.skip(reason=reason))
+        race_session.configure(config)
 
 
 @pytest.fixture(scope="session")
 def racegate_config(pytestconfig: pytest.Config) -> RacegateConfig:
+    """The session's resolved racegate settings (a race case's)."""
+    if racegate_key not in pytestconfig.stash:
+        pytest.fail("racegate is not active in this session: select race cases (-k race)")
     return pytestconfig.stash[racegate_key]
-
-
-def calibration(config: pytest.Config) -> Calibration:
-    """The session's calibration: its positive control, the control's runs, the power cap."""
-    return config.stash[terminal.calibration_key]
-
-
-def session_records(config: pytest.Config) -> list[RunRecord]:
-    """The records this session appended to its results file so far ([] without one)."""
-    return terminal.session_records(config)

@@ -3,10 +3,12 @@ options.
 
 The last lines of a race session are the decision, rendered from the records this session
 appended to its results file (under pytest-xdist only the controller prints, reading the file
-all workers share), those of each --records-from PATH (said), and this torch's probe verdicts:
-the table's, or the probe cases' own results when they ran in this session. Unless
+all workers share), those of each --racegate-records-from PATH (said), and this torch's probe
+verdicts: the table's, or the probe cases' own results when they ran in this session. Unless
 --no-racegate-gate, pytest exits with that decision's code (racegate.harness.judge.gate); with
---decision-file PATH the decision is also written there (racegate.harness.judge.decision_file).
+--racegate-decision-file PATH the decision is also written there
+(racegate.harness.judge.decision_file). Registered only in a session that asks for racegate
+(racegate.cases.race_session).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 
 from racegate.cases.plan import race_case_of
 from racegate.cases.session import racegate_key
+from racegate.harness.doors import options
 from racegate.harness.judge import decision_file, probe_expectations, verdict
 from racegate.harness.judge.baselines import production_bars
 from racegate.harness.judge.gate import Decision, decide_gate
@@ -73,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         check_records_from(opt("racegate_records_from"))
     except ValueError as exc:
-        raise pytest.UsageError(f"racegate: {exc}") from None
+        raise pytest.UsageError(f"racegate: {options.pytest_words(str(exc))}") from None
     _clear_decision_file(config)
     config.stash[calibration_key] = verdict.Calibration(
         control=control,
@@ -295,12 +298,15 @@ def _clear_decision_file(config: pytest.Config) -> None:
         return
     if path.is_dir() or not path.parent.is_dir():
         what = "is a folder" if path.is_dir() else "is in no existing folder"
-        raise pytest.UsageError(f"racegate: --decision-file {path} {what}; give a file path")
+        raise pytest.UsageError(
+            f"racegate: --racegate-decision-file {path} {what}; give a file path"
+        )
     try:
         path.unlink(missing_ok=True)
     except OSError as exc:
         raise pytest.UsageError(
-            f"racegate: --decision-file {path}: cannot remove the file there: {exc.strerror}"
+            f"racegate: --racegate-decision-file {path}: cannot remove the file there: "
+            f"{exc.strerror}"
         ) from None
 
 

@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+from racegate.cases import advice
 from racegate.cases.plan import (
     case_order,
     case_repeats,
@@ -32,7 +33,7 @@ from racegate.cases.plan import (
     production_runs_left,
     runs_at_once,
 )
-from racegate.cases.plugin import calibration, session_records, slot_pool
+from racegate.cases.race_session import calibration, session_records, slot_pool
 from racegate.cases.session import RacegateConfig, racegate_key
 from racegate.harness.doors.pipeline import batch_slots, run_case
 from racegate.harness.judge import race_expectations
@@ -85,8 +86,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 pytest.mark.xfail(
                     strict=row.strict,
                     raises=tuple(OUTCOME_ERRORS[o] for o in row.outcomes),
-                    reason=f"{row.reason} [{row.describe()}; if this now passes, upstream "
-                    f"changed: update or delete that row, citing the source]",
+                    reason=advice.xfail_reason(row, metafunc.config),
                 )
             )
         topo = f"{','.join(devices)}x{tpd}"

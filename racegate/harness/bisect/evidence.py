@@ -32,6 +32,7 @@ from pathlib import Path
 
 from racegate.harness.bisect import steps
 from racegate.harness.bisect.search import Evidence
+from racegate.harness.doors.options import to_pytest
 from racegate.harness.judge import decision_file
 from racegate.harness.judge import verdict as race_verdict
 from racegate.harness.judge.baselines import production_bars
@@ -194,7 +195,8 @@ def calibration_of(args: Sequence[str]) -> race_verdict.Calibration:
     default = race_verdict.Calibration()
     parser.add_argument("--power-cap", type=int, default=default.cap)
     parser.add_argument("--control-repeat", type=int, default=default.control_repeat)
-    known, _ = parser.parse_known_args(list(args))
+    # Short (`--power-cap 5`) or as pytest spells them (`--racegate-power-cap 5`).
+    known, _ = parser.parse_known_args([a.replace("--racegate-", "--", 1) for a in args])
     return race_verdict.Calibration(cap=known.power_cap, control_repeat=known.control_repeat)
 
 
@@ -244,8 +246,9 @@ def race_step(
     own, decided = out.resolve() / "records.jsonl", out.resolve() / "decision.json"
     # Path options in one word each (options.PATH_FLAGS says why): an earlier answer's folder
     # given as a word of its own became pytest's rootdir, and the plugin refuses that.
-    merge = [f"--records-from={path}" for path in earlier]
-    run_args = [*args, f"--results={own}", f"--decision-file={decided}", *merge]
+    merge = [f"--racegate-records-from={path}" for path in earlier]
+    own_args = [f"--racegate-results={own}", f"--racegate-decision-file={decided}", *merge]
+    run_args = [*to_pytest(args), *own_args]  # racegate's options short (`--repeat 3`) too
     done = _run_race(env, run_args, timeout)
     said = _session_word(done, timeout, decided, own)
     try:

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from racegate.harness.bisect import command as bisect_command
 from racegate.harness.doors import options, race_exit, sizing, upgrade
+from racegate.harness.judge import words
 from racegate.harness.judge.baselines import production_bars
 from racegate.harness.judge.gate import EXIT_INTERRUPTED, EXIT_USAGE, Decision, decide_gate
 from racegate.harness.judge.inputs import check_records_from, records_from
@@ -175,9 +176,25 @@ def build_parser() -> argparse.ArgumentParser:
         "race",
         add_help=False,
         help="`pytest -m race` here (your project: [tool.racegate]), cases side by side sized "
-        "to this host; the arguments after it go to pytest",
+        "to this host; the arguments after it go to pytest (racegate's options short, "
+        "--devices 0, or as pytest spells them, --racegate-devices 0)",
+    )
+    explain = sub.add_parser(
+        "explain", help="what a verdict word means and what to do (racegate explain UNDECIDED)"
+    )
+    explain.add_argument(
+        "word", nargs="+", help=f"one of: {', '.join(m.word for m in words.WORDS)}"
     )
     return parser
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """`racegate explain WORD`: the word's entry in racegate.harness.judge.words."""
+    try:
+        print(words.explain(" ".join(args.word)))
+    except ValueError as exc:
+        raise UsageError(str(exc).removeprefix("racegate explain: ")) from None
+    return EXIT_OK
 
 
 # --- `expectations`: propose (and with --update write) racegate/harness/expectations/race.toml rows
@@ -510,7 +527,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 def cmd_race(pytest_args: list[str]) -> int:
     """The race selection in this directory, sized to the host; pytest's exit is the decision,
-    UNDECIDED where it decided nothing (racegate.harness.doors.race_exit)."""
+    UNDECIDED where it decided nothing (racegate.harness.doors.race_exit). racegate's options
+    may come short (`--devices 0`) as `racegate run` takes them: pytest gets them prefixed."""
+    pytest_args = options.to_pytest(pytest_args)
     sized, why = sizing.race_args(pytest_args)
     print(f"racegate: {why}", file=sys.stderr, flush=True)
     with race_exit.deciding(pytest_args, Path.cwd()) as (own, decided):
@@ -530,7 +549,17 @@ COMMANDS = {
     "expectations": cmd_expectations,
     **bisect_command.COMMANDS,
     "upgrade": upgrade.cmd_upgrade,
+    "explain": cmd_explain,
 }
+
+
+def _explain_only(argv: list[str]) -> int:
+    """`explain` reads a table: no private root, no signal handler, nothing imported."""
+    try:
+        return cmd_explain(build_parser().parse_args(argv))
+    except UsageError as exc:
+        print(f"racegate: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -541,6 +570,8 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if list(sys.argv[1:] if argv is None else argv)[:1] == ["explain"]:
+        return _explain_only(list(sys.argv[1:] if argv is None else argv))
     # First: torch (imported later, by a workload or a check) makes its caches under TMPDIR and
     # ~ on import; they go into this process's own root instead (racegate.harness.run.private_root).
     try:

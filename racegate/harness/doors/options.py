@@ -1,18 +1,24 @@
-"""The run options shared by pytest and `harness run`: one table, one set of defaults, one check.
+"""The run options shared by pytest and `racegate run`: one table, one set of defaults, one check.
 
 The pytest plugin (racegate/cases/plugin.py) and racegate/harness/doors/cli.py both add these
 options from `SHARED` and resolve them with `resolve()`, so a flag means the same and defaults the
 same in both; `PYTEST_ONLY` holds the plugin's own (xdist sharing, calibration, the gate). A bad
 value is a ValueError of one line naming the value, where it came from and the allowed values.
+The table names each option by its short flag (`--devices`), as `racegate run` takes it; pytest
+takes it prefixed (`--racegate-devices`, `pytest_flag`), so that racegate's options never clash
+with a project's own. `racegate race` and `bootstrap.py race` take either and hand pytest the
+prefixed one (`to_pytest`). Standard library only, like everything it imports (bootstrap.py
+imports it before any environment exists; tests/test_imports.py checks).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +60,7 @@ CLI_RUN_TIMEOUT_S = 300.0  # `harness run` has no pytest case budget to split
 # folder the rootdir, and the checkout's conftest, ini and testpaths are lost; `--results=x`
 # is one word (racegate.cases.plugin refuses the two-word form where it did that).
 PATH_FLAGS = ("--results", "--out", "--records-from", "--decision-file")
+PYTEST_PREFIX = "--racegate-"
 
 
 def case_jobs(text: str) -> int:
@@ -258,7 +265,7 @@ PYTEST_ONLY: tuple[Option, ...] = (
         "--racegate-gate",
         "gate",
         "when race cases ran, pytest's exit status is the gate's decision: 0 SAFE, 1 UNSAFE, "
-        "7 UNDECIDED (docs/vocabulary.md#verdict-words; the default)",
+        "7 UNDECIDED (racegate explain WORD; the default)",
         action="store_true",
         default=True,
     ),
@@ -289,6 +296,39 @@ PYTEST_ONLY: tuple[Option, ...] = (
         metavar="PATH",
     ),
 )
+
+
+def pytest_flag(flag: str) -> str:
+    """The pytest spelling of a table flag: `--devices` → `--racegate-devices`; a flag that
+    names racegate already (`--no-racegate-gate`) is its own."""
+    return flag if "racegate-" in flag else PYTEST_PREFIX + flag.removeprefix("--")
+
+
+# Short flag → pytest flag, for every option of the table (not `racegate run`'s older aliases:
+# `--timeout` is pytest-timeout's own option, `--out` and the singular ones were never pytest's).
+PYTEST_FLAGS = {
+    o.flag: pytest_flag(o.flag) for o in (*SHARED, *PYTEST_ONLY) if pytest_flag(o.flag) != o.flag
+}
+_SHORT_FLAG = re.compile(
+    r"(?<![\w-])(" + "|".join(map(re.escape, sorted(PYTEST_FLAGS, key=len)[::-1])) + r")(?![\w-])"
+)
+
+
+def to_pytest(args: Sequence[str]) -> list[str]:
+    """pytest arguments with racegate's short flags (`--devices 0`, `--repeat=5`) in their pytest
+    spelling (`--racegate-devices 0`, `--racegate-repeat=5`); everything else as given. What
+    `racegate race` and `bootstrap.py race` hand pytest."""
+    out = []
+    for arg in args:
+        flag, eq, value = arg.partition("=")
+        out.append(PYTEST_FLAGS[flag] + eq + value if flag in PYTEST_FLAGS else arg)
+    return out
+
+
+def pytest_words(text: str) -> str:
+    """`text` (a help line or an error the table's checks wrote with short flags) as pytest's
+    user reads it: every short flag in its pytest spelling."""
+    return _SHORT_FLAG.sub(lambda m: PYTEST_FLAGS[m.group(1)], text)
 
 
 def count_gpus() -> int:

@@ -17,7 +17,9 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-FLAG = "--decision-file"
+# pytest's spelling of --decision-file (racegate.harness.doors.options.PYTEST_FLAGS; the front
+# doors hand pytest the user's arguments in that spelling: options.to_pytest).
+FLAG = "--racegate-decision-file"
 # pytest options that only print (its version, help, markers, fixtures) and run nothing to
 # gate: the command's exit stays pytest's.
 PRINTS_ONLY = ("--version", "-V", "--help", "-h", "--markers", "--fixtures")
@@ -30,7 +32,8 @@ DECIDED_NOT_SAFE = (1, EXIT_UNDECIDED)
 
 
 def given_path(args: Sequence[str]) -> Path | None:
-    """The --decision-file the user gave themselves, if any: the last one, as pytest takes it."""
+    """The --racegate-decision-file the user gave themselves (in pytest's arguments), if any:
+    the last one, as pytest takes it."""
     found = None
     for i, arg in enumerate(args):
         if arg.startswith(f"{FLAG}="):

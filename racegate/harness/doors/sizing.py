@@ -16,6 +16,8 @@ from collections.abc import Sequence
 # h200x2-warmup-locked-production, h200x2-transformers-matrix; median 4.4 GiB), plus its CUDA
 # context.
 RACE_CASE_GPU_BYTES = 12 * 2**30
+# pytest's spelling of --share-gpus (racegate.harness.doors.options.PYTEST_FLAGS).
+SHARE_GPUS = "--racegate-share-gpus"
 
 
 def host_race_workers(cores: int, gpus: int, gpu_bytes: int) -> int:
@@ -99,4 +101,4 @@ def host() -> tuple[int, int, str]:
 
 def worker_args(workers: int, gpus: int) -> list[str]:
     """pytest-xdist arguments for `workers` race cases at once (every GPU shared by all)."""
-    return ["-n", str(workers), *(["--share-gpus"] if gpus else [])]
+    return ["-n", str(workers), *([SHARE_GPUS] if gpus else [])]

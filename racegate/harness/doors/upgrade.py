@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from racegate.harness.doors import sizing
+from racegate.harness.doors import options, sizing
 from racegate.harness.judge import decision_file
 from racegate.harness.judge.gate import DECIDED_EXITS, EXIT_USAGE, Decision, Word, combine
 from racegate.harness.run import envs, state
@@ -87,7 +87,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=shlex.split,
         default=[],
         help="more options for both sides' `pytest -m race`, one string "
-        "(e.g. --pytest-args '--repeat 5 -n 8'); default: the production strategy and its "
+        "(e.g. --pytest-args '--repeat 5 -n 8': racegate's options short, as here, or as pytest "
+        "spells them, --racegate-repeat); default: the production strategy and its "
         "control, the suite's other defaults",
     )
 
@@ -151,7 +152,8 @@ class _Running:
         self.decided = self.records.parent / DECISION_FILE
         cmd = [str(env.python), "-m", "pytest", "-m", "race", "-v", "-p", "no:cacheprovider"]
         # Path options in one word each (options.PATH_FLAGS says why)
-        cmd += [f"--results={self.records}", f"--decision-file={self.decided}", *pytest_args]
+        cmd += [f"--racegate-results={self.records}", *pytest_args]
+        cmd += [f"--racegate-decision-file={self.decided}"]
         _say(f"race selection, {name} ({env.describe()}): {now}; left: {left}")
         _say(f"  {shlex.join(cmd)}")
         self.lines: list[str] = []
@@ -287,9 +289,8 @@ def run_sides(
 def roles(pytest_args: Sequence[str]) -> tuple[str, str] | None:
     """(control, production): the project's roles ([tool.racegate], else the workload's
     roles()); None when the user's pytest options name the strategies themselves."""
-    if any(a.startswith("--strateg") for a in pytest_args):
+    if any(a.partition("=")[0] == "--racegate-strategies" for a in pytest_args):
         return None
-    from racegate.harness.doors import options
     from racegate.harness.scenario import workload_api
 
     workload, _where, production, control = options.project_settings(None)
@@ -387,10 +388,12 @@ def _side_by_side(base: envs.Environment, pytest_args: list[str]) -> tuple[list[
 
 
 def _fixes_case_jobs(pytest_args: Sequence[str]) -> bool:
-    """--case-jobs N (not auto): each case's runs at once are fixed, outside any run slots."""
+    """--racegate-case-jobs N (not auto): each case's runs at once are fixed, outside any run
+    slots."""
+    jobs = options.PYTEST_FLAGS["--case-jobs"]
     for flag, value in itertools.pairwise([*pytest_args, ""]):
-        given = value if flag == "--case-jobs" else flag.removeprefix("--case-jobs=")
-        if flag.startswith("--case-jobs") and given != "auto":
+        given = value if flag == jobs else flag.removeprefix(f"{jobs}=")
+        if flag.partition("=")[0] == jobs and given != "auto":
             return True
     return False
 
@@ -407,7 +410,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    pytest_args = list(args.pytest_args)
+    pytest_args = options.to_pytest(args.pytest_args)  # short flags (`--repeat 5`) too
     started = time.monotonic()
     root = state.checkout_root()
     try:
@@ -432,7 +435,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         print(f"racegate upgrade: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if named is not None:
-        pytest_args = ["--strategies", ",".join(named), *pytest_args]
+        pytest_args = ["--racegate-strategies", ",".join(named), *pytest_args]
     sized, slots = _side_by_side(base, pytest_args)
     pytest_args = [*sized, *pytest_args]
     ab_left = "A/B" if args.ab_runs else "no A/B (--ab-runs 0)"
@@ -533,9 +536,10 @@ def _rerun(args: argparse.Namespace, extra: str = "", *, drop_caps: bool = False
         cmd += ["--python", str(args.python)]
     for link in args.find_links:
         cmd += ["--find-links", str(link)]
-    given = list(args.pytest_args)
+    given = options.to_pytest(args.pytest_args)
     if drop_caps:
-        for flag in ("--power-cap", "--control-repeat", "--control-max"):
+        caps = ("--power-cap", "--control-repeat", "--control-max")
+        for flag in (options.PYTEST_FLAGS[c] for c in caps):
             while flag in given[:-1]:
                 i = given.index(flag)
                 del given[i : i + 2]

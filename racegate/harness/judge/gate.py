@@ -3,7 +3,8 @@
 pytest's exit status for the race selection, the terminal verdict block's last line, `python -m
 harness run`'s exit, `report`'s gate.json and its Markdown/HTML headline all come from
 `decide_gate` (one group of records) or `combine` (the report's groups), so one run never reads
-as three answers. The words are defined in docs/vocabulary.md#verdict-words.
+as three answers. What each word means, and what to do, is racegate.harness.judge.words's
+(`racegate explain WORD`), which the last line names.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from racegate.harness.judge.verdict import Status, Verdict
+from racegate.harness.judge.words import explain_command
 
-WORDS_DOC = "docs/vocabulary.md#verdict-words"
+# Where a reader learns the words: a command every installed racegate has (the report names it).
+WORDS_DOC = explain_command("WORD")
 
 
 class Word(StrEnum):
@@ -54,9 +57,10 @@ class Decision:
         return self.word is Word.SAFE
 
     def line(self) -> str:
-        """The verdict block's last line: the word, what to do, and where the words are."""
+        """The verdict block's last line: the word, what to do, and the command that explains
+        the word."""
         text = (self.next or self.reason).rstrip(".")
-        return f"{self.word}: {text} (exit {self.exit_code}; words: {WORDS_DOC})"
+        return f"{self.word}: {text} (exit {self.exit_code}; {explain_command(self.word)})"
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -43,7 +43,8 @@ def read_records(paths: Iterable[Path]) -> list[run_records.RunRecord]:
     if not records:
         raise GateInputError(
             f"no run records in {', '.join(map(str, paths))}; "
-            "give JSON Lines files (pytest --results / harness run --out) or folders of them"
+            "give JSON Lines files (pytest --racegate-results / racegate run --out) or folders "
+            "of them"
         )
     return records
 

@@ -20,6 +20,12 @@ ROOT = Path(__file__).resolve().parents[3]  # the checkout, or the site-packages
 INSTALLED = ROOT.name in ("site-packages", "dist-packages")
 
 
+def own_checkout(rootdir: Path) -> bool:
+    """The project under test is racegate's own checkout (its maintainers' session, where its
+    tables are theirs to edit): racegate is not installed, and `rootdir` is the checkout."""
+    return not INSTALLED and rootdir.resolve() == ROOT
+
+
 def pythonpath(*first: str, current: str | None = None) -> str:
     """A child's PYTHONPATH: `first`, then the checkout (not an installed racegate's
     site-packages), then `current` (the variable as the parent has it)."""

@@ -612,7 +612,7 @@ def read_jsonl_counted(path: Path) -> tuple[list[RunRecord], list[int]]:
     if torn and len(torn) == lines:
         raise values.GateInputError(
             f"{path}:{torn[0]}: not a JSON-lines file (no line of it is JSON); give racegate's "
-            "records files (pytest --results / harness run --out)"
+            "records files (pytest --racegate-results / racegate run --out)"
         )
     return records, torn
 
