@@ -15,7 +15,7 @@ import pytest
 
 from racegate.cases.session import RacegateConfig
 from racegate.harness.judge.gate import decide_gate
-from racegate.harness.judge.suite import OUTCOME_ERRORS, TooSlowToJudge, judge
+from racegate.harness.judge.suite import OUTCOME_ERRORS, NotJudged, TooSlowToJudge, judge
 from racegate.harness.judge.verdict import (
     Calibration,
     Status,
@@ -527,6 +527,54 @@ def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> 
         judge([*slow, record("warmup_locked", "nested_fx_error")])
     with pytest.raises(TooSlowToJudge):
         judge([*slow, *clean])
+
+
+NOT_TOGETHER = (
+    "thread 1's work beside other threads' is not shown: 3 of the runner's looks in its steady "
+    "time beside others' steps found it running (needs ≥ 10)"
+)
+
+
+def test_runs_not_shown_concurrent_are_neither_clean_nor_a_failure() -> None:
+    """The issue-54 trainer: `processes` read "UNSAFE: failed 2 of 9 runs (not_concurrent 2)"
+    only because the runner could not show its workers overlapping. A not_concurrent run is
+    like a timeout: it never makes a strategy UNSAFE, is never a clean run, gives the control
+    no power, and the verdict says what would show the threads together."""
+    apart = [record("processes", "not_concurrent", detail=NOT_TOGETHER) for _ in range(2)]
+    control = [record("per_device", "hang", stalled_s=20.0) for _ in range(8)]
+    v = decide(
+        [*control, *runs("warmup_locked", 17), *apart, *runs("processes", 7)],
+        production="warmup_locked", probes=HAZARD,
+    )  # fmt: skip
+    p = next(s for s in v.strategies if s.strategy == "processes")
+    assert p.status is Status.INCONCLUSIVE and p.failed == 0 and not p.failed_runs, p
+    assert "2 of 9 runs could not show their threads running together (not_concurrent)" in p.why
+    assert "longer steps" in p.why and len(p.unclean_runs) == 2, p
+    assert ": not_concurrent: " in p.unclean_runs[0], p.unclean_runs
+    assert "processes are unsafe" not in v.advice and "processes is unsafe" not in v.advice
+    # As the production strategy: never UNSAFE (never exit 1, never "do not upgrade").
+    prod = decide([*control, *apart, *runs("processes", 7)], production="processes")
+    decision = decide_gate(prod)
+    assert prod.production_verdict.status is Status.INCONCLUSIVE, prod.production_verdict
+    assert str(decision.word) == "UNDECIDED" and "do not upgrade" not in decision.next
+    # Only the step's real failure makes it UNSAFE, counted alone, the others said apart.
+    failed = record("processes", "recompile_blocked", error_text="RuntimeError: Detected recompile")
+    mixed = judge_strategy("processes", [*apart, failed, *runs("processes", 6)], {})
+    assert mixed.status is Status.UNSAFE and mixed.failed == 1, mixed
+    assert mixed.failures == {"recompile_blocked": 1}, mixed.failures
+    assert "failed 1 of 9 runs (recompile_blocked 1)" in mixed.why, mixed.why
+    assert "not judged, neither clean nor failed (not_concurrent 2)" in mixed.why
+    # A control's not_concurrent run is no detection: its reason is said, and it gives no power.
+    rate = control_rates(
+        [record("per_device", "not_concurrent", detail=NOT_TOGETHER)], "per_device"
+    )
+    only = rate["cold 1×2"]
+    assert (only.hits, only.runs) == (0, 1) and only.others[0].startswith("not_concurrent: ")
+    # The case: no outcome error an expectation could absorb, and never "unsafe".
+    with pytest.raises(NotJudged, match="could not show their threads running together"):
+        judge([*apart, *runs("processes", 3)])
+    with pytest.raises(OUTCOME_ERRORS[Outcome.RECOMPILE_BLOCKED]):
+        judge([*apart, failed])
 
 
 def test_a_control_hang_at_the_timeout_is_no_detection_and_a_stalled_one_is() -> None:

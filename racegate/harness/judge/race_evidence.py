@@ -27,7 +27,11 @@ a hang at the deadline the watch did not call a stall, a stall outside the compi
 `recompile_blocked` (a warmed-up strategy's miss, not the control's race) and `timeout`.
 
 `timeout` is overload, not a hang: the run reached its deadline while the stall watch found its
-threads still at work. It counts as neither clean nor failed (`timed_out`).
+threads still at work. It counts as neither clean nor failed (`timed_out`). Nor does
+`not_concurrent`: the runner could not show the threads running together, which says nothing
+about whether the step fails (`no_evidence`; racegate.harness.scenario.vocab.NO_EVIDENCE).
+A run is a failure (`failed`) only where it shows the step failed: an error, a stall or hang, a
+fallback, a blocked recompile, an out-of-memory, a crash.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import re
 
 from racegate.harness.run import stacks
 from racegate.harness.run.record import RunRecord
-from racegate.harness.scenario.vocab import Outcome
+from racegate.harness.scenario.vocab import NO_EVIDENCE, Outcome, is_failure
 
 # Thread outcomes that are the race itself.
 RACE_OUTCOMES = frozenset({Outcome.NESTED_FX_ERROR, Outcome.SILENT_FALLBACK})
@@ -100,6 +104,25 @@ def timed_out(record: RunRecord) -> bool:
     if record.outcome == Outcome.TIMEOUT:
         return True
     return record.outcome == Outcome.HANG and record.busy_at_deadline is True
+
+
+def no_evidence(record: RunRecord) -> bool:
+    """Neither clean nor a failure: timed out still at work, or its threads were not shown
+    running together (NO_EVIDENCE)."""
+    return timed_out(record) or record.outcome in NO_EVIDENCE
+
+
+def is_failed(record: RunRecord) -> bool:
+    """The run shows that the step failed (an error, a stall, a fallback, a blocked recompile,
+    an out-of-memory, a crash): the only runs that can make a strategy UNSAFE."""
+    return is_failure(record.outcome) and not no_evidence(record)
+
+
+# What would let a not_concurrent run show its threads running together (docs/gate.md).
+SHOW_CONCURRENCY = (
+    "longer steps (more work per step), fewer runs side by side (--case-jobs, "
+    "RACEGATE_RACE_WORKERS) or a less loaded host would show them"
+)
 
 
 def _why(record: RunRecord) -> str:

@@ -19,7 +19,14 @@ from typing import Protocol
 
 from racegate.harness.judge import compare
 from racegate.harness.judge.metrics import wilson_interval
-from racegate.harness.judge.race_evidence import other_reason, shows_race, timed_out
+from racegate.harness.judge.race_evidence import (
+    SHOW_CONCURRENCY,
+    is_failed,
+    no_evidence,
+    other_reason,
+    shows_race,
+    timed_out,
+)
 from racegate.harness.run.record import RunRecord
 from racegate.harness.scenario.versions import ABSENT
 from racegate.harness.scenario.vocab import STRATEGIES, Outcome, Strategy
@@ -440,6 +447,34 @@ def describe_failed_run(record: RunRecord) -> str:
     return f"{run}: {record.outcome}: {' '.join(why.split())[:72]}"
 
 
+def _unjudged_why(unjudged: Sequence[RunRecord], n: int) -> str:
+    """Why runs that are neither clean nor failed prove nothing, and what would decide them."""
+    slow = sum(1 for r in unjudged if timed_out(r))
+    apart = len(unjudged) - slow
+    parts = []
+    if slow:
+        parts.append(
+            f"{slow} of {n} runs timed out still at work (not stalled): too slow to judge; "
+            "rerun with fewer runs side by side (--case-jobs, RACEGATE_RACE_WORKERS) or give "
+            "them a longer --run-timeout"
+        )
+    if apart:
+        s = "s" * (apart != 1)
+        parts.append(
+            f"{apart} of {n} run{s} could not show {'their' if apart != 1 else 'its'} threads "
+            f"running together (not_concurrent): {SHOW_CONCURRENCY}"
+        )
+    return "; ".join(parts)
+
+
+def _unjudged_note(unjudged: Sequence[RunRecord]) -> str:
+    """' (besides, 2 runs neither clean nor failed: ...)' for an UNSAFE line, or ''."""
+    if not unjudged:
+        return ""
+    what = ", ".join(f"{k} {v}" for k, v in Counter(r.outcome for r in unjudged).items())
+    return f"; besides, {len(unjudged)} not judged, neither clean nor failed ({what})"
+
+
 def judge_strategy(
     strategy: str,
     records: list[RunRecord],
@@ -451,8 +486,8 @@ def judge_strategy(
     """One strategy's status from its runs here, the control's rates and the probe verdicts."""
     if not records:
         return StrategyVerdict(strategy, Status.NOT_RUN, 0, 0, why="no run of it here")
-    failed = [r for r in records if r.outcome != Outcome.OK and not timed_out(r)]
-    slow = [r for r in records if timed_out(r)]
+    failed = [r for r in records if is_failed(r)]
+    unjudged = [r for r in records if no_evidence(r)]
     n = len(records)
     if strategy == cal.control and failed and not any(shows_race(r) for r in failed):
         # The control's failures gave no power, and show nothing unsafe about it either.
@@ -470,18 +505,16 @@ def judge_strategy(
         covered = tuple(f"{c}: {k} failed" for c, k in sorted(cells.items()))
         return StrategyVerdict(
             strategy, Status.UNSAFE, n, len(failed), failures, covered,
-            f"failed {len(failed)} of {n} runs ({what})",
+            f"failed {len(failed)} of {n} runs ({what}){_unjudged_note(unjudged)}",
             failed_runs=tuple(map(describe_failed_run, failed)),
         )  # fmt: skip
-    if slow:  # fail closed: no failure shown, but these runs did not finish either
-        cells = Counter(cell_of(r) for r in slow)
-        covered = tuple(f"{c}: {k} too slow" for c, k in sorted(cells.items()))
+    if unjudged:  # fail closed: no failure shown, but these runs are no clean runs either
+        cells = Counter(cell_of(r) for r in unjudged)
+        covered = tuple(f"{c}: {k} not judged" for c, k in sorted(cells.items()))
         return StrategyVerdict(
             strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
-            f"{len(slow)} of {n} runs timed out still at work (not stalled): too slow to "
-            "judge, no failure shown; rerun with fewer runs side by side (--jobs, "
-            "RACEGATE_RACE_WORKERS) or give them a longer --run-timeout",
-            unclean_runs=tuple(map(describe_failed_run, slow)),
+            f"{_unjudged_why(unjudged, n)}: no failure shown, no clean run either",
+            unclean_runs=tuple(map(describe_failed_run, unjudged)),
         )  # fmt: skip
     return _clean(strategy, records, probes, rates or {}, cal, torch_version)
 

@@ -254,6 +254,17 @@ SEVERITY: tuple[Outcome, ...] = (
     Outcome.OK,
 )
 
+# Outcomes that are neither clean nor a failure: the run shows nothing either way. `timeout`:
+# too slow to judge (at work at its deadline); `not_concurrent`: its threads were not shown
+# running together. Such a run never makes a strategy UNSAFE, never counts as a clean run and
+# never gives the positive control power (docs/gate.md, racegate.harness.judge.race_evidence).
+NO_EVIDENCE: frozenset[Outcome] = frozenset({Outcome.TIMEOUT, Outcome.NOT_CONCURRENT})
+
+
+def is_failure(outcome: str) -> bool:
+    """The outcome is evidence that the step failed: neither `ok` nor a NO_EVIDENCE outcome."""
+    return outcome != Outcome.OK and outcome not in NO_EVIDENCE
+
 
 # The built-in workload's injected slowdown, a TEST TOOL (racegate.model.workload.SlowedReplica):
 # the fraction of a step added as real extra work. A/B calibrations set it on the candidate; an A/B
