@@ -672,3 +672,89 @@ def test_every_word_the_verdict_block_prints_is_defined_on_the_page_it_names() -
         assert label in section, label
     assert any(line.startswith("positive control per_device failed: ") for line in block)
     assert any("ran: " in line for line in block) and any("failed: " in line for line in block)
+
+
+def _raised(call) -> BaseException:
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    raise AssertionError(f"{call} raised nothing")
+
+
+def _own(rec: RunRecord) -> RunRecord:
+    scenario = dataclasses.replace(rec.scenario, workload="tests.own_bug_workload:make_workload")
+    return dataclasses.replace(rec, scenario=scenario)
+
+
+def test_the_trainers_own_error_is_named_not_read_as_a_race_regression() -> None:
+    """Issue 54: a make_replica that raises a plain ValueError read "UNSAFE ... do not upgrade",
+    exactly like a race regression. Decided from the record (the raising frame in the
+    workload's code, no frame of torch's compiler): still UNSAFE (the step failed here), but
+    the line says the trainer raised it, and the advice is to fix the trainer."""
+    import traceback
+
+    from racegate.harness.judge.decide import exit_finding
+    from racegate.harness.judge.outcomes import NESTED_FX_MESSAGE
+    from racegate.harness.judge.race_evidence import own_error
+    from racegate.harness.run.protocol import ChildEvidence
+    from racegate.harness.run.threads import error_chain_text
+    from tests import own_bug_workload as own_bug
+
+    # make_replica raises in the child before its threads start: the child exits 1, its
+    # stderr's traceback tail in the record (as the worker's Python prints it).
+    exc = _raised(
+        lambda: own_bug.make_workload("replica_raise").make_replica("cpu", "eager", seed=0)
+    )
+    stderr = "".join(traceback.format_exception(exc))
+    child = ChildEvidence(1, False, 0, None, None, (), "", stderr, 1.0)
+    found = exit_finding(child, 60.0)
+    assert found is not None and found.outcome is Outcome.CRASH
+    crashed = _own(record("eager", "crash", detail=found.reason))
+    said = own_error(crashed)
+    assert said is not None and said.startswith(
+        "your code raised ValueError: bucket size 32 is larger than the model's 8 in make_replica"
+    ), said
+    # The step raises in a thread: the thread's error text, traceback and all.
+    replica = own_bug.make_workload("step_raise").make_replica(torch_device(), "eager", seed=0)
+    replica.step(0)
+    text = error_chain_text(_raised(lambda: replica.step(0)))
+    stepped = _own(record("eager", "other_error", error_text=text))
+    said = own_error(stepped)
+    assert said is not None and " in step (own_bug_workload.py:" in said, said
+    # Not the trainer's: an error raised inside torch, and the race itself.
+    import torch
+
+    in_torch = error_chain_text(_raised(lambda: torch.zeros(2) @ torch.zeros(3)))
+    assert own_error(_own(record("eager", "other_error", error_text=in_torch))) is None
+    race = f"RuntimeError: {NESTED_FX_MESSAGE}"
+    assert own_error(_own(record("eager", "nested_fx_error", error_text=race))) is None
+    # The verdict and the gate: UNSAFE quoting the trainer's error; never "do not upgrade".
+    control = [record("per_device", "hang", stalled_s=20.0) for _ in range(4)]
+    v = decide([*control, crashed, crashed], production="eager")
+    p = v.production_verdict
+    assert p.status is Status.UNSAFE and p.own_error, p
+    assert p.why.startswith("your code raised ValueError: bucket size 32"), p.why
+    decision = decide_gate(v)
+    assert str(decision.word) == "UNSAFE", decision
+    assert decision.next.startswith("fix the trainer") and "do not upgrade" not in decision.next
+    block = " ".join(" ".join(render(v, decision)).split())
+    assert "the trainer's own bug, not the race" in block, block
+    # `racegate upgrade` says whether it fails on both sides (then it is not the upgrade).
+    from racegate.harness.judge.race_evidence import own_error_sides
+
+    both = own_error_sides([crashed], [stepped], "eager")
+    assert "the current environment fails the same way: not the upgrade" in both, both
+    only = own_error_sides(runs("eager", 2), [stepped], "eager")
+    assert "only with the candidate" in only, only
+    assert own_error_sides([crashed], runs("eager", 2), "eager") == ""
+    # A race failure beside it is still read as the race: no trainer's-bug advice.
+    mixed = decide([*control, crashed, record("eager", "nested_fx_error")], production="eager")
+    assert mixed.production_verdict.own_error is None
+    assert mixed.advice.startswith("do not upgrade"), mixed.advice
+
+
+def torch_device():
+    import torch
+
+    return torch.device("cpu")

@@ -24,6 +24,7 @@ from racegate.harness.judge.race_evidence import (
     is_failed,
     no_evidence,
     other_reason,
+    own_error,
     shows_race,
     timed_out,
 )
@@ -203,6 +204,9 @@ class StrategyVerdict:
     # INCONCLUSIVE: each run that was neither clean nor a failure (a timeout, the control's
     # failure for another reason), which one and why: two invocations that differ say where
     unclean_runs: tuple[str, ...] = ()
+    # UNSAFE where every failed run is the trainer's own error, outside torch
+    # (racegate.harness.judge.race_evidence.own_error): what it raised, where.
+    own_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -503,10 +507,18 @@ def judge_strategy(
         what = ", ".join(f"{k} {v}" for k, v in failures.items())
         cells = Counter(cell_of(r) for r in failed)
         covered = tuple(f"{c}: {k} failed" for c, k in sorted(cells.items()))
+        count = f"failed {len(failed)} of {n} runs ({what}){_unjudged_note(unjudged)}"
+        own = [e for r in failed if (e := own_error(r))]
+        if own and len(own) == len(failed):
+            why = f"{own[0]}: {count}"
+        elif own:
+            why = f"{count}; {len(own)} of them the trainer's own error: {own[0]}"
+        else:
+            why = count
         return StrategyVerdict(
-            strategy, Status.UNSAFE, n, len(failed), failures, covered,
-            f"failed {len(failed)} of {n} runs ({what}){_unjudged_note(unjudged)}",
+            strategy, Status.UNSAFE, n, len(failed), failures, covered, why,
             failed_runs=tuple(map(describe_failed_run, failed)),
+            own_error=own[0] if own and len(own) == len(failed) else None,
         )  # fmt: skip
     if unjudged:  # fail closed: no failure shown, but these runs are no clean runs either
         cells = Counter(cell_of(r) for r in unjudged)
@@ -552,6 +564,11 @@ def _advice(production: StrategyVerdict, others: list[StrategyVerdict], control:
         )
     safe = [s.strategy for s in others if s.status is Status.SAFE]
     switch = f"; {', '.join(safe)} held here" if safe else ""
+    if production.own_error:  # not torch's doing: no upgrade decision until the trainer runs
+        return (
+            f"fix the trainer before judging an upgrade: {p} {production.why}{switch}{tail} "
+            "(`racegate upgrade` says whether it fails on both sides)."
+        )
     return f"do not upgrade with {p}: {production.why}{switch}{tail}."
 
 
