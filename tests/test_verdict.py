@@ -36,6 +36,7 @@ from racegate.harness.run.record import (
 )
 from racegate.harness.scenario.spec import make_scenario
 from racegate.harness.scenario.vocab import Outcome, Schedule, Strategy
+from racegate.harness.scenario.workload_api import DEFAULT_WORKLOAD
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = {"torch": "2.13.0+cpu", "transformers": "5.17.0", "python": "3.12.3"}
@@ -758,3 +759,58 @@ def torch_device():
     import torch
 
     return torch.device("cpu")
+
+
+def _on_gpu(rec: RunRecord, workload: str, torch: str = "2.11.0+cu130") -> RunRecord:
+    scenario = dataclasses.replace(rec.scenario, devices=("cuda:0",), workload=workload)
+    versions = Versions(**(VERSIONS | {"torch": torch}))
+    return dataclasses.replace(rec, scenario=scenario, versions=versions)
+
+
+def test_a_production_strategy_the_table_expects_to_fail_gets_a_verdict_quoting_the_row() -> None:
+    """Issue 54: transformers' Qwen3 trainer, gated with `--production-strategy warmup` on one
+    H100 (torch 2.11), got exit 4: "race.toml row 9 expects the production strategy 'warmup' to
+    fail ... fix the trainer". The user asked whether their way of training is safe; racegate
+    knows a reason it is not: UNSAFE, quoting the row's reason and source (a fact about torch:
+    it applies to any workload whose strategy is warmed up as `warmup` is)."""
+    from racegate.harness.judge import race_expectations as rx
+
+    user = "examples.qwen3_flex_workload:make_workload"
+    control = [_on_gpu(r, user) for r in runs("singleton", 4, failed=4)]
+    clean = [_on_gpu(r, user) for r in runs("warmup", 30)]
+    cal = Calibration(control="singleton")
+    v = decide([*control, *clean], production="warmup", calibration=cal, probes=HAZARD)
+    p = v.production_verdict
+    row = next(
+        r for r in rx.load() if r.strategies == {Strategy.WARMUP} and r.scope.device == "cuda"
+    )
+    assert p.status is Status.UNSAFE, p
+    assert f"race.toml row {row.row} expects it to fail here (recompile_blocked)" in p.why, p.why
+    assert row.reason in p.why and row.source in p.why, p.why
+    assert "its 30 runs here did not show it" in p.why, p.why
+    decision = decide_gate(v)
+    assert str(decision.word) == "UNSAFE" and decision.exit_code == 1, decision
+    # Its own runs' failure first, the row beside it.
+    failed = _on_gpu(record("warmup", "recompile_blocked"), user)
+    v = decide([*control, failed, *clean[:8]], production="warmup", calibration=cal)
+    assert v.production_verdict.why.startswith("failed 1 of 9 runs (recompile_blocked 1)")
+    assert f"a known failure: racegate/harness/expectations/race.toml row {row.row}" in (
+        v.production_verdict.why
+    )
+    # Without the table (or where no row covers it: torch 2.10) the clean runs decide.
+    assert decide([*control, *clean], production="warmup", calibration=cal, expected=[],
+                  probes=HAZARD).production_verdict.status is Status.SAFE  # fmt: skip
+    older = [_on_gpu(r, user, torch="2.10.0+cu128") for r in [*control, *clean]]
+    assert decide(older, production="warmup", calibration=cal).passed
+    # A row about racegate's drafter (its singleton, torch >= 2.13 on cuda) is not about a
+    # user's singleton: only the drafter's own runs get it.
+    mine = [
+        _on_gpu(r, user, "2.13.0+cu130")
+        for r in [*runs("warmup", 4, failed=4), *runs("singleton", 30)]
+    ]
+    theirs = decide(mine, production="singleton", calibration=Calibration(control="warmup"))
+    assert "race.toml row" not in theirs.production_verdict.why, theirs.production_verdict
+    builtin = [_on_gpu(r, DEFAULT_WORKLOAD, "2.13.0+cu130") for r in mine]
+    ours = decide(builtin, production="singleton", calibration=Calibration(control="warmup"))
+    assert ours.production_verdict.status is Status.UNSAFE and "about drafter" not in ours.advice
+    assert "race.toml row" in ours.production_verdict.why, ours.production_verdict

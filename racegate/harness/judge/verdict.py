@@ -13,11 +13,11 @@ import math
 import textwrap
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
 
-from racegate.harness.judge import compare
+from racegate.harness.judge import compare, race_expectations
 from racegate.harness.judge.metrics import wilson_interval
 from racegate.harness.judge.race_evidence import (
     SHOW_CONCURRENCY,
@@ -31,6 +31,7 @@ from racegate.harness.judge.race_evidence import (
 from racegate.harness.run.record import RunRecord
 from racegate.harness.scenario.versions import ABSENT
 from racegate.harness.scenario.vocab import STRATEGIES, Outcome, Strategy
+from racegate.harness.scenario.workload_api import DEFAULT_WORKLOAD
 
 
 class Decided(Protocol):
@@ -581,6 +582,45 @@ def _hardware(record: RunRecord) -> str:
     return f"{name} ×{len(hw.device_names or [name])} of {count}"
 
 
+def known_failure(
+    records: Iterable[RunRecord], expected: Sequence[race_expectations.ExpectedFailure]
+) -> race_expectations.ExpectedFailure | None:
+    """The first race.toml row that covers one of these runs (its versions, device, cell, and
+    its strategy by spec or, for the drafter, by name); None where none does."""
+    for r in records:
+        s = r.scenario
+        row = race_expectations.match(
+            list(expected),
+            torch_version=r.versions.torch,
+            transformers_version=r.versions.transformers,
+            device=s.devices[0],
+            strategy=str(s.strategy),
+            cache_state=s.cache_state,
+            threads_per_device=s.threads_per_device,
+            devices=len(s.devices),
+            spec=s.spec,
+            drafter=s.workload == DEFAULT_WORKLOAD,
+        )
+        if row is not None:
+            return row
+    return None
+
+
+def _known(v: StrategyVerdict, row: race_expectations.ExpectedFailure) -> StrategyVerdict:
+    """The production strategy's verdict where racegate's table expects it to fail here: a
+    known failure is an answer (UNSAFE), quoting the row; its own failed runs, if any, first."""
+    where = f"racegate/harness/expectations/race.toml row {row.row}"
+    outcomes = "|".join(row.outcomes)
+    quote = f"{where} expects it to fail here ({outcomes}): {row.reason} (source: {row.source})"
+    if v.status is Status.UNSAFE:
+        return replace(v, why=f"{v.why}; a known failure: {where}")
+    ran = f"its {v.runs} run{'s' * (v.runs != 1)} here did not show it, but " if v.runs else ""
+    return replace(
+        v, status=Status.UNSAFE,
+        why=f"{ran}{quote}",
+    )  # fmt: skip
+
+
 def decide(
     records: Iterable[RunRecord],
     *,
@@ -590,6 +630,7 @@ def decide(
     calibration: Calibration = Calibration(),
     versions: Mapping[str, str] | None = None,
     hardware: str | None = None,
+    expected: Sequence[race_expectations.ExpectedFailure] | None = None,
 ) -> Verdict:
     """The verdict for one hardware × torch × transformers set of records.
 
@@ -598,7 +639,9 @@ def decide(
     this torch;
     strategies: those asked for, so an asked strategy with no run shows as NOT RUN;
     calibration: the positive control and the power asked of clean runs; versions/hardware:
-    when the records say none.
+    when the records say none; expected: racegate's table of known failures (None: the committed
+    racegate/harness/expectations/race.toml): a row covering the production strategy's runs
+    makes it UNSAFE, quoting the row.
     """
     records = list(records)
     probes = probes or {}
@@ -614,6 +657,11 @@ def decide(
     verdicts = tuple(
         judge_strategy(n, by[n], probes, rates, calibration, torch_version) for n in names
     )
+    if expected is None:
+        expected = race_expectations.load()
+    row = known_failure(by[production], expected) if production != control else None
+    if row is not None:
+        verdicts = (_known(verdicts[0], row), *verdicts[1:])
     return Verdict(
         versions=found,
         hardware=_hardware(first) if first else (hardware or "?"),

@@ -152,6 +152,24 @@ STRATEGIES: dict[Strategy, StrategySpec] = {
 }
 
 
+# The fields that say how a strategy meets the race (what it compiles, when, under which lock,
+# in which topology): two strategies alike in these meet the same facts about torch, whatever
+# their names (racegate/harness/expectations/race.toml's `about = "torch"` rows).
+RACE_FIELDS = (
+    "compiled",
+    "warmed_up",
+    "locked",
+    "one_process_per_worker",
+    "races_lazily",
+    "nested_fx_trace_off",
+)
+
+
+def same_race_spec(a: StrategySpec, b: StrategySpec) -> bool:
+    """The two specs meet the race alike (RACE_FIELDS)."""
+    return all(getattr(a, f) == getattr(b, f) for f in RACE_FIELDS)
+
+
 def strategies_where(**fields: bool) -> tuple[Strategy, ...]:
     """The strategies whose spec has every given field value, in registry order."""
     return tuple(
