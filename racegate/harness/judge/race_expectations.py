@@ -182,8 +182,9 @@ def read(path: Path) -> dict[str, Any]:
         raise GateInputError(f"{path}: cannot read the race table: {exc}") from None
 
 
-def load(path: Path = DEFAULT_TABLE) -> list[ExpectedFailure]:
-    """Parse and validate the table."""
+def load(path: Path | None = None) -> list[ExpectedFailure]:
+    """Parse and validate the table (None: DEFAULT_TABLE, read when called)."""
+    path = DEFAULT_TABLE if path is None else path
     return parse(read(path), path.name)
 
 
