@@ -7,7 +7,8 @@ py=${PYTHON:-.venv/bin/python}
 old=$(mktemp -d)
 trap 'rm -rf "$old"' EXIT
 git archive "${OLD:-4c61540}" racegate | tar -x -C "$old"
-PYTHONPATH="$old" "$py" "$here/rejudge.py" judge results > "$here/old.json"
-PYTHONPATH="$PWD" "$py" "$here/rejudge.py" judge results > "$here/new.json"
+git ls-tree -r --name-only "${OLD:-4c61540}" results/ > "$old/files.txt"  # the records main had
+PYTHONPATH="$old" "$py" "$here/rejudge.py" judge results "$old/files.txt" > "$here/old.json"
+PYTHONPATH="$PWD" "$py" "$here/rejudge.py" judge results "$old/files.txt" > "$here/new.json"
 "$py" "$here/rejudge.py" table "$here/old.json" "$here/new.json" > "$here/table.md"
 cat "$here/table.md"

@@ -1,8 +1,9 @@
 """Re-judge every committed record under results/ with whichever racegate is on PYTHONPATH.
 
-`rejudge.py judge RESULTS > out.json`: each records file (a *.jsonl, inside a folder's
-data.tar.xz or records.jsonl.xz too) is read, its records grouped as the report groups them
-(torch × transformers × device × production × control), and each group judged by
+`rejudge.py judge RESULTS [FILES] > out.json` (FILES: a list of the paths to judge, as
+`git ls-tree -r --name-only COMMIT results/` prints them): each records file (a *.jsonl, inside
+a folder's data.tar.xz or records.jsonl.xz too) is read, its records grouped as the report
+groups them (torch × transformers × device × production × control), and each group judged by
 racegate.harness.judge.verdict.decide with that torch's probe table; the JSON says each
 strategy's status, why, and how many runs of it were not_concurrent.
 `rejudge.py table OLD.json NEW.json` prints the Markdown table of what changed.
@@ -36,7 +37,7 @@ def record_files(results: Path, scratch: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def judge(results: Path) -> dict[str, object]:
+def judge(results: Path, only: set[str] | None = None) -> dict[str, object]:
     from racegate.harness.judge import probe_expectations
     from racegate.harness.judge.verdict import Calibration, cell_of, decide
     from racegate.harness.run.record import read_jsonl
@@ -45,6 +46,8 @@ def judge(results: Path) -> dict[str, object]:
     out: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:  # mkdtemp: private (0700), unpredictable
         for name, path in record_files(results, Path(tmp)):
+            if only is not None and name.split(":")[0] not in only:
+                continue  # not committed at the old commit
             try:
                 records = read_jsonl(path, skip_torn=True)
             except ValueError as exc:
@@ -91,6 +94,8 @@ def table(old: dict, new: dict) -> list[str]:
     ]
     same = changed = 0
     for name, groups in new.items():
+        if name not in old:  # records added since the old commit: nothing to compare
+            continue
         for group, strategies in (groups if isinstance(groups, dict) else {}).items():
             if "error" in strategies:
                 continue
@@ -112,7 +117,11 @@ def table(old: dict, new: dict) -> list[str]:
 
 if __name__ == "__main__":
     if sys.argv[1] == "judge":
-        json.dump(judge(Path(sys.argv[2])), sys.stdout, indent=1, sort_keys=True)
+        only = None
+        if len(sys.argv) > 3:  # `git ls-tree -r --name-only OLD results/`: those files only
+            listed = Path(sys.argv[3]).read_text().split()
+            only = {n.removeprefix("results/") for n in listed}
+        json.dump(judge(Path(sys.argv[2]), only), sys.stdout, indent=1, sort_keys=True)
     else:
         old, new = (json.loads(Path(p).read_text()) for p in sys.argv[2:4])
         print("\n".join(table(old, new)))
