@@ -37,9 +37,11 @@ class _Shared:
 
 
 class _Replica:
-    def __init__(self, kind: str, seconds: float, order: int, shared: _Shared) -> None:
+    def __init__(
+        self, device: torch.device, kind: str, seconds: float, order: int, shared: _Shared
+    ) -> None:
         self.kind, self.seconds, self.order, self.shared = kind, seconds, order, shared
-        self.w = torch.randn(16, 16)
+        self.w = torch.randn(16, 16, device=device)  # on a GPU: a kernel launched each step
         self.steps = 0
 
     def _work(self) -> None:
@@ -86,7 +88,7 @@ class StepLengthWorkload:
         with self.shared.lock:
             order = self.shared.made
             self.shared.made += 1
-        return _Replica(self.kind, self.seconds, order, self.shared)
+        return _Replica(torch.device(device), self.kind, self.seconds, order, self.shared)
 
     def flops_per_step(self, shape: int) -> float | None:
         return None

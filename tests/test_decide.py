@@ -627,6 +627,3 @@ def test_threads_taking_turns_at_the_gil_ran_together_a_lock_or_a_late_start_did
     else:
         assert max(interleaved) == 0, (at_work, interleaved)
         assert rec.threads_concurrent == 0 and rec.detail, rec.detail
-    if kind == "locked" and step_s > TICK_S:
-        # Each thread at work only while the other waits parked: no overlap of work at all.
-        assert "overlapped other threads' steps for 0%" in (rec.detail or ""), rec.detail

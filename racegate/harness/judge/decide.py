@@ -172,10 +172,13 @@ def overlap_shares(
     A thread's own steps count up to the quota it was asked for (warm-up + steps): past it, it
     only keeps the others company until they have theirs, and its last such step may run alone.
 
-    Where the runner's looks read the threads' CPU times (`looks`, per thread), a step counts
-    from the last look that found its thread not yet at work in it (parked on a lock or an
-    event at its start: its CPU time under PROGRESS_S past the step's start): a thread parked
-    in its step for a whole turn of another is not inside it in any sense the race needs.
+    Where the runner's looks read the threads' CPU times (`looks`, per thread), another
+    thread's step counts as company only from the last look that found it not yet at work in
+    it (parked on a lock or an event at its start: its CPU time under PROGRESS_S past the
+    step's start): a thread parked in its first step while this one does all of its steps kept
+    it no company the race needs. The thread's own steps count whole: a production strategy
+    that serialises part of its step (a lock around its compiled forward) waits inside its own
+    steps while the others work beside it.
     """
     seen = list(looks) or [None] * len(reports)
     intervals = [
@@ -185,7 +188,7 @@ def overlap_shares(
     shares = []
     for i, report in enumerate(reports):
         mine = replace(report, steps=report.steps[:quota])
-        own = [_at_work_span(s, seen[i]) for s in steady_steps(mine, warmup_steps)]
+        own = [(s.start, s.end) for s in steady_steps(mine, warmup_steps)]
         others = [iv for j, ivs in enumerate(intervals) if j != i for iv in ivs]
         shares.append(metrics.overlap_share(own, [*others, *hooks]))
     return shares

@@ -67,10 +67,16 @@ def judge(records: list[RunRecord]) -> None:
     if failed and not real:
         slow = sum(1 for r in failed if timed_out(r))
         apart = len(failed) - slow
-        parts = [f"{slow} timed out still at work (not stalled): too slow to judge"] * bool(slow)
-        parts += [f"{apart} could not show their threads running together: {SHOW_CONCURRENCY}"] * (
-            bool(apart)
-        )
+        parts = []
+        if slow:
+            parts.append(
+                f"{slow} timed out still at work (not stalled): too slow to judge; rerun with "
+                "fewer runs side by side or give them a longer --run-timeout"
+            )
+        if apart:
+            parts.append(
+                f"{apart} could not show their threads running together: {SHOW_CONCURRENCY}"
+            )
         kind = TooSlowToJudge if not apart else NotJudged
         raise kind(f"not judged: of {len(records)} run(s), {'; '.join(parts)}:\n{explain(records)}")
     if real:

@@ -464,9 +464,8 @@ def _unjudged_why(unjudged: Sequence[RunRecord], n: int) -> str:
             "them a longer --run-timeout"
         )
     if apart:
-        s = "s" * (apart != 1)
         parts.append(
-            f"{apart} of {n} run{s} could not show {'their' if apart != 1 else 'its'} threads "
+            f"{apart} of {n} runs could not show {'their' if apart != 1 else 'its'} threads "
             f"running together (not_concurrent): {SHOW_CONCURRENCY}"
         )
     return "; ".join(parts)
@@ -526,7 +525,8 @@ def judge_strategy(
         covered = tuple(f"{c}: {k} not judged" for c, k in sorted(cells.items()))
         return StrategyVerdict(
             strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
-            f"{_unjudged_why(unjudged, n)}: no failure shown, no clean run either",
+            f"{_unjudged_why(unjudged, n)}: {'it is' if len(unjudged) == 1 else 'they are'} "
+            "neither clean nor failed, and a SAFE needs every run clean",
             unclean_runs=tuple(map(describe_failed_run, unjudged)),
         )  # fmt: skip
     return _clean(strategy, records, probes, rates or {}, cal, torch_version)
