@@ -56,6 +56,9 @@ def test_a_busy_thread_is_found_running_and_one_waiting_on_a_lock_never(tmp_path
     # brings it up to date only at scheduler ticks, and looks read it as 1 0 1 0 ... cores.
     busy, blocked = (sum(t.running) / len(t.running) for t in traces)
     assert busy > 0.9 and blocked == 0, (busy, blocked)
+    # Each look also reads the thread's CPU time: the busy one's moved, the blocked one's not.
+    moved = [t.cpu[-1] - t.cpu[0] for t in traces]
+    assert moved[0] > 0.05 and moved[1] < 0.001, moved  # a loaded 2-core box: ~0.4 s of 1.5
 
 
 def test_a_child_that_never_names_its_threads_is_not_sampled(tmp_path: Path) -> None:
@@ -76,3 +79,37 @@ def test_the_sampler_takes_a_higher_priority_where_allowed(tmp_path: Path) -> No
                 break
             time.sleep(0.01)
     assert nice == want
+
+
+STEP_LENGTH = "tests.step_length_workload:make_workload"
+
+
+@pytest.mark.parametrize("step_ms", [1, 10])
+@pytest.mark.parametrize(("kind", "outcome"), [
+    ("free", "ok"), ("locked", "not_concurrent"), ("serial", "not_concurrent"),
+])  # fmt: skip
+def test_short_gil_holding_steps_run_together_a_lock_or_a_late_start_do_not(
+    kind: str, outcome: str, step_ms: int
+) -> None:
+    """Issue 54, on real threads and the real runner (its sampler, the child's steps): steps of
+    1 ms and 10 ms that hold the GIL interleave, and the run is concurrent; the same steps
+    under a lock around the whole step, or with one thread starting once the other has done
+    its steps, still fail closed as not_concurrent."""
+    from racegate.harness.doors.pipeline import run_scenario
+    from racegate.harness.scenario.spec import make_scenario
+
+    sc = make_scenario(
+        preset=f"{kind}-{step_ms}ms", strategy="eager", workload=STEP_LENGTH,
+        steps=20 if step_ms > 1 else 40, warmup_steps=1, threads_per_device=2,
+        timeout_s=120, stall_s=0.0,
+    )  # fmt: skip
+    record = run_scenario(sc)
+    threads = [(t.steps_at_work, t.steps_interleaved, t.coactive_share) for t in record.threads]
+    assert record.outcome == outcome, (record.detail, threads)
+    if kind == "free":
+        assert record.threads_concurrent == 2, threads
+    elif kind == "locked":  # never at work in its step while the other moved on
+        assert max(t.steps_interleaved or 0 for t in record.threads) == 0, threads
+    else:  # the first thread's steps ran while the other waited parked in its first step
+        first = record.threads[0].overlap_share
+        assert first is not None and first < 0.5, (first, record.detail)

@@ -127,7 +127,7 @@ def test_a_control_that_failed_for_another_reason_never_yields_safe(case: str, p
     assert "the control failed for another reason: cold 1×2 (" in p.why, p.why
     c = next(s for s in v.strategies if s.strategy == "per_device")
     assert c.status is Status.INCONCLUSIVE, c.why
-    if case != "timeout":
+    if case not in ("timeout", "serialised"):  # neither is a failure (race_evidence.is_failed)
         assert "7 of 7 runs failed, none with the race: the control failed for another" in c.why
     assert "unsafe" not in v.advice, v.advice
     text = " ".join("\n".join(render(v, decide_gate(v))).split())

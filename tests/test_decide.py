@@ -7,7 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from racegate.harness.judge.decide import COACTIVE_SHARE, CONCURRENCY_SHARE, record_run
+from racegate.harness.judge.decide import (
+    COACTIVE_SHARE,
+    CONCURRENCY_SHARE,
+    INTERLEAVED_SHARE,
+    record_run,
+)
 from racegate.harness.judge.metrics import coactivity, merge, overlap_share
 from racegate.harness.run.protocol import (
     Built,
@@ -521,3 +526,104 @@ def test_a_crash_before_any_thread_reported_says_nothing_of_co_activity() -> Non
     rec = record_run(evidence(child(None, rc=-signal.SIGSEGV, progress=(built,))))
     assert rec.outcome == "crash" and "SIGSEGV" in (rec.detail or ""), rec.detail
     assert "not in a turn alone" not in (rec.detail or ""), rec.detail
+
+
+# Threads on one GIL (issue 54): a model of what the runner sees, to test the interleaving rule
+# as a pure function; tests/test_activity.py's process cases show it on real threads.
+TURN_S = 0.005  # the GIL's switch interval: a thread holding it gives it up after this long
+LOOK_S = 0.002  # the runner's looks (racegate.harness.run.activity.SAMPLE_EVERY_S)
+TICK_S = 0.004  # the scheduler's tick (CONFIG_HZ=250)
+
+
+def on_one_gil(kind: str, step_s: float, until: float = 1.2) -> list[ThreadReport | ThreadActivity]:
+    """Two threads whose steps each need `step_s` of CPU, on one GIL: `free` takes turns at it
+    every TURN_S (a step cut by a turn goes on at the thread's next turn), `locked` runs whole
+    steps in turn under a lock (the waiting thread parked in its step), `serial` has thread 1
+    start once thread 0 is done. Returns both threads' reports, then their looks: at each look
+    a thread's CPU time as the kernel shows it (up to date while it waits, as of its last turn's
+    start or its last scheduler tick while it runs)."""
+    dt = 0.0001
+    cpu = [0.0, 0.0]
+    shown = [0.0, 0.0]
+    steps: list[list[Step]] = [[], []]
+    left = [step_s, step_s]
+    start = [0.0, 0.0]
+    cpu0 = [0.0, 0.0]
+    looks: list[list[tuple[float, int, float]]] = [[], []]
+    running = 0
+    t = 0.0
+    serial_from = until / 2
+    next_look = next_tick = 0.0
+    turn_end = TURN_S
+    while t < until:
+        if kind == "free" and t >= turn_end:
+            shown[running] = cpu[running]  # switched out: its count is brought up to date
+            running, turn_end = 1 - running, t + TURN_S
+            shown[running] = cpu[running]
+        if kind == "serial":
+            running = 0 if t < serial_from else 1
+            if t >= serial_from and not steps[1] and start[1] < serial_from:
+                start[1] = cpu0[1] = t
+                cpu0[1] = cpu[1]
+        if t >= next_tick:  # the scheduler's tick brings the running thread's count up to date
+            shown[running] = cpu[running]
+            next_tick += TICK_S
+        i = running
+        cpu[i] += dt
+        left[i] -= dt
+        if left[i] <= 1e-12:
+            end = t + dt
+            steps[i].append(Step(0, start[i], end, 1, not steps[i], None, None, cpu0[i], end))
+            left[i] = step_s
+            start[i], cpu0[i] = end, cpu[i]
+            if kind == "locked":  # the lock passes to the other thread, parked since its start
+                shown[i] = cpu[i]
+                running = 1 - i
+                shown[running] = cpu[running]
+        if t >= next_look:
+            for k in (0, 1):
+                looks[k].append((t, int(k == running), cpu[k] if k != running else shown[k]))
+            next_look += LOOK_S
+        t += dt
+    reports = [ThreadReport(k, "cpu", True, None, 0, tuple(steps[k])) for k in (0, 1)]
+    acts = [ThreadActivity(k + 1, *(tuple(x) for x in zip(*looks[k], strict=True))) for k in (0, 1)]
+    return [*reports, *acts]
+
+
+@pytest.mark.parametrize("step_s", [0.001, 0.01], ids=["1ms", "10ms"])
+@pytest.mark.parametrize(("kind", "outcome"), [
+    ("free", "ok"), ("locked", "not_concurrent"), ("serial", "not_concurrent"),
+])  # fmt: skip
+def test_threads_taking_turns_at_the_gil_ran_together_a_lock_or_a_late_start_did_not(
+    kind: str, outcome: str, step_s: float
+) -> None:
+    """Issue 54: short steps that hold the GIL take turns at it, so the runner's looks find one
+    thread running at a time (co-activity 0.17-0.20 on one H100), and such runs read
+    not_concurrent although each thread was inside its step's work while the other stepped on.
+    Interleaving counts that; a lock around the whole step, or a thread that starts once the
+    other is done, still never shows it."""
+    *reports, a0, a1 = on_one_gil(kind, step_s)
+    quota = min(len(r.steps) for r in reports) - 1
+    sc = make_scenario(preset="ok", strategy="eager", workload=FAULT, steps=max(1, quota),
+                       warmup_steps=1, threads_per_device=2, timeout_s=30)  # fmt: skip
+    ch = ChildEvidence(
+        0, False, 0, ChildReport(tuple(reports), {"torch": "x", "transformers": "y"},
+                                 {"device_name": "cpu"}, {}, None, {}, None),
+        None, (), "", "", 1.0, (a0, a1),
+    )  # fmt: skip
+    ev = RunEvidence(sc.to_json(), (ch,), CacheEvidence("cold", "/x", None, None, {}, None,
+                     WatchEvidence()), {}, True, "", 0, "", 1.0, PARENT_VERSIONS, [],
+                     WatchEvidence())  # fmt: skip
+    rec = record_run(ev)
+    assert rec.outcome == outcome, rec.detail
+    at_work = [t.steps_at_work for t in rec.threads]
+    interleaved = [t.steps_interleaved for t in rec.threads]
+    assert all(n is not None for n in at_work), rec.threads
+    if kind == "free":
+        assert any(k >= INTERLEAVED_SHARE * n for k, n in zip(interleaved, at_work, strict=True)), (
+            interleaved
+        )
+        assert rec.threads_concurrent == 2
+    else:
+        assert max(interleaved) == 0, (at_work, interleaved)
+        assert rec.threads_concurrent == 0 and rec.detail, rec.detail

@@ -3,6 +3,7 @@ production rule."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from racegate.harness.judge import race_expectations as rx
 from racegate.harness.judge.expectations import DeviceKind, Scope, parse_range
 from racegate.harness.run.checked import GateInputError
-from racegate.harness.scenario.vocab import CacheState, Outcome, Strategy
+from racegate.harness.scenario.vocab import STRATEGIES, CacheState, Outcome, Strategy, StrategySpec
 
 ROW = """
 [[expected_failure]]
@@ -55,10 +56,65 @@ def test_match_by_range_device_strategy_threads(tmp_path: Path) -> None:
     assert find(rows, strategy=Strategy.WARMUP) is None
 
 
-def test_production_strategy_may_not_be_expected_to_fail(tmp_path: Path) -> None:
-    path = write(tmp_path, strategies='"per_device", "warmup"')
-    with pytest.raises(GateInputError, match="production strategy 'warmup' to fail"):
-        rx.load(path, production=Strategy.WARMUP)
+def test_a_row_covering_the_production_strategy_loads_it_is_no_usage_error(tmp_path: Path) -> None:
+    """Issue 54: a trainer gated with `--production-strategy warmup` got exit 4, "the production
+    strategy may never be expected to fail". Such a row is an answer (the verdict quotes it:
+    tests/test_verdict.py), not a bad table."""
+    rows = rx.load(write(tmp_path, strategies='"per_device", "warmup"'))
+    assert find(rows, strategy=Strategy.WARMUP) is not None
+
+
+def own_spec(like: Strategy, **changed: bool) -> StrategySpec:
+    """A workload's own strategy spec that meets the race as `like` does (only fields outside
+    RACE_FIELDS changed)."""
+    return dataclasses.replace(STRATEGIES[like], **changed)
+
+
+def test_torch_rows_match_any_workload_by_spec_drafter_rows_the_drafter_by_name(
+    tmp_path: Path,
+) -> None:
+    """A fact about torch holds for any trainer whose strategy meets the race alike, whatever it
+    names it; a fact about racegate's drafter (its kernels, its measured detection) for the
+    drafter alone."""
+    table = tmp_path / "race.toml"
+    table.write_text(
+        ROW.format(device="any", strategies='"warmup"') + 'about = "torch"\n'
+        + ROW.format(device="any", strategies='"singleton"') + 'about = "drafter"\n'
+    )  # fmt: skip
+    torch_row, drafter_row = rx.load(table)
+    assert (torch_row.about, drafter_row.about) == ("torch", "drafter")
+
+    def case(strategy: str, spec: StrategySpec | None, drafter: bool) -> int | None:
+        row = rx.match(
+            [torch_row, drafter_row], torch_version="2.11.0", transformers_version="5.17.0",
+            device="cuda:0", strategy=strategy, cache_state=CacheState.COLD,
+            threads_per_device=2, spec=spec, drafter=drafter,
+        )  # fmt: skip
+        return None if row is None else row.row
+
+    # A user's own name, warmed up like `warmup`: the torch row, by its spec.
+    assert case("warmed_up", own_spec(Strategy.WARMUP, counts_fallbacks=False), False) == 1
+    # The same name locked (warmup_locked's spec): not warmup's race, no row.
+    assert case("warmed_up", STRATEGIES[Strategy.WARMUP_LOCKED], False) is None
+    # A user workload's `warmup` (racegate's name keeps the registry's spec): the torch row.
+    assert case("warmup", None, False) == 1
+    # A user workload's `singleton`: the drafter's row is not about it.
+    assert case("singleton", None, False) is None
+    assert case("singleton", None, True) == 2  # the drafter's own
+    # Strict only where the detection was measured: the drafter.
+    assert torch_row.strict_for(True) and not torch_row.strict_for(False)
+    assert drafter_row.strict_for(True)
+
+
+def test_the_committed_table_says_what_each_row_is_about() -> None:
+    rows = rx.load()
+    assert all(r.about in rx.ABOUT and "about" in r.raw for r in rows), [r.row for r in rows]
+    assert {r.about for r in rows} == {"torch", "drafter"}
+
+
+def test_about_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(GateInputError, match="row 1: about is 'mine'; choose from: torch, drafter"):
+        rx.load(write(tmp_path, extra='about = "mine"\n'))
 
 
 @pytest.mark.parametrize(
@@ -75,7 +131,7 @@ def test_production_strategy_may_not_be_expected_to_fail(tmp_path: Path) -> None
         ),
         (
             lambda t: t + "stirct = false\n",
-            "race.toml row 1: unknown key 'stirct'; allowed: cache_states,",
+            "race.toml row 1: unknown key 'stirct'; allowed: about, cache_states,",
         ),
         (
             lambda t: t.replace('outcomes = ["nested_fx_error", "hang"]', "outcomes = []"),
@@ -157,9 +213,7 @@ def test_bad_version_is_an_input_error() -> None:
 
 
 def test_committed_table_loads_and_spares_production() -> None:
-    from racegate.harness.scenario import settings
-
-    rows = rx.load(production=settings.production_strategy())  # the committed [tool.racegate]
+    rows = rx.load()
     assert rows, "the committed table should hold the known-bad rows"
     assert all(r.reason and r.source for r in rows)
 
@@ -214,9 +268,7 @@ def test_two_threads_on_one_gpu_may_also_register_vmaps_decompositions_twice(
     per_device's 12 runs and 1 of singleton's 4 failed on torch's first-call registration of
     vmap decompositions, made twice by two threads (`other_error`). The one-GPU row expects it,
     so such a case is an expected failure, not a FAILED item beside a SAFE decision."""
-    from racegate.harness.scenario import settings
-
-    rows = rx.load(production=settings.production_strategy())
+    rows = rx.load()
     row = rx.match(rows, torch_version="2.11.0+cu130", transformers_version="5.17.0",
                    device="cuda:0", strategy=strategy, cache_state=cache_state,
                    threads_per_device=2, devices=1)  # fmt: skip

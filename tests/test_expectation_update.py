@@ -83,7 +83,7 @@ def test_a_new_failure_is_proposed_and_needs_reason_and_source(
 
     assert run_cli(tmp_path, runs, "--update", "--reason", "cache lookup", "--source", "PR 1") == 0
     assert "wrote" in capsys.readouterr().out
-    rows = rx.load(path, PRODUCTION)
+    rows = rx.load(path)
     assert [r.reason for r in rows] == ["global flag", "flaky", "cache lookup"]
     assert rows[2].source == "PR 1" and rows[2].strict
     hit = rx.match(rows, torch_version="2.15.0+cu130", transformers_version="5.17.0",

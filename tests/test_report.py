@@ -26,6 +26,18 @@ from tests.test_baselines import byo, make_record, write
 PROD = "warmup"
 
 
+@pytest.fixture(autouse=True)
+def no_known_failures(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """These records' production strategy, `warmup` on cuda torch 2.11, is one race.toml row 9
+    expects to fail (a spurious cache miss), which makes it UNSAFE whatever its runs show
+    (tests/test_verdict.py tests that); the report's own rules are tested here, on no table."""
+    from racegate.harness.judge import race_expectations
+
+    empty = tmp_path_factory.mktemp("table") / "race.toml"
+    empty.write_text("")
+    monkeypatch.setattr(race_expectations, "DEFAULT_TABLE", empty)
+
+
 @pytest.fixture
 def floors(tmp_path: Path) -> Path:
     """A baseline for h200x2 with the warmup floor at 40,000 tok/s (tolerance 10%)."""

@@ -15,7 +15,7 @@ import pytest
 
 from racegate.cases.session import RacegateConfig
 from racegate.harness.judge.gate import decide_gate
-from racegate.harness.judge.suite import OUTCOME_ERRORS, TooSlowToJudge, judge
+from racegate.harness.judge.suite import OUTCOME_ERRORS, NotJudged, TooSlowToJudge, judge
 from racegate.harness.judge.verdict import (
     Calibration,
     Status,
@@ -36,6 +36,7 @@ from racegate.harness.run.record import (
 )
 from racegate.harness.scenario.spec import make_scenario
 from racegate.harness.scenario.vocab import Outcome, Schedule, Strategy
+from racegate.harness.scenario.workload_api import DEFAULT_WORKLOAD
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = {"torch": "2.13.0+cpu", "transformers": "5.17.0", "python": "3.12.3"}
@@ -548,6 +549,54 @@ def test_runs_busy_at_their_deadline_leave_a_strategy_undecided_not_unsafe() -> 
         judge([*slow, *clean])
 
 
+NOT_TOGETHER = (
+    "thread 1's work beside other threads' is not shown: 3 of the runner's looks in its steady "
+    "time beside others' steps found it running (needs ≥ 10)"
+)
+
+
+def test_runs_not_shown_concurrent_are_neither_clean_nor_a_failure() -> None:
+    """The issue-54 trainer: `processes` read "UNSAFE: failed 2 of 9 runs (not_concurrent 2)"
+    only because the runner could not show its workers overlapping. A not_concurrent run is
+    like a timeout: it never makes a strategy UNSAFE, is never a clean run, gives the control
+    no power, and the verdict says what would show the threads together."""
+    apart = [record("processes", "not_concurrent", detail=NOT_TOGETHER) for _ in range(2)]
+    control = [record("per_device", "hang", stalled_s=20.0) for _ in range(8)]
+    v = decide(
+        [*control, *runs("warmup_locked", 17), *apart, *runs("processes", 7)],
+        production="warmup_locked", probes=HAZARD,
+    )  # fmt: skip
+    p = next(s for s in v.strategies if s.strategy == "processes")
+    assert p.status is Status.INCONCLUSIVE and p.failed == 0 and not p.failed_runs, p
+    assert "2 of 9 runs could not show their threads running together (not_concurrent)" in p.why
+    assert "longer steps" in p.why and len(p.unclean_runs) == 2, p
+    assert ": not_concurrent: " in p.unclean_runs[0], p.unclean_runs
+    assert "processes are unsafe" not in v.advice and "processes is unsafe" not in v.advice
+    # As the production strategy: never UNSAFE (never exit 1, never "do not upgrade").
+    prod = decide([*control, *apart, *runs("processes", 7)], production="processes")
+    decision = decide_gate(prod)
+    assert prod.production_verdict.status is Status.INCONCLUSIVE, prod.production_verdict
+    assert str(decision.word) == "UNDECIDED" and "do not upgrade" not in decision.next
+    # Only the step's real failure makes it UNSAFE, counted alone, the others said apart.
+    failed = record("processes", "recompile_blocked", error_text="RuntimeError: Detected recompile")
+    mixed = judge_strategy("processes", [*apart, failed, *runs("processes", 6)], {})
+    assert mixed.status is Status.UNSAFE and mixed.failed == 1, mixed
+    assert mixed.failures == {"recompile_blocked": 1}, mixed.failures
+    assert "failed 1 of 9 runs (recompile_blocked 1)" in mixed.why, mixed.why
+    assert "not judged, neither clean nor failed (not_concurrent 2)" in mixed.why
+    # A control's not_concurrent run is no detection: its reason is said, and it gives no power.
+    rate = control_rates(
+        [record("per_device", "not_concurrent", detail=NOT_TOGETHER)], "per_device"
+    )
+    only = rate["cold 1×2"]
+    assert (only.hits, only.runs) == (0, 1) and only.others[0].startswith("not_concurrent: ")
+    # The case: no outcome error an expectation could absorb, and never "unsafe".
+    with pytest.raises(NotJudged, match="could not show their threads running together"):
+        judge([*apart, *runs("processes", 3)])
+    with pytest.raises(OUTCOME_ERRORS[Outcome.RECOMPILE_BLOCKED]):
+        judge([*apart, failed])
+
+
 def test_a_control_hang_at_the_timeout_is_no_detection_and_a_stalled_one_is() -> None:
     """A control run that merely met its timeout (a slow run on an overloaded host) did not
     show the race; one the stall watch stopped (racegate's threads stuck in the compiler) did.
@@ -645,3 +694,144 @@ def test_every_word_the_verdict_block_prints_is_defined_on_the_page_it_names() -
         assert label in section, label
     assert any(line.startswith("positive control per_device failed: ") for line in block)
     assert any("ran: " in line for line in block) and any("failed: " in line for line in block)
+
+
+def _raised(call) -> BaseException:
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    raise AssertionError(f"{call} raised nothing")
+
+
+def _own(rec: RunRecord) -> RunRecord:
+    scenario = dataclasses.replace(rec.scenario, workload="tests.own_bug_workload:make_workload")
+    return dataclasses.replace(rec, scenario=scenario)
+
+
+def test_the_trainers_own_error_is_named_not_read_as_a_race_regression() -> None:
+    """Issue 54: a make_replica that raises a plain ValueError read "UNSAFE ... do not upgrade",
+    exactly like a race regression. Decided from the record (the raising frame in the
+    workload's code, no frame of torch's compiler): still UNSAFE (the step failed here), but
+    the line says the trainer raised it, and the advice is to fix the trainer."""
+    import traceback
+
+    from racegate.harness.judge.decide import exit_finding
+    from racegate.harness.judge.outcomes import NESTED_FX_MESSAGE
+    from racegate.harness.judge.race_evidence import own_error
+    from racegate.harness.run.protocol import ChildEvidence
+    from racegate.harness.run.threads import error_chain_text
+    from tests import own_bug_workload as own_bug
+
+    # make_replica raises in the child before its threads start: the child exits 1, its
+    # stderr's traceback tail in the record (as the worker's Python prints it).
+    exc = _raised(
+        lambda: own_bug.make_workload("replica_raise").make_replica("cpu", "eager", seed=0)
+    )
+    stderr = "".join(traceback.format_exception(exc))
+    child = ChildEvidence(1, False, 0, None, None, (), "", stderr, 1.0)
+    found = exit_finding(child, 60.0)
+    assert found is not None and found.outcome is Outcome.CRASH
+    crashed = _own(record("eager", "crash", detail=found.reason))
+    said = own_error(crashed)
+    assert said is not None and said.startswith(
+        "your code raised ValueError: bucket size 32 is larger than the model's 8 in make_replica"
+    ), said
+    # The step raises in a thread: the thread's error text, traceback and all.
+    replica = own_bug.make_workload("step_raise").make_replica(torch_device(), "eager", seed=0)
+    replica.step(0)
+    text = error_chain_text(_raised(lambda: replica.step(0)))
+    stepped = _own(record("eager", "other_error", error_text=text))
+    said = own_error(stepped)
+    assert said is not None and " in step (own_bug_workload.py:" in said, said
+    # Not the trainer's: an error raised inside torch, and the race itself.
+    import torch
+
+    in_torch = error_chain_text(_raised(lambda: torch.zeros(2) @ torch.zeros(3)))
+    assert own_error(_own(record("eager", "other_error", error_text=in_torch))) is None
+    race = f"RuntimeError: {NESTED_FX_MESSAGE}"
+    assert own_error(_own(record("eager", "nested_fx_error", error_text=race))) is None
+    # The verdict and the gate: UNSAFE quoting the trainer's error; never "do not upgrade".
+    control = [record("per_device", "hang", stalled_s=20.0) for _ in range(4)]
+    v = decide([*control, crashed, crashed], production="eager")
+    p = v.production_verdict
+    assert p.status is Status.UNSAFE and p.own_error, p
+    assert p.why.startswith("your code raised ValueError: bucket size 32"), p.why
+    decision = decide_gate(v)
+    assert str(decision.word) == "UNSAFE", decision
+    assert decision.next.startswith("fix the trainer") and "do not upgrade" not in decision.next
+    block = " ".join(" ".join(render(v, decision)).split())
+    assert "the trainer's own bug, not the race" in block, block
+    # `racegate upgrade` says whether it fails on both sides (then it is not the upgrade).
+    from racegate.harness.judge.race_evidence import own_error_sides
+
+    both = own_error_sides([crashed], [stepped], "eager")
+    assert "the current environment fails the same way: not the upgrade" in both, both
+    only = own_error_sides(runs("eager", 2), [stepped], "eager")
+    assert "only with the candidate" in only, only
+    assert own_error_sides([crashed], runs("eager", 2), "eager") == ""
+    # A race failure beside it is still read as the race: no trainer's-bug advice.
+    mixed = decide([*control, crashed, record("eager", "nested_fx_error")], production="eager")
+    assert mixed.production_verdict.own_error is None
+    assert mixed.advice.startswith("do not upgrade"), mixed.advice
+
+
+def torch_device():
+    import torch
+
+    return torch.device("cpu")
+
+
+def _on_gpu(rec: RunRecord, workload: str, torch: str = "2.11.0+cu130") -> RunRecord:
+    scenario = dataclasses.replace(rec.scenario, devices=("cuda:0",), workload=workload)
+    versions = Versions(**(VERSIONS | {"torch": torch}))
+    return dataclasses.replace(rec, scenario=scenario, versions=versions)
+
+
+def test_a_production_strategy_the_table_expects_to_fail_gets_a_verdict_quoting_the_row() -> None:
+    """Issue 54: transformers' Qwen3 trainer, gated with `--production-strategy warmup` on one
+    H100 (torch 2.11), got exit 4: "race.toml row 9 expects the production strategy 'warmup' to
+    fail ... fix the trainer". The user asked whether their way of training is safe; racegate
+    knows a reason it is not: UNSAFE, quoting the row's reason and source (a fact about torch:
+    it applies to any workload whose strategy is warmed up as `warmup` is)."""
+    from racegate.harness.judge import race_expectations as rx
+
+    user = "examples.qwen3_flex_workload:make_workload"
+    control = [_on_gpu(r, user) for r in runs("singleton", 4, failed=4)]
+    clean = [_on_gpu(r, user) for r in runs("warmup", 30)]
+    cal = Calibration(control="singleton")
+    v = decide([*control, *clean], production="warmup", calibration=cal, probes=HAZARD)
+    p = v.production_verdict
+    row = next(
+        r for r in rx.load() if r.strategies == {Strategy.WARMUP} and r.scope.device == "cuda"
+    )
+    assert p.status is Status.UNSAFE, p
+    assert f"race.toml row {row.row} expects it to fail here (recompile_blocked)" in p.why, p.why
+    assert row.reason in p.why and row.source in p.why, p.why
+    assert "its 30 runs here did not show it" in p.why, p.why
+    decision = decide_gate(v)
+    assert str(decision.word) == "UNSAFE" and decision.exit_code == 1, decision
+    # Its own runs' failure first, the row beside it.
+    failed = _on_gpu(record("warmup", "recompile_blocked"), user)
+    v = decide([*control, failed, *clean[:8]], production="warmup", calibration=cal)
+    assert v.production_verdict.why.startswith("failed 1 of 9 runs (recompile_blocked 1)")
+    assert f"a known failure: racegate/harness/expectations/race.toml row {row.row}" in (
+        v.production_verdict.why
+    )
+    # Without the table (or where no row covers it: torch 2.10) the clean runs decide.
+    assert decide([*control, *clean], production="warmup", calibration=cal, expected=[],
+                  probes=HAZARD).production_verdict.status is Status.SAFE  # fmt: skip
+    older = [_on_gpu(r, user, torch="2.10.0+cu128") for r in [*control, *clean]]
+    assert decide(older, production="warmup", calibration=cal).passed
+    # A row about racegate's drafter (its singleton, torch >= 2.13 on cuda) is not about a
+    # user's singleton: only the drafter's own runs get it.
+    mine = [
+        _on_gpu(r, user, "2.13.0+cu130")
+        for r in [*runs("warmup", 4, failed=4), *runs("singleton", 30)]
+    ]
+    theirs = decide(mine, production="singleton", calibration=Calibration(control="warmup"))
+    assert "race.toml row" not in theirs.production_verdict.why, theirs.production_verdict
+    builtin = [_on_gpu(r, DEFAULT_WORKLOAD, "2.13.0+cu130") for r in mine]
+    ours = decide(builtin, production="singleton", calibration=Calibration(control="warmup"))
+    assert ours.production_verdict.status is Status.UNSAFE and "about drafter" not in ours.advice
+    assert "race.toml row" in ours.production_verdict.why, ours.production_verdict

@@ -97,7 +97,7 @@ def _resolve(config: pytest.Config) -> RacegateConfig:
             opts = options.bind_roles(opts, workload, for_cli=False)
         elif _is_worker(config):  # the controller bound them, having loaded the workload
             opts = options.roles_from_json(opts, config.workerinput["racegate_roles"])
-        expectations = race_expectations.load(production=opts.production)  # bad table: usage
+        expectations = race_expectations.load()  # bad table: usage
         floors = baselines.project_folder()  # a named folder that is missing: usage
         terminal.check_calibration(config)
         results = _records_path(config, opts.results)

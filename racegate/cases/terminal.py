@@ -25,7 +25,7 @@ from racegate.harness.judge import decision_file, probe_expectations, verdict
 from racegate.harness.judge.baselines import production_bars
 from racegate.harness.judge.gate import Decision, decide_gate
 from racegate.harness.judge.inputs import check_records_from, records_from, roles_of
-from racegate.harness.judge.suite import RaceOutcomeError
+from racegate.harness.judge.suite import NotJudged, RaceOutcomeError
 from racegate.harness.probes.runner import (
     ProbeRun,  # the probe registry and runner: no torch import
 )
@@ -135,7 +135,9 @@ class SessionVerdict:
             report.user_properties.append((EVIDENCE_PROPERTY, True))
             case = race_case_of(item)
             production = str(self.config.stash[racegate_key].production)
-            if call.excinfo is not None and case is not None and str(case[0]) != production:
+            # A case whose runs showed nothing either way (NotJudged) is no "unsafe" one.
+            judged = call.excinfo is not None and not call.excinfo.errisinstance(NotJudged)
+            if judged and case is not None and str(case[0]) != production:
                 report.user_properties.append((OTHER_STRATEGY_PROPERTY, case[0]))
         if call.when == "call":
             for value in getattr(item, "funcargs", {}).values():

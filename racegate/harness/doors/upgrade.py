@@ -323,6 +323,18 @@ def first_failure(records: Path, strategy: str | None, control: str | None) -> s
     return ""
 
 
+def _own_error_line(current: SideResult, candidate: SideResult, strategy: str | None) -> str:
+    """Whether the trainer's own error (not torch's) fails both sides (race_evidence)."""
+    from racegate.harness.judge import inputs
+    from racegate.harness.judge.race_evidence import own_error_sides
+
+    try:
+        sides = [inputs.read_records([s.records]) for s in (current, candidate)]
+    except (OSError, ValueError):
+        return ""
+    return own_error_sides(*sides, strategy)
+
+
 def _hardware(records: Path) -> tuple[str, str]:
     """(baselines key, words) of the hardware the side's records ran on: ('cpu', 'cpu')."""
     from racegate.harness.judge import inputs
@@ -582,6 +594,7 @@ def _decision_block(
         control, production = named or (None, None)
         error = first_failure(candidate.records, production, control)
         out.append(f"{what}: UNSAFE ({decision.reason}" + (f"; error: {error})" if error else ")"))
+        out += [line] if (line := _own_error_line(current, candidate, production)) else []
     else:
         add = decision.next or decision.reason
         out.append(f"{what}: UNDECIDED ({add}; the command: `{_rerun(args, drop_caps=True)}`)")

@@ -7,6 +7,7 @@ outcome. racegate.harness.doors.pipeline.run_scenario runs a scenario and decide
 
 from __future__ import annotations
 
+import bisect
 import re
 import signal
 import statistics
@@ -160,6 +161,7 @@ def overlap_shares(
     warmup_steps: int,
     steps: int,
     hooks: Sequence[tuple[float, float]] = (),
+    looks: Sequence[_Looks | None] = (),
 ) -> list[float | None]:
     """Per thread: share of its steady time during which another thread was inside a step, or
     inside one of the run's `hooks` (the deleted state's cache deletion, which thread 0 runs
@@ -169,8 +171,19 @@ def overlap_shares(
 
     A thread's own steps count up to the quota it was asked for (warm-up + steps): past it, it
     only keeps the others company until they have theirs, and its last such step may run alone.
+
+    Where the runner's looks read the threads' CPU times (`looks`, per thread), another
+    thread's step counts as company only from the last look that found it not yet at work in
+    it (parked on a lock or an event at its start: its CPU time under PROGRESS_S past the
+    step's start): a thread parked in its first step while this one does all of its steps kept
+    it no company the race needs. The thread's own steps count whole: a production strategy
+    that serialises part of its step (a lock around its compiled forward) waits inside its own
+    steps while the others work beside it.
     """
-    intervals = [[(s.start, s.end) for s in r.steps] for r in reports]
+    seen = list(looks) or [None] * len(reports)
+    intervals = [
+        [_at_work_span(s, lk) for s in r.steps] for r, lk in zip(reports, seen, strict=True)
+    ]
     quota = warmup_steps + steps
     shares = []
     for i, report in enumerate(reports):
@@ -179,6 +192,22 @@ def overlap_shares(
         others = [iv for j, ivs in enumerate(intervals) if j != i for iv in ivs]
         shares.append(metrics.overlap_share(own, [*others, *hooks]))
     return shares
+
+
+def _at_work_span(step: Step, looks: _Looks | None) -> tuple[float, float]:
+    """The step's span from the last look inside it that found its thread not yet at work (its
+    CPU time under PROGRESS_S past the step's start), else from its start."""
+    if looks is None or step.cpu0_s is None:
+        return step.start, step.end
+    times, cpu = looks
+    end = step.call_end if step.call_end is not None else step.end
+    start = step.start
+    for k in range(bisect.bisect_right(times, step.start), len(times)):
+        if times[k] >= end:
+            break
+        if cpu[k] - step.cpu0_s < PROGRESS_S:
+            start = times[k]
+    return min(start, step.end), step.end
 
 
 def hook_spans(children: Sequence[ChildEvidence]) -> list[tuple[float, float]]:
@@ -297,16 +326,156 @@ def coactive_shares(children: tuple[ChildEvidence, ...], warmup_steps: int) -> l
     return out
 
 
+# Interleaving (issue 54): what "ran together" means for this race. The race needs two threads
+# inside their steps at once, each at work there: one compiling (tracing) while another calls
+# compiled code. On two cores or on one, under the GIL: short steps that hold the GIL take turns
+# at it every few milliseconds, and the runner's looks then find one thread running at a time
+# (co-activity 0.17-0.20 on one H100, 8 ms steps, step spans overlapping 95%), yet a thread
+# preempted mid-step is inside its step's work while the other steps on. What a lock around the
+# whole step (or a thread that starts after the other ended) never shows is a thread that has
+# begun its step's own work (its CPU time moved since the step began) while another thread moves
+# on in its own step call. Per steady step of each thread, within the workload's step call
+# (Step.start to Step.call_end: the harness's wait for the device after it is outside any lock
+# the workload holds):
+# - at work: a look of the runner found its CPU time at least PROGRESS_S past the step's start
+#   (a thread parked on a lock or an event at its step's start has not moved: a few µs);
+# - interleaved: after the first such look and before the call returned, another thread's step
+#   call returned, or two of the runner's looks inside one of its step calls read its CPU time
+#   PROGRESS_S apart.
+# The looks read a running thread's CPU time up to a scheduler tick late: they can only miss
+# progress, never invent it. A lock's turns still read a few interleaved steps on a loaded host:
+# a thread preempted between releasing the lock and its step call's return returns inside the
+# other's turn (on a 2-core box beside other work, 1 ms steps under a whole-step lock: 0-12% of
+# the steps seen at work; free 1 ms steps 50-70%, 10 ms steps 100%: results/
+# concurrency-short-steps). So the rule is a share.
+PROGRESS_S = 0.0002
+# The run is concurrent when some thread had at least this share of its steady steps seen at
+# work interleaved (one thread, not each, for the convoys coactive_shares describes: a starved
+# thread is interleaved; the thread that starves it runs alone) ...
+INTERLEAVED_SHARE = 0.4
+# ... of at least this many steady steps seen at work.
+MIN_AT_WORK = 5
+
+_Looks = tuple[list[float], list[float]]  # a thread's look times and its CPU time at each
+
+
+@dataclass(frozen=True)
+class Interleaving:
+    """One thread's steady steps the runner saw it at work in (`at_work`), and of those the
+    steps during which another thread moved on (`interleaved`); None where not measured (no
+    CPU times in the looks, or none read at its steps' starts)."""
+
+    at_work: int | None
+    interleaved: int | None
+
+    @property
+    def shown(self) -> bool:
+        """Interleaving shown: INTERLEAVED_SHARE of at least MIN_AT_WORK steps seen at work."""
+        n, k = self.at_work or 0, self.interleaved or 0
+        return n >= MIN_AT_WORK and k >= INTERLEAVED_SHARE * n
+
+
+NOT_MEASURED = Interleaving(None, None)
+
+
+def _calls(report: ThreadReport) -> list[tuple[float, float]]:
+    """The thread's step calls: start to when the workload's step returned."""
+    return [(s.start, s.call_end if s.call_end is not None else s.end) for s in report.steps]
+
+
+def cpu_looks(children: tuple[ChildEvidence, ...]) -> list[_Looks | None]:
+    """Per thread (in the judge's order): the runner's looks at it that read its CPU time, as
+    (times, CPU seconds); None where the looks read none (a sampler from before, no schedstat)."""
+    looks: list[_Looks | None] = []
+    for child in children:
+        mine = child.threads()
+        traced = len(child.activity) == len(mine) and all(a.cpu for a in child.activity)
+        for k in range(len(mine)):
+            if not traced:
+                looks.append(None)
+                continue
+            a = child.activity[k]
+            seen = [(t, c) for t, c in zip(a.times, a.cpu, strict=False) if c >= 0]
+            looks.append(([t for t, _ in seen], [c for _, c in seen]))
+    return looks
+
+
+def interleaving(children: tuple[ChildEvidence, ...], warmup_steps: int) -> list[Interleaving]:
+    """Per thread (in the judge's order): its interleaved steady steps (the rule above)."""
+    reports = [r for child in children for r in child.threads()]
+    looks = cpu_looks(children)
+    calls = [_calls(r) for r in reports]
+    out: list[Interleaving] = []
+    for i, report in enumerate(reports):
+        mine = looks[i]
+        steady = steady_steps(report, warmup_steps)
+        if mine is None or not steady or any(s.cpu0_s is None for s in steady):
+            out.append(NOT_MEASURED)
+            continue
+        others = [(calls[j], looks[j]) for j in range(len(reports)) if j != i]
+        at_work = interleaved = 0
+        for step in steady:
+            end = step.call_end if step.call_end is not None else step.end
+            first = _first_at_work(mine, step.start, end, step.cpu0_s or 0.0)
+            if first is None:
+                continue
+            at_work += 1
+            interleaved += any(_moved_on(c, lk, first, end) for c, lk in others)
+        out.append(Interleaving(at_work, interleaved))
+    return out
+
+
+def _first_at_work(looks: _Looks, start: float, end: float, cpu0: float) -> float | None:
+    """The first look in (start, end) that found the thread's CPU time PROGRESS_S past cpu0."""
+    times, cpu = looks
+    for k in range(bisect.bisect_right(times, start), len(times)):
+        if times[k] >= end:
+            return None
+        if cpu[k] - cpu0 >= PROGRESS_S:
+            return times[k]
+    return None
+
+
+def _moved_on(
+    calls: list[tuple[float, float]], looks: _Looks | None, start: float, end: float
+) -> bool:
+    """Another thread's step call returned in (start, end), or two looks inside one of its calls
+    and inside [start, end] read its CPU time PROGRESS_S apart."""
+    returns = [e for _, e in calls]
+    k = bisect.bisect_right(returns, start)
+    if k < len(returns) and returns[k] < end:
+        return True
+    if looks is None:
+        return False
+    times, cpu = looks
+    for c0, c1 in calls[k:]:  # the calls that end after `start`, up to those that begin at `end`
+        if c0 >= end:
+            break
+        lo = bisect.bisect_left(times, max(start, c0))
+        hi = bisect.bisect_right(times, min(end, c1))
+        if hi - lo >= 2 and cpu[hi - 1] - cpu[lo] >= PROGRESS_S:
+            return True
+    return False
+
+
 def concurrency_findings(
-    records: list[ThreadRecord], shares: list[float | None], coactive: list[Coactivity], asked: int
+    records: list[ThreadRecord],
+    shares: list[float | None],
+    coactive: list[Coactivity],
+    asked: int,
+    interleaved: Sequence[Interleaving] = (),
 ) -> list[Finding]:
-    """A clean thread whose steady steps mostly ran alone, or whose work beside others' is not
-    shown, or threads none of which ran in company (they took turns: COACTIVE_SHARE), make the
-    run `not_concurrent`."""
+    """A clean thread whose steady steps mostly ran alone (CONCURRENCY_SHARE), or threads none
+    of which was seen at work in its steps while another moved on in its own often enough
+    (Interleaving.shown: they took turns), make the run `not_concurrent`. Where the
+    looks read no CPU times (interleaving not measured), the co-activity rule decides instead:
+    a thread whose work beside others' is not shown, or threads none of which ran in company
+    (COACTIVE_SHARE)."""
     if asked <= 1 or any(rec.outcome != Outcome.OK for rec in records):
         # One thread races nobody; a thread that failed left the others alone, and its own
         # outcome already says what went wrong.
         return []
+    measured = _measured(interleaved, len(records))
     found = []
     for rec, share, met in zip(records, shares, coactive, strict=True):
         seen = "no steady step" if share is None else f"{share:.0%} of its steady time"
@@ -318,11 +487,32 @@ def concurrency_findings(
                     f"{seen} (needs ≥ {CONCURRENCY_SHARE:.0%})",
                 )
             )
-        elif met.share is None:
+        elif not measured and met.share is None:
             why = f"thread {rec.index}'s work beside other threads' is not shown: {met.why}"
             found.append(Finding(Outcome.NOT_CONCURRENT, why))
+    if found:
+        return found
+    if measured:
+        if any(x.shown for x in interleaved):
+            return []
+        pairs = zip(records, interleaved, strict=True)
+        each = ", ".join(f"thread {r.index} {x.interleaved} of {x.at_work}" for r, x in pairs)
+        if not any(x.at_work for x in interleaved):
+            why = (
+                "the runner's looks never found a thread at work in a steady step (its CPU time "
+                f"{PROGRESS_S * 1e3:g} ms past the step's start): steps too short for its looks, "
+                "a host too loaded, or threads parked at their steps' start?"
+            )
+        else:
+            why = (
+                f"no thread was seen at work in its steady steps while another moved on in its "
+                f"own often enough: interleaved steps {each} of those seen at work (needs "
+                f"{INTERLEAVED_SHARE:.0%} of ≥ {MIN_AT_WORK} for one thread at least): the "
+                "threads took turns (one lock around every step?)"
+            )
+        return [Finding(Outcome.NOT_CONCURRENT, why)]
     met_shares = [met.share for met in coactive]
-    if not found and met_shares and all(m is not None and m < COACTIVE_SHARE for m in met_shares):
+    if met_shares and all(m is not None and m < COACTIVE_SHARE for m in met_shares):
         pairs = zip(records, met_shares, strict=True)
         each = ", ".join(f"thread {rec.index} {m:.0%}" for rec, m in pairs)
         why = (
@@ -335,15 +525,29 @@ def concurrency_findings(
     return found
 
 
-def concurrent_threads(shares: list[float | None], coactive: list[Coactivity], asked: int) -> int:
+def _measured(interleaved: Sequence[Interleaving], threads: int) -> bool:
+    """Interleaving was measured for every thread (else the co-activity rule decides)."""
+    return len(interleaved) == threads > 0 and all(x.at_work is not None for x in interleaved)
+
+
+def concurrent_threads(
+    shares: list[float | None],
+    coactive: list[Coactivity],
+    asked: int,
+    interleaved: Sequence[Interleaving] = (),
+) -> int:
     """How many threads ran together, by concurrency_findings' rule: a thread whose steady
-    steps overlapped others' (CONCURRENCY_SHARE) with its work beside them shown, when at
-    least one thread ran in company (COACTIVE_SHARE); none when all took turns. So a run with
-    no not_concurrent finding counts every thread that reported, and an `ok` run, whose
-    threads all reported, counts every thread asked for
-    (racegate.harness.run.record.record_rule_broken)."""
+    steps overlapped others' (CONCURRENCY_SHARE), when some thread interleaved
+    (Interleaving.shown; without that measure: with its work beside them shown, when at least one
+    thread ran in company, COACTIVE_SHARE); none when all took turns. So a run with no
+    not_concurrent finding counts every thread that reported, and an `ok` run, whose threads all
+    reported, counts every thread asked for (racegate.harness.run.record.record_rule_broken)."""
     if asked <= 1:
         return min(asked, len(shares))  # one thread races nobody: it ran "together" if it ran
+    if _measured(interleaved, len(shares)):
+        if not any(x.shown for x in interleaved):
+            return 0
+        return sum(1 for share in shares if share is not None and share >= CONCURRENCY_SHARE)
     if not any(met.share is not None and met.share >= COACTIVE_SHARE for met in coactive):
         return 0
     return sum(
@@ -511,14 +715,18 @@ def record_run(ev: RunEvidence) -> RunRecord:
         few = "only " if len(reports) < asked else ""
         why = f"{few}{len(reports)} of {asked} threads reported"
         findings.append(Finding(Outcome.OTHER_ERROR, why))
-    shares = overlap_shares(reports, scenario.warmup_steps, scenario.steps, hook_spans(ev.children))
+    hooks = hook_spans(ev.children)
+    looks = cpu_looks(ev.children)
+    shares = overlap_shares(reports, scenario.warmup_steps, scenario.steps, hooks, looks)
     for rec, share in zip(reported, shares, strict=True):
         rec.overlap_share = share
     coactive = coactive_shares(ev.children, scenario.warmup_steps)
-    findings += concurrency_findings(reported, shares, coactive, asked)
+    interleaved = interleaving(ev.children, scenario.warmup_steps)
+    findings += concurrency_findings(reported, shares, coactive, asked, interleaved)
     demands = demand_shares(reports, scenario.warmup_steps)
-    for rec, demand, met in zip(reported, demands, coactive, strict=True):
+    for rec, demand, met, il in zip(reported, demands, coactive, interleaved, strict=True):
         rec.demand_share, rec.coactive_share = demand, met.share
+        rec.steps_at_work, rec.steps_interleaved = il.at_work, il.interleaved
     cache, cache_found = cache_findings(ev.cache, scenario)
     findings += cache_found
     steady, flops_rate, mem_by_device, flops_problems = _throughput(scenario, ev.children)
@@ -540,7 +748,7 @@ def record_run(ev: RunEvidence) -> RunRecord:
         for t in threads:
             t.outcome = str(Outcome.TIMEOUT) if t.outcome == Outcome.HANG else t.outcome
         thread_outcomes = [Outcome(t.outcome) for t in threads]
-    concurrent = concurrent_threads(shares, coactive, asked)
+    concurrent = concurrent_threads(shares, coactive, asked, interleaved)
     growths = _memory_growths(scenario, mem_by_device)
     first = next((c.report for c in ev.children if c.report), None)
     built = (d.hardware for c in ev.children for _, d in c.events(Built))

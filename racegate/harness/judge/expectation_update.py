@@ -28,6 +28,7 @@ from racegate.harness.run.checked import GateInputError
 from racegate.harness.run.files import write_whole
 from racegate.harness.run.record import RunRecord
 from racegate.harness.scenario.vocab import CacheState, Outcome, Strategy
+from racegate.harness.scenario.workload_api import DEFAULT_WORKLOAD
 
 STRICT_MIN_RUNS = 3
 
@@ -113,6 +114,8 @@ def propose(rows: list[rx.ExpectedFailure], records: list[RunRecord], production
             cache_state=cell.cache_state,
             threads_per_device=cell.threads_per_device,
             devices=cell.devices,
+            spec=r.scenario.spec,
+            drafter=r.scenario.workload == DEFAULT_WORKLOAD,
         )
         (by_row[row.row] if row else uncovered[cell]).append(r)
     proposal = Proposal(rows)
@@ -245,7 +248,7 @@ def propose_from(records: list[Path], table: Path) -> Proposal:
     them)."""
     runs = read_records(records)
     production, _ = roles_of(runs)
-    return propose(rx.load(table, production), runs, production)
+    return propose(rx.load(table), runs, production)
 
 
 def write(proposal: Proposal, table: Path, *, reason: str | None, source: str | None) -> None:

@@ -27,16 +27,22 @@ a hang at the deadline the watch did not call a stall, a stall outside the compi
 `recompile_blocked` (a warmed-up strategy's miss, not the control's race) and `timeout`.
 
 `timeout` is overload, not a hang: the run reached its deadline while the stall watch found its
-threads still at work. It counts as neither clean nor failed (`timed_out`).
+threads still at work. It counts as neither clean nor failed (`timed_out`). Nor does
+`not_concurrent`: the runner could not show the threads running together, which says nothing
+about whether the step fails (`no_evidence`; racegate.harness.scenario.vocab.NO_EVIDENCE).
+A run is a failure (`failed`) only where it shows the step failed: an error, a stall or hang, a
+fallback, a blocked recompile, an out-of-memory, a crash.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from pathlib import Path
 
 from racegate.harness.run import stacks
 from racegate.harness.run.record import RunRecord
-from racegate.harness.scenario.vocab import Outcome
+from racegate.harness.scenario.vocab import NO_EVIDENCE, Outcome, is_failure
 
 # Thread outcomes that are the race itself.
 RACE_OUTCOMES = frozenset({Outcome.NESTED_FX_ERROR, Outcome.SILENT_FALLBACK})
@@ -83,6 +89,71 @@ def _faulted_in_compile(record: RunRecord) -> bool:
     return any(b[0].startswith(_CURRENT) and compile_frame("\n".join(b[1:])) for _, b in found)
 
 
+# A traceback's frame line, as Python writes it.
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)', re.M)
+_EXCEPTION = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Warning))(?::\s*(?P<msg>.*))?$"
+)
+# Where a frame is library code, not the trainer's own: installed packages, the standard
+# library, Python's frozen modules, racegate's machinery.
+_LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ", "/racegate/harness/")
+# What racegate calls of a workload: the user's entry points, named in the verdict.
+ENTRY_POINTS = ("make_replica", "step", "eager_fallbacks", "flops_per_step", "shapes")
+
+
+def _workload_file(record: RunRecord) -> str:
+    """The workload module's path suffix ('examples/short_step_workload.py')."""
+    module = str(record.scenario.workload).split(":")[0]
+    return module.replace(".", "/") + ".py"
+
+
+def _own_frame(file: str, workload_file: str) -> bool:
+    path = file.replace("\\", "/")
+    return path.endswith(workload_file) or not any(m in path for m in _LIBRARY)
+
+
+def own_error(record: RunRecord) -> str | None:
+    """Where a failed run's error is the trainer's own bug, one line saying so: the error was
+    raised in the workload's code (the innermost frame of its traceback is the workload
+    module's, or outside every library, and its statement is a `raise` or an `assert`), with no
+    frame of torch's compiler in it
+    (COMPILE_FILES) ("your code raised ValueError: bad size in make_replica (mytrain.py:12) ...").
+    None where it is not (the race, a torch error, no traceback to tell)."""
+    if record.outcome not in (Outcome.OTHER_ERROR, Outcome.CRASH) or shows_race(record):
+        return None
+    texts = [t.error_text for t in record.threads if t.error_text]
+    if record.outcome == Outcome.CRASH:
+        texts.append((record.detail or "").partition("; stderr: ")[2])
+    mine = _workload_file(record)
+    for text in texts:
+        frames = list(_FRAME.finditer(text))
+        # Raised under torch's compiler (dynamo runs the user's code as it traces): not outside
+        # torch's compile, whoever's frame raised.
+        if not frames or compile_frame(text):
+            continue
+        inner = frames[-1]
+        if not _own_frame(inner["file"], mine):
+            continue
+        tail = [line.strip() for line in text[inner.end() :].splitlines() if line.strip()]
+        # The statement that raised is the trainer's own `raise` (or `assert`): an error a torch
+        # op raises from C++ has the caller's line innermost too, and may be torch's regression.
+        if not tail or not tail[0].startswith(("raise ", "raise(", "assert ")):
+            continue
+        found = (m for line in tail if (m := _EXCEPTION.match(line)))
+        exc = next(found, None)
+        if exc is None:
+            continue
+        own = [f for f in frames if _own_frame(f["file"], mine)]
+        entry = next((f["func"] for f in own if f["func"] in ENTRY_POINTS), inner["func"])
+        where = f"{Path(inner['file']).name}:{inner['line']}"
+        msg = " ".join((exc["msg"] or "").split())[:100]
+        return (
+            f"your code raised {exc['type']}{': ' + msg if msg else ''} in {entry} ({where}), "
+            "outside torch: the trainer's own bug, not the race"
+        )
+    return None
+
+
 def shows_race(record: RunRecord) -> bool:
     """The run's record shows the race (the module's rule)."""
     if any(t.outcome in RACE_OUTCOMES for t in record.threads) or record.outcome in RACE_OUTCOMES:
@@ -100,6 +171,25 @@ def timed_out(record: RunRecord) -> bool:
     if record.outcome == Outcome.TIMEOUT:
         return True
     return record.outcome == Outcome.HANG and record.busy_at_deadline is True
+
+
+def no_evidence(record: RunRecord) -> bool:
+    """Neither clean nor a failure: timed out still at work, or its threads were not shown
+    running together (NO_EVIDENCE)."""
+    return timed_out(record) or record.outcome in NO_EVIDENCE
+
+
+def is_failed(record: RunRecord) -> bool:
+    """The run shows that the step failed (an error, a stall, a fallback, a blocked recompile,
+    an out-of-memory, a crash): the only runs that can make a strategy UNSAFE."""
+    return is_failure(record.outcome) and not no_evidence(record)
+
+
+# What would let a not_concurrent run show its threads running together (docs/gate.md).
+SHOW_CONCURRENCY = (
+    "longer steps (more work per step), fewer runs side by side (--case-jobs, "
+    "RACEGATE_RACE_WORKERS) or a less loaded host would show them"
+)
 
 
 def _why(record: RunRecord) -> str:
@@ -126,3 +216,31 @@ def other_reason(record: RunRecord) -> str | None:
     if timed_out(record):
         return "timeout: reached its deadline still at work (overload)"
     return _why(record)
+
+
+def own_error_of(records: Iterable[RunRecord], strategy: str | None) -> str | None:
+    """The first of `strategy`'s failed runs (None: any strategy's) that is the trainer's own
+    error (own_error), as own_error says it; None where there is none."""
+    mine = (r for r in records if strategy is None or r.scenario.strategy == strategy)
+    return next((e for r in mine if is_failed(r) and (e := own_error(r))), None)
+
+
+def own_error_sides(
+    current: Iterable[RunRecord], candidate: Iterable[RunRecord], strategy: str | None
+) -> str:
+    """`racegate upgrade`'s line on the trainer's own error: whether it fails on both sides
+    (then it is not the upgrade) or only with the candidate; "" where the candidate's runs show
+    none."""
+    theirs = own_error_of(candidate, strategy)
+    if theirs is None:
+        return ""
+    if own_error_of(current, strategy) is not None:
+        return (
+            f"the candidate's failure is the trainer's own ({theirs}), and the current "
+            "environment fails the same way: not the upgrade; fix the trainer, then run again"
+        )
+    return (
+        f"the candidate's failure is the trainer's own ({theirs}), but only with the "
+        "candidate: the current environment ran without it, so the upgrade changed what the "
+        "trainer's code meets"
+    )

@@ -2,9 +2,16 @@
 (racegate/harness/expectations/race.toml).
 
 A matching row turns a race case into `xfail(strict=...)`, so an upstream fix shows up as
-an XPASS that names the row to update; a case no row covers must pass. The production
-strategy may never be expected to fail. Matching is the shared rule of
+an XPASS that names the row to update; a case no row covers must pass. A row that covers the
+production strategy is no usage error: it is an answer, and the verdict reads UNSAFE quoting it
+(racegate.harness.judge.verdict). Matching is the shared rule of
 racegate.harness.judge.expectations; rows are checked key by key and type by type.
+
+Each row says what it is about (`about`): "torch" rows are facts about torch (and the libraries
+under it) and apply to any workload whose strategy meets the race alike (its spec's RACE_FIELDS
+equal a listed strategy's: racegate.harness.scenario.vocab.same_race_spec), whatever its name;
+"drafter" rows (the default) are about racegate's own drafter and apply to it alone, by name.
+A torch row is strict only for the drafter, where its detection was measured.
 """
 
 from __future__ import annotations
@@ -24,7 +31,15 @@ from racegate.harness.run.checked import (
     table,
     text,
 )
-from racegate.harness.scenario.vocab import CacheState, Outcome, Strategy
+from racegate.harness.scenario.vocab import (
+    STRATEGIES,
+    CacheState,
+    Outcome,
+    Strategy,
+    StrategySpec,
+    same_race_spec,
+    spec_of,
+)
 
 DEFAULT_TABLE = Path(__file__).resolve().parents[1] / "expectations" / "race.toml"
 ROW_KEY = "expected_failure"
@@ -37,7 +52,9 @@ DEFAULTS: dict[str, Any] = {  # the optional keys and their values when left out
     "min_devices": 1,
     "min_threads_per_device": 1,
     "strict": True,
+    "about": "drafter",
 }
+ABOUT = ("torch", "drafter")  # what a row is a fact about (the module's docstring)
 ALLOWED = frozenset(REQUIRED) | set(DEFAULTS)
 FAILING_OUTCOMES = tuple(o for o in Outcome if o is not Outcome.OK)
 
@@ -57,6 +74,7 @@ class ExpectedFailure:
     strict: bool
     reason: str
     source: str
+    about: str = "drafter"  # ABOUT: "torch" (any workload, by spec) or "drafter" (by name)
     raw: dict[str, Any] = field(default_factory=dict, compare=False)  # as written, for rewrites
 
     def describe(self) -> str:
@@ -64,8 +82,23 @@ class ExpectedFailure:
         return (
             f"racegate/harness/expectations/race.toml row {self.row} (torch {self.scope.torch} "
             f"transformers {self.scope.transformers} {self.scope.device} {strategies}: "
-            f"{'|'.join(self.outcomes)})"
+            f"{'|'.join(self.outcomes)}; about {self.about})"
         )
+
+    def names(self, strategy: str, spec: StrategySpec | None, drafter: bool) -> bool:
+        """The row speaks of this strategy: a torch row of any strategy whose spec meets the
+        race as a listed one's does; a drafter row of the drafter's strategies it names."""
+        if self.about == "drafter":
+            return drafter and strategy in self.strategies
+        if spec is None:
+            spec = spec_of(strategy) if strategy in set(Strategy) else None
+        return spec is not None and any(
+            same_race_spec(spec, STRATEGIES[s]) for s in self.strategies
+        )
+
+    def strict_for(self, drafter: bool) -> bool:
+        """Strict only where its detection was measured: a torch row for the drafter alone."""
+        return self.strict and (drafter or self.about == "drafter")
 
     def covers(
         self,
@@ -73,10 +106,12 @@ class ExpectedFailure:
         torch_version: str,
         transformers_version: str,
         device: str,
-        strategy: Strategy,
+        strategy: str,
         cache_state: CacheState,
         threads_per_device: int,
         devices: int,
+        spec: StrategySpec | None = None,
+        drafter: bool = True,
     ) -> bool:
         return (
             self.scope.covers(
@@ -84,7 +119,7 @@ class ExpectedFailure:
                 transformers_version=transformers_version,
                 device=device,
             )
-            and strategy in self.strategies
+            and self.names(str(strategy), spec, drafter)
             and cache_state in self.cache_states
             and threads_per_device * devices >= self.min_threads
             and devices >= self.min_devices
@@ -115,29 +150,27 @@ def parse_row(n: int, raw: object, where: str) -> ExpectedFailure:
         strict=boolean(get("strict"), f"{at}: strict"),
         reason=text(get("reason"), f"{at}: reason").strip(),
         source=text(get("source"), f"{at}: source").strip(),
+        about=choices_one(get("about"), f"{at}: about"),
         raw=dict(raw),
     )
 
 
-def parse(
-    data: dict[str, Any], where: str = "race.toml", production: Strategy | None = None
-) -> list[ExpectedFailure]:
-    """Validate a parsed table; a row expecting the production strategy to fail is an error."""
+def choices_one(value: object, where: str) -> str:
+    """`about`: one of ABOUT, or a GateInputError naming the value and the allowed ones."""
+    if value not in ABOUT:
+        raise GateInputError(f"{where} is {value!r}; choose from: {', '.join(ABOUT)}")
+    return str(value)
+
+
+def parse(data: dict[str, Any], where: str = "race.toml") -> list[ExpectedFailure]:
+    """Validate a parsed table."""
     keys(data, where, required=(), allowed=(ROW_KEY,))
     raw_rows = data.get(ROW_KEY, [])
     if not isinstance(raw_rows, list):
         raise GateInputError(
             f"{where}: {ROW_KEY} is {raw_rows!r}; expected [[{ROW_KEY}]] rows (an array of tables)"
         )
-    rows = [parse_row(n, raw, where) for n, raw in enumerate(raw_rows, 1)]
-    for row in rows:
-        if production is not None and production in row.strategies:
-            raise GateInputError(
-                f"{where} row {row.row} expects the production strategy {str(production)!r} to "
-                "fail; the production strategy may never be expected to fail: fix the trainer "
-                "or pick another production_strategy in [tool.racegate]"
-            )
-    return rows
+    return [parse_row(n, raw, where) for n, raw in enumerate(raw_rows, 1)]
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -149,9 +182,10 @@ def read(path: Path) -> dict[str, Any]:
         raise GateInputError(f"{path}: cannot read the race table: {exc}") from None
 
 
-def load(path: Path = DEFAULT_TABLE, production: Strategy | None = None) -> list[ExpectedFailure]:
-    """Parse and validate the table; a row expecting the production strategy to fail is an error."""
-    return parse(read(path), path.name, production)
+def load(path: Path | None = None) -> list[ExpectedFailure]:
+    """Parse and validate the table (None: DEFAULT_TABLE, read when called)."""
+    path = DEFAULT_TABLE if path is None else path
+    return parse(read(path), path.name)
 
 
 def match(
@@ -160,12 +194,15 @@ def match(
     torch_version: str,
     transformers_version: str,
     device: str,
-    strategy: Strategy,
+    strategy: str,
     cache_state: CacheState,
     threads_per_device: int,
     devices: int = 1,
+    spec: StrategySpec | None = None,
+    drafter: bool = True,
 ) -> ExpectedFailure | None:
-    """The first row that covers this case, or None (the case must pass)."""
+    """The first row that covers this case, or None (the case must pass). spec: the strategy's
+    (None: the registry's, by name); drafter: the workload is racegate's built-in drafter."""
     case = dict(
         torch_version=torch_version,
         transformers_version=transformers_version,
@@ -174,5 +211,7 @@ def match(
         cache_state=cache_state,
         threads_per_device=threads_per_device,
         devices=devices,
+        spec=spec,
+        drafter=drafter,
     )
     return next((row for row in rows if row.covers(**case)), None)

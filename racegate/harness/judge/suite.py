@@ -7,7 +7,7 @@ the failure a table row predicts; any other failure still fails the case.
 from __future__ import annotations
 
 from racegate.harness.judge.outcomes import is_spurious_recompile, worst
-from racegate.harness.judge.race_evidence import timed_out
+from racegate.harness.judge.race_evidence import SHOW_CONCURRENCY, no_evidence, timed_out
 from racegate.harness.run.record import RunRecord
 from racegate.harness.scenario.vocab import Outcome
 
@@ -44,9 +44,15 @@ def explain(records: list[RunRecord]) -> str:
     return "\n".join(lines)
 
 
-class TooSlowToJudge(RaceOutcomeError):
-    """Every failed run timed out still at work (racegate.harness.judge.race_evidence.timed_out): no
-    failure shown and no clean run either; not the `hang` an expectation may name."""
+class NotJudged(RaceOutcomeError):
+    """Every run that was not `ok` showed nothing either way (racegate.harness.judge.race_evidence
+    .no_evidence: a timeout, threads not shown running together): no failure and no clean run;
+    not an outcome an expectation may name, and never "unsafe"."""
+
+
+class TooSlowToJudge(NotJudged):
+    """Every run not `ok` timed out still at work (racegate.harness.judge.race_evidence
+    .timed_out): not the `hang` an expectation may name."""
 
 
 def judge(records: list[RunRecord]) -> None:
@@ -54,17 +60,25 @@ def judge(records: list[RunRecord]) -> None:
 
     An `ok` run had every thread it asked for report and run concurrently:
     racegate.harness.judge.decide makes a run with fewer `other_error` and one whose threads ran
-    alone `not_concurrent`."""
+    alone `not_concurrent`. A run that shows nothing either way (a timeout, `not_concurrent`) is
+    no failure: only where no run failed is NotJudged raised for them."""
     failed = [r for r in records if r.outcome != Outcome.OK]
-    # A run too slow to judge is no failure: the worst of the others names the error.
-    real = [Outcome(r.outcome) for r in failed if not timed_out(r)]
+    real = [Outcome(r.outcome) for r in failed if not no_evidence(r)]
     if failed and not real:
-        raise TooSlowToJudge(
-            f"too slow to judge: {len(failed)} of {len(records)} run(s) timed out still at work "
-            f"(not stalled); rerun with fewer runs side by side or give them a longer "
-            f"--run-timeout:\n"
-            f"{explain(records)}"
-        )
+        slow = sum(1 for r in failed if timed_out(r))
+        apart = len(failed) - slow
+        parts = []
+        if slow:
+            parts.append(
+                f"{slow} timed out still at work (not stalled): too slow to judge; rerun with "
+                "fewer runs side by side or give them a longer --run-timeout"
+            )
+        if apart:
+            parts.append(
+                f"{apart} could not show their threads running together: {SHOW_CONCURRENCY}"
+            )
+        kind = TooSlowToJudge if not apart else NotJudged
+        raise kind(f"not judged: of {len(records)} run(s), {'; '.join(parts)}:\n{explain(records)}")
     if real:
         outcome = worst(real)
         raise OUTCOME_ERRORS[outcome](f"{outcome} in {len(records)} run(s):\n{explain(records)}")

@@ -13,16 +13,25 @@ import math
 import textwrap
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
 
-from racegate.harness.judge import compare
+from racegate.harness.judge import compare, race_expectations
 from racegate.harness.judge.metrics import wilson_interval
-from racegate.harness.judge.race_evidence import other_reason, shows_race, timed_out
+from racegate.harness.judge.race_evidence import (
+    SHOW_CONCURRENCY,
+    is_failed,
+    no_evidence,
+    other_reason,
+    own_error,
+    shows_race,
+    timed_out,
+)
 from racegate.harness.run.record import RunRecord
 from racegate.harness.scenario.versions import ABSENT
 from racegate.harness.scenario.vocab import STRATEGIES, Outcome, Strategy
+from racegate.harness.scenario.workload_api import DEFAULT_WORKLOAD
 
 
 class Decided(Protocol):
@@ -196,6 +205,9 @@ class StrategyVerdict:
     # INCONCLUSIVE: each run that was neither clean nor a failure (a timeout, the control's
     # failure for another reason), which one and why: two invocations that differ say where
     unclean_runs: tuple[str, ...] = ()
+    # UNSAFE where every failed run is the trainer's own error, outside torch
+    # (racegate.harness.judge.race_evidence.own_error): what it raised, where.
+    own_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -440,6 +452,33 @@ def describe_failed_run(record: RunRecord) -> str:
     return f"{run}: {record.outcome}: {' '.join(why.split())[:72]}"
 
 
+def _unjudged_why(unjudged: Sequence[RunRecord], n: int) -> str:
+    """Why runs that are neither clean nor failed prove nothing, and what would decide them."""
+    slow = sum(1 for r in unjudged if timed_out(r))
+    apart = len(unjudged) - slow
+    parts = []
+    if slow:
+        parts.append(
+            f"{slow} of {n} runs timed out still at work (not stalled): too slow to judge; "
+            "rerun with fewer runs side by side (--case-jobs, RACEGATE_RACE_WORKERS) or give "
+            "them a longer --run-timeout"
+        )
+    if apart:
+        parts.append(
+            f"{apart} of {n} runs could not show {'their' if apart != 1 else 'its'} threads "
+            f"running together (not_concurrent): {SHOW_CONCURRENCY}"
+        )
+    return "; ".join(parts)
+
+
+def _unjudged_note(unjudged: Sequence[RunRecord]) -> str:
+    """' (besides, 2 runs neither clean nor failed: ...)' for an UNSAFE line, or ''."""
+    if not unjudged:
+        return ""
+    what = ", ".join(f"{k} {v}" for k, v in Counter(r.outcome for r in unjudged).items())
+    return f"; besides, {len(unjudged)} not judged, neither clean nor failed ({what})"
+
+
 def judge_strategy(
     strategy: str,
     records: list[RunRecord],
@@ -451,8 +490,8 @@ def judge_strategy(
     """One strategy's status from its runs here, the control's rates and the probe verdicts."""
     if not records:
         return StrategyVerdict(strategy, Status.NOT_RUN, 0, 0, why="no run of it here")
-    failed = [r for r in records if r.outcome != Outcome.OK and not timed_out(r)]
-    slow = [r for r in records if timed_out(r)]
+    failed = [r for r in records if is_failed(r)]
+    unjudged = [r for r in records if no_evidence(r)]
     n = len(records)
     if strategy == cal.control and failed and not any(shows_race(r) for r in failed):
         # The control's failures gave no power, and show nothing unsafe about it either.
@@ -468,20 +507,27 @@ def judge_strategy(
         what = ", ".join(f"{k} {v}" for k, v in failures.items())
         cells = Counter(cell_of(r) for r in failed)
         covered = tuple(f"{c}: {k} failed" for c, k in sorted(cells.items()))
+        count = f"failed {len(failed)} of {n} runs ({what}){_unjudged_note(unjudged)}"
+        own = [e for r in failed if (e := own_error(r))]
+        if own and len(own) == len(failed):
+            why = f"{own[0]}: {count}"
+        elif own:
+            why = f"{count}; {len(own)} of them the trainer's own error: {own[0]}"
+        else:
+            why = count
         return StrategyVerdict(
-            strategy, Status.UNSAFE, n, len(failed), failures, covered,
-            f"failed {len(failed)} of {n} runs ({what})",
+            strategy, Status.UNSAFE, n, len(failed), failures, covered, why,
             failed_runs=tuple(map(describe_failed_run, failed)),
+            own_error=own[0] if own and len(own) == len(failed) else None,
         )  # fmt: skip
-    if slow:  # fail closed: no failure shown, but these runs did not finish either
-        cells = Counter(cell_of(r) for r in slow)
-        covered = tuple(f"{c}: {k} too slow" for c, k in sorted(cells.items()))
+    if unjudged:  # fail closed: no failure shown, but these runs are no clean runs either
+        cells = Counter(cell_of(r) for r in unjudged)
+        covered = tuple(f"{c}: {k} not judged" for c, k in sorted(cells.items()))
         return StrategyVerdict(
             strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
-            f"{len(slow)} of {n} runs timed out still at work (not stalled): too slow to "
-            "judge, no failure shown; rerun with fewer runs side by side (--jobs, "
-            "RACEGATE_RACE_WORKERS) or give them a longer --run-timeout",
-            unclean_runs=tuple(map(describe_failed_run, slow)),
+            f"{_unjudged_why(unjudged, n)}: {'it is' if len(unjudged) == 1 else 'they are'} "
+            "neither clean nor failed, and a SAFE needs every run clean",
+            unclean_runs=tuple(map(describe_failed_run, unjudged)),
         )  # fmt: skip
     return _clean(strategy, records, probes, rates or {}, cal, torch_version)
 
@@ -519,6 +565,11 @@ def _advice(production: StrategyVerdict, others: list[StrategyVerdict], control:
         )
     safe = [s.strategy for s in others if s.status is Status.SAFE]
     switch = f"; {', '.join(safe)} held here" if safe else ""
+    if production.own_error:  # not torch's doing: no upgrade decision until the trainer runs
+        return (
+            f"fix the trainer before judging an upgrade: {p} {production.why}{switch}{tail} "
+            "(`racegate upgrade` says whether it fails on both sides)."
+        )
     return f"do not upgrade with {p}: {production.why}{switch}{tail}."
 
 
@@ -531,6 +582,45 @@ def _hardware(record: RunRecord) -> str:
     return f"{name} ×{len(hw.device_names or [name])} of {count}"
 
 
+def known_failure(
+    records: Iterable[RunRecord], expected: Sequence[race_expectations.ExpectedFailure]
+) -> race_expectations.ExpectedFailure | None:
+    """The first race.toml row that covers one of these runs (its versions, device, cell, and
+    its strategy by spec or, for the drafter, by name); None where none does."""
+    for r in records:
+        s = r.scenario
+        row = race_expectations.match(
+            list(expected),
+            torch_version=r.versions.torch,
+            transformers_version=r.versions.transformers,
+            device=s.devices[0],
+            strategy=str(s.strategy),
+            cache_state=s.cache_state,
+            threads_per_device=s.threads_per_device,
+            devices=len(s.devices),
+            spec=s.spec,
+            drafter=s.workload == DEFAULT_WORKLOAD,
+        )
+        if row is not None:
+            return row
+    return None
+
+
+def _known(v: StrategyVerdict, row: race_expectations.ExpectedFailure) -> StrategyVerdict:
+    """The production strategy's verdict where racegate's table expects it to fail here: a
+    known failure is an answer (UNSAFE), quoting the row; its own failed runs, if any, first."""
+    where = f"racegate/harness/expectations/race.toml row {row.row}"
+    outcomes = "|".join(row.outcomes)
+    quote = f"{where} expects it to fail here ({outcomes}): {row.reason} (source: {row.source})"
+    if v.status is Status.UNSAFE:
+        return replace(v, why=f"{v.why}; a known failure: {where}")
+    ran = f"its {v.runs} run{'s' * (v.runs != 1)} here did not show it, but " if v.runs else ""
+    return replace(
+        v, status=Status.UNSAFE,
+        why=f"{ran}{quote}",
+    )  # fmt: skip
+
+
 def decide(
     records: Iterable[RunRecord],
     *,
@@ -540,6 +630,7 @@ def decide(
     calibration: Calibration = Calibration(),
     versions: Mapping[str, str] | None = None,
     hardware: str | None = None,
+    expected: Sequence[race_expectations.ExpectedFailure] | None = None,
 ) -> Verdict:
     """The verdict for one hardware × torch × transformers set of records.
 
@@ -548,7 +639,9 @@ def decide(
     this torch;
     strategies: those asked for, so an asked strategy with no run shows as NOT RUN;
     calibration: the positive control and the power asked of clean runs; versions/hardware:
-    when the records say none.
+    when the records say none; expected: racegate's table of known failures (None: the committed
+    racegate/harness/expectations/race.toml): a row covering the production strategy's runs
+    makes it UNSAFE, quoting the row.
     """
     records = list(records)
     probes = probes or {}
@@ -564,6 +657,11 @@ def decide(
     verdicts = tuple(
         judge_strategy(n, by[n], probes, rates, calibration, torch_version) for n in names
     )
+    if expected is None:
+        expected = race_expectations.load()
+    row = known_failure(by[production], expected) if production != control else None
+    if row is not None:
+        verdicts = (_known(verdicts[0], row), *verdicts[1:])
     return Verdict(
         versions=found,
         hardware=_hardware(first) if first else (hardware or "?"),

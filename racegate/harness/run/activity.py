@@ -14,6 +14,13 @@ date only at its scheduler ticks (every 4 ms on this kernel, CONFIG_HZ=250). At 
 thread that computed the whole time read 1.00 0.00 1.00 0.00 ... cores, and a judge of rates
 found turns where there were none (the project's CI failed two concurrent runs, at 0.17-0.23).
 
+Each look also reads the thread's CPU time (schedstat's sum_exec_runtime): the judge tells a
+thread at work in its step from one parked in it (on a lock, an event) by whether that time has
+moved since the step began, and tells interleaving threads by whether another thread moved on
+while it was at work in its step (racegate.harness.judge.decide.interleaving). The count is up to
+date for a thread that is not running and up to a scheduler tick behind for one that is: it
+can only read less progress than was made, never more.
+
 Why a process, not a thread of the runner: the runner's own work (the stall watch's scans of
 /proc) held its GIL for up to 200 ms at a time on a loaded 2-core box, and a thread sampling
 beside it missed most of a 0.3 s steady window. The sampler dies with the runner
@@ -132,8 +139,13 @@ class ActivitySampler:
         order); () when it never reported them."""
         mine = self._seen.get(str(pid), {})
         return tuple(
-            ThreadActivity(int(tid), _unpack(times, "d"), _unpack(running, "b"))
-            for tid, (times, running) in mine.items()
+            ThreadActivity(
+                int(tid),
+                _unpack(seen[0], "d"),
+                _unpack(seen[1], "b"),
+                _unpack(seen[2], "d") if len(seen) > 2 else (),
+            )
+            for tid, seen in mine.items()
         )
 
 
@@ -143,8 +155,9 @@ class _Looker:
     def __init__(self, children: dict[int, Path]) -> None:
         self.children = children
         self.tids: dict[int, list[int]] = {}
-        # pid → tid → (times, running then: 1 or 0), in the order the child reported its threads
-        self.traces: dict[int, dict[int, tuple[array, array]]] = {}
+        # pid → tid → (times, running then: 1 or 0, its CPU time then in seconds: -1 unread),
+        # in the order the child reported its threads
+        self.traces: dict[int, dict[int, tuple[array, array, array]]] = {}
 
     def look(self) -> None:
         for pid, run_dir in self.children.items():
@@ -153,18 +166,28 @@ class _Looker:
                 if (tids := stall.reported_tids(run_dir)) is None:
                     continue
                 self.tids[pid] = tids
-                self.traces[pid] = {tid: (array("d"), array("b")) for tid in tids}
-            for tid, (times, running) in self.traces[pid].items():
-                fields = stall.stat_fields(Path(f"/proc/{pid}/task/{tid}/stat"))
+                self.traces[pid] = {tid: (array("d"), array("b"), array("d")) for tid in tids}
+            for tid, (times, running, cpu) in self.traces[pid].items():
+                task = Path(f"/proc/{pid}/task/{tid}")
+                fields = stall.stat_fields(task / "stat")
                 if fields:  # else the thread ended
                     times.append(time.monotonic())
                     running.append(fields[0] == "R")
+                    cpu.append(_cpu_s(task / "schedstat"))
 
     def seen(self) -> dict[str, dict[str, list[str]]]:
         return {
-            str(pid): {str(t): [_pack(a), _pack(b)] for t, (a, b) in mine.items() if a}
+            str(pid): {str(t): [_pack(a), _pack(b), _pack(c)] for t, (a, b, c) in mine.items() if a}
             for pid, mine in self.traces.items()
         }
+
+
+def _cpu_s(schedstat: Path) -> float:
+    """A thread's CPU time (schedstat's first field: sum_exec_runtime, the counter
+    time.thread_time reads for itself), seconds; -1 where unreadable (the thread ended)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(schedstat.read_text().split()[0]) / 1e9
+    return -1.0
 
 
 def main(argv: list[str]) -> int:

@@ -40,6 +40,14 @@ class Step:
     # The stepping thread's own CPU demand during the step (racegate.harness.run.schedstat: on a CPU
     # or waiting for one), seconds; None: the kernel gave no schedstat to read.
     demand_s: float | None
+    # The stepping thread's own CPU time at the step's start (time.thread_time: the kernel's
+    # sum_exec_runtime, the counter the runner's looks read from schedstat), seconds; None: not
+    # read. The judge tells a thread at work in its step from one parked in it by this
+    # (racegate.harness.judge.decide.interleaving).
+    cpu0_s: float | None = None
+    # When the workload's step call returned (monotonic), before the harness waits for the
+    # device: a lock held around the call is released by then. None: not recorded.
+    call_end: float | None = None
 
     @property
     def seconds(self) -> float:
@@ -211,6 +219,9 @@ class ThreadActivity:
     tid: int
     times: tuple[float, ...]
     running: tuple[int, ...]
+    # Its CPU time at each look (schedstat's first field, seconds: up to date for a thread that
+    # is not running, up to a scheduler tick behind for one that is); () where not read.
+    cpu: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ SCHEMA_VERSION = 2
 # reads as that field's default, which must say "not recorded" (None). Every other field must
 # be there, and no unknown one may be.
 ADDED_TO_SCHEMA_2 = frozenset(
-    # ThreadRecord's: the last 3
+    # ThreadRecord's: the last 5
     {
         "stalled_s",
         "busy_at_deadline",
@@ -40,6 +40,8 @@ ADDED_TO_SCHEMA_2 = frozenset(
         "step_demand_s",
         "demand_share",
         "coactive_share",
+        "steps_at_work",
+        "steps_interleaved",
     }
 )
 
@@ -76,6 +78,11 @@ class ThreadRecord:
     # not in a turn alone (racegate.harness.judge.decide.coactive_shares). None: alone, or too few
     # looks found it running; or the record predates it.
     coactive_share: float | None = None
+    # Its steady steps the runner saw it at work in (its CPU time moved since the step began),
+    # and of those the steps during which another thread moved on in its own step call
+    # (racegate.harness.judge.decide.interleaving). None: not measured, or the record predates it.
+    steps_at_work: int | None = None
+    steps_interleaved: int | None = None
 
 
 # RunRecord.hardware.device_name of a run none of whose children said what it ran on.
@@ -388,6 +395,8 @@ _THREAD_FIELDS: dict[str, Callable[[object, str], Any]] = {
     "step_demand_s": _optional(_list_of(_optional(_SECONDS))),
     "demand_share": _optional(_SECONDS),
     "coactive_share": _optional(_SECONDS),
+    "steps_at_work": _optional(_count),
+    "steps_interleaved": _optional(_count),
 }
 
 

@@ -25,6 +25,9 @@ _MAX_ERROR_CHARS = 4000
 # lifeline.GIVE_UP_SIGNAL): threads stop stepping and the join stops waiting, so the child reports
 # before it is killed.
 GIVE_UP = threading.Event()
+# Every thread keeps stepping at least this long once all are steady (racegate.harness.judge
+# .decide.interleaving needs looks at threads at work in their steps beside each other).
+MIN_COMPANY_S = 1.0
 
 
 @dataclass
@@ -101,6 +104,13 @@ class _Coordinator:
         self.quota_done = [threading.Event() for _ in range(n)]  # did its steps (or dead)
         self._quota_lock = threading.Lock()
         self._quota_told = False
+        self.all_steady_at: float | None = None  # when the last thread got steady (monotonic)
+
+    def mark_steady(self) -> None:
+        """Note when every thread is steady (or dead): the company phase starts then."""
+        with self._quota_lock:
+            if self.all_steady_at is None and self.all_set(self.released):
+                self.all_steady_at = time.monotonic()
 
     def reached_quota(self, i: int) -> None:
         self.quota_done[i].set()
@@ -149,21 +159,23 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
             shape = _next_shape(co, i, base_shape, new_shape)
             after_switch = co.all_set(co.switched)
             # Monotonic, not perf_counter: steps of threads in other processes are compared.
-            t0, demand0 = time.monotonic(), schedstat.demand_s()
+            t0, demand0, cpu0 = time.monotonic(), schedstat.demand_s(), time.thread_time()
             result = run.replica.step(shape)
+            returned = time.monotonic()
             sync_device(run.device)
             t1, demand1 = time.monotonic(), schedstat.demand_s()
             # What this thread itself ran (or was ready to) of the step: a step spent waiting
             # for a lock held by another thread demands nothing (recorded: decide.demand_shares).
             demand = demand1 - demand0 if demand0 is not None and demand1 is not None else None
             compiled = shape not in seen_shapes
-            step = Step(shape, t0, t1, int(result.tokens), compiled, None, demand)
+            step = Step(shape, t0, t1, int(result.tokens), compiled, None, demand, cpu0, returned)
             run.steps.append(step if run.device == "cpu" else _with_mem(step, run.device))
             seen_shapes.add(shape)
             done += 1
             if done == plan.warmup_steps + 1:
                 run.eager_fallbacks = run.replica.eager_fallbacks()
                 co.released[i].set()
+                co.mark_steady()
                 if i == 0 and plan.on_first_steady_step is not None:
                     plan.on_first_steady_step()
                     co.hook_done.set()
@@ -211,6 +223,12 @@ def _may_stop(co: _Coordinator, i: int) -> bool:
     it as company: every thread's steps must overlap others' steps (the judge checks)."""
     plan = co.plan
     if not co.all_set(co.quota_done):
+        return False
+    # A steady phase long enough to see the threads interleave, however short their steps:
+    # steps of a few ms that hold the GIL take turns at it, and a quota of them lasted 0.1 s
+    # (issue 54), too short for the runner's looks to show them working together.
+    steady_at = co.all_steady_at
+    if steady_at is not None and time.monotonic() - steady_at < MIN_COMPANY_S:
         return False
     if plan.siblings_done is not None and not plan.siblings_done():
         return False

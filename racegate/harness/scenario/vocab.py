@@ -152,6 +152,24 @@ STRATEGIES: dict[Strategy, StrategySpec] = {
 }
 
 
+# The fields that say how a strategy meets the race (what it compiles, when, under which lock,
+# in which topology): two strategies alike in these meet the same facts about torch, whatever
+# their names (racegate/harness/expectations/race.toml's `about = "torch"` rows).
+RACE_FIELDS = (
+    "compiled",
+    "warmed_up",
+    "locked",
+    "one_process_per_worker",
+    "races_lazily",
+    "nested_fx_trace_off",
+)
+
+
+def same_race_spec(a: StrategySpec, b: StrategySpec) -> bool:
+    """The two specs meet the race alike (RACE_FIELDS)."""
+    return all(getattr(a, f) == getattr(b, f) for f in RACE_FIELDS)
+
+
 def strategies_where(**fields: bool) -> tuple[Strategy, ...]:
     """The strategies whose spec has every given field value, in registry order."""
     return tuple(
@@ -253,6 +271,17 @@ SEVERITY: tuple[Outcome, ...] = (
     Outcome.NOT_CONCURRENT,
     Outcome.OK,
 )
+
+# Outcomes that are neither clean nor a failure: the run shows nothing either way. `timeout`:
+# too slow to judge (at work at its deadline); `not_concurrent`: its threads were not shown
+# running together. Such a run never makes a strategy UNSAFE, never counts as a clean run and
+# never gives the positive control power (docs/gate.md, racegate.harness.judge.race_evidence).
+NO_EVIDENCE: frozenset[Outcome] = frozenset({Outcome.TIMEOUT, Outcome.NOT_CONCURRENT})
+
+
+def is_failure(outcome: str) -> bool:
+    """The outcome is evidence that the step failed: neither `ok` nor a NO_EVIDENCE outcome."""
+    return outcome != Outcome.OK and outcome not in NO_EVIDENCE
 
 
 # The built-in workload's injected slowdown, a TEST TOOL (racegate.model.workload.SlowedReplica):
