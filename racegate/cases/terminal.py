@@ -226,10 +226,11 @@ def block(config: pytest.Config, failed_cases: int = 0) -> tuple[list[str], Deci
     cal = config.stash[calibration_key]
     title = " racegate verdict ".center(verdict.WIDTH, "=")
     try:
-        merged, notes = records_from(config.getoption("racegate_records_from"))
         if rc.results is None:
             raise ValueError("no records were written (no results file)")
-        records = [*merged, *_session(config).records()]
+        session = _session(config).records()  # each run once: none of these merged again
+        merged, notes = records_from(config.getoption("racegate_records_from"), own=session)
+        records = [*merged, *session]
         # The roles the records ran under, as the report reads them (this session's own).
         production, control = roles_of(records, empty=(str(rc.production), cal.control))
     except (OSError, ValueError) as exc:

@@ -25,10 +25,10 @@ from racegate.harness.bisect import command as bisect_command
 from racegate.harness.doors import options, race_exit, sizing, upgrade
 from racegate.harness.judge.baselines import production_bars
 from racegate.harness.judge.gate import EXIT_INTERRUPTED, EXIT_USAGE, Decision, decide_gate
-from racegate.harness.judge.inputs import check_records_from, records_from
+from racegate.harness.judge.inputs import check_records_from, dropped_note, records_from
 from racegate.harness.judge.summary import failure_lines, format_table, summarise
 from racegate.harness.run import private_root, state
-from racegate.harness.run.record import RunRecord, append_jsonl
+from racegate.harness.run.record import RunRecord, append_jsonl, begin_invocation
 from racegate.harness.scenario.spec import Scenario, check_devices_present, make_scenario
 from racegate.harness.scenario.versions import ABSENT
 from racegate.harness.scenario.workload_api import WorkloadError, has_strategies
@@ -396,7 +396,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stream = sys.stderr if args.json else sys.stdout
     print("\n".join(format_table(summarise(records), records)), file=stream, flush=True)
     print(f"records: {out}", file=stream, flush=True)
-    merged, notes = records_from(args.records_from)
+    merged, notes = records_from(args.records_from, own=records)  # each run counted once
     for note in notes:
         print(note, file=stream, flush=True)
     return print_verdict([*merged, *records], opts, stream).exit_code
@@ -488,6 +488,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     for p in paths:
         print(p)
     gate = json.loads((out_dir / "gate.json").read_text())
+    if dropped := gate.get("dropped_duplicates"):
+        print(f"racegate: {dropped_note(dropped)}", file=sys.stderr)
     print(f"racegate: {gate['decision']}: {gate['reason']} (see matrix.md)", file=sys.stderr)
     return int(gate["exit_code"])
 
@@ -549,6 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"racegate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     signal.signal(signal.SIGTERM, _on_sigterm)
+    begin_invocation()  # this command's runs are one invocation (their records say which)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["ab"]:  # its own parser; `harness run` options pass through after --
         from racegate.harness.ab import cli as ab_cli
