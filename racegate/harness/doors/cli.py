@@ -9,8 +9,11 @@ traceback).
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import itertools
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -19,7 +22,7 @@ import textwrap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from racegate.harness.bisect import command as bisect_command
 from racegate.harness.doors import options, race_exit, sizing, upgrade
@@ -573,3 +576,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         kill_live_children()
         print("racegate: interrupted; records already written are kept", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def entry(argv: Sequence[str] | None = None) -> NoReturn:
+    """The `racegate` command and `python -m racegate`: main's exit status, and then out, even
+    where the workload left threads that never end (a non-daemon thread started at import):
+    once the verdict is printed, the process exits. atexit's handlers (the private root's
+    removal, the live children's kill) run first; then os._exit, which waits for no thread."""
+    code = main(argv)
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
