@@ -50,14 +50,20 @@ def _refused_link(path: Path, exc: OSError) -> OSError:
     return exc
 
 
+def open_append(path: Path, *, mode: int = PRIVATE) -> int:
+    """A descriptor of `path` for appending (made with `mode` if absent), never through a
+    link: a link at `path` is an OSError (ELOOP) saying so."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, mode)
+    except OSError as exc:
+        raise _refused_link(Path(path), exc) from None
+
+
 def append_line(path: Path, line: bytes, *, mode: int = PRIVATE) -> None:
     """Append `line` (ending in a newline) to `path`, made with `mode` if absent. A last line
     with no newline (a writer killed mid-line) is closed off first. On any failure the file is
     cut back to its size before, so no reader ever sees part of `line`."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, mode)
-    except OSError as exc:
-        raise _refused_link(Path(path), exc) from None
+    fd = open_append(path, mode=mode)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # another racegate appending: one repairs, one waits
         size = os.fstat(fd).st_size
