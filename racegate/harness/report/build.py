@@ -22,7 +22,13 @@ from racegate.harness.ab.store import (
 )
 from racegate.harness.judge.baselines import FloorCall, memory_flat
 from racegate.harness.judge.compare import Comparison
-from racegate.harness.judge.gate import Decision, Word, combine, decide_gate
+from racegate.harness.judge.gate import (
+    Decision,
+    Word,
+    combine,
+    decide_gate,
+    infrastructure_cause,
+)
 from racegate.harness.judge.inputs import (
     dropped_note,
     read_record_file,
@@ -192,7 +198,7 @@ def group_decision(g: Group) -> Decision | None:
     if not g.gate.gated:
         return None
     bars = bar_problems(g)
-    d = decide_gate(g.verdict, missed=bars)
+    d = decide_gate(g.verdict, missed=bars, infrastructure=infrastructure_cause(g.records))
     if d.passed and not g.gate.passed:  # fail closed: a problem the gate saw stops a SAFE
         return Decision(Word.UNSAFE, "; ".join(g.gate.reasons), "see matrix.md")
     return d
