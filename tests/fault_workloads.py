@@ -71,6 +71,8 @@ FAULTS: dict[str, tuple[str, int, str]] = {
     "exit_factory": ("crash", 2, "sys.exit(0) in the workload's factory"),
     "exit_replica": ("crash", 2, "sys.exit(0) in make_replica"),
     "exit_step": ("other_error", 2, "sys.exit(0) at thread 0's 2nd step"),
+    # A step of no tokens: tokens/s 0, which `run` judged and the report refused.
+    "zero_tokens": ("other_error", 2, "thread 0's 2nd step returns StepResult(tokens=0)"),
 }
 
 _GiB = 1 << 30
@@ -137,6 +139,8 @@ class _Replica:
         me, fault = self.seed, self.fault
         if self.calls == 2 and me == 0:
             self._fire_in_thread_0(fault)
+            if fault == "zero_tokens":
+                return StepResult(tokens=0)
         if fault == "deadlock_poller" and self.calls == 2 and me == 0:
             threading.Thread(target=_poll, daemon=True).start()
         if fault == "signal_thief" and self.calls == 2 and me == 0:
@@ -174,6 +178,7 @@ class _Replica:
             os._exit(7)
         if fault == "exit_step":
             sys.exit(0)
+
         if fault == "self_sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
         if fault == "abort":

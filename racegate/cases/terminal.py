@@ -28,6 +28,7 @@ from racegate.harness.probes.runner import (
 )
 from racegate.harness.run import state
 from racegate.harness.run.record import RunRecord, read_jsonl
+from racegate.harness.scenario import settings
 
 calibration_key = pytest.StashKey[verdict.Calibration]()
 PLUGIN_NAME = "racegate-verdict"
@@ -47,6 +48,7 @@ UNSAFE_CATEGORY = "unsafe"
 def check_calibration(config: pytest.Config) -> None:
     """The calibration's counts (--control-repeat, --control-max, --power-cap): a ValueError of
     one line naming the bad one. racegate.cases.plugin checks them before it makes anything."""
+    settings.check_environment()  # the run variables too: a bad one is a usage error here
     opt = config.getoption
     counts = {
         "--control-repeat": "racegate_control_repeat",

@@ -40,6 +40,7 @@ from racegate.harness.judge.inputs import check_records_from, dropped_note, reco
 from racegate.harness.judge.summary import failure_lines, format_table, summarise
 from racegate.harness.run import private_root, state
 from racegate.harness.run.record import RunRecord, append_jsonl, begin_invocation
+from racegate.harness.scenario import settings
 from racegate.harness.scenario.spec import Scenario, check_devices_present, make_scenario
 from racegate.harness.scenario.versions import ABSENT
 from racegate.harness.scenario.workload_api import WorkloadError, has_strategies
@@ -404,6 +405,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     STOPPING.clear()  # a run interrupted earlier in this process must not block this one
     if args.jobs < 1:
         raise ValueError(f"--jobs must be ≥ 1, got {args.jobs}")
+    settings.check_environment()  # RACEGATE_PID_NAMESPACE, RACEGATE_TEST_SLOWDOWN: before a run
     opts = options.resolve(vars(args), gpus=options.count_gpus(), for_cli=True)
     check_records_from(args.records_from)  # bad input before any run
     # The workload's roles (production strategy, positive control) and strategies, before any

@@ -23,14 +23,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from racegate.harness.run import state
+from racegate.harness.run import lifeline, state
 from racegate.harness.run.files import write_whole
+from racegate.harness.scenario.settings import shown
 
 MADE_MARKER = ".racegate-made"  # the mark bootstrap.py also puts in the venvs it makes
 ENVS = "envs"  # under the state folder: .racegate/envs/<key>
 PACKAGES = ("torch", "transformers")  # what a change may name
 BASE_PTH = "racegate-base.pth"
 DONE = "racegate-env.json"  # written last: a folder without it is half made and is redone
+MAX_VERSION = 64  # characters: a version past it is no release (and no 100 KB error line)
 CHANGE_FORM = "PACKAGE==VERSION with PACKAGE one of torch, transformers (e.g. transformers==5.8.1)"
 
 # Run by the environment's own python: its versions, and the folders its packages load from.
@@ -136,11 +138,13 @@ def parse_changes(texts: Sequence[str]) -> dict[str, str]:
     for text in texts:
         name, sep, version = text.partition("==")
         name, version = name.strip().lower(), version.strip()
-        ok_version = bool(version) and all(c.isalnum() or c in ".+-_" for c in version)
+        ok_version = 0 < len(version) <= MAX_VERSION and all(
+            c.isalnum() or c in ".+-_" for c in version
+        )
         if not sep or name not in PACKAGES or not ok_version:
-            raise ValueError(f"the change {text!r} is not {CHANGE_FORM}")
+            raise ValueError(f"the change {shown(text)} is not {CHANGE_FORM}")
         if name in out:
-            raise ValueError(f"the change {text!r} names {name} a second time; name it once")
+            raise ValueError(f"the change {shown(text)} names {name} a second time; name it once")
         out[name] = version
     return out
 
@@ -265,19 +269,48 @@ def candidate(
         shutil.rmtree(folder)  # half made or stale: make it again
     progress(f"candidate environment {folder}: making it beside {base.python}")
     os.mkdir(folder, 0o700)
+    try:
+        return _make(folder, changes, base, base_facts, wanted, find_links, progress)
+    except BaseException:
+        # A refused requirement, a failed install, an interrupt: no half-made venv is left.
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _with_parent(pid: int = 0) -> None:
+    """subprocess's preexec_fn: the child (venv, pip) dies with racegate, even by SIGKILL."""
+    lifeline.die_with_parent(pid or None)
+
+
+def _run(args: Sequence[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    """A child of the environment's making (venv, pip, a probe): it dies with this process."""
+    me = os.getpid()
+    return subprocess.run(  # type: ignore[call-overload,no-any-return]
+        list(args), capture_output=True, text=True, preexec_fn=lambda: _with_parent(me), **kw
+    )
+
+
+def _make(
+    folder: Path,
+    changes: Mapping[str, str],
+    base: Environment,
+    base_facts: dict,
+    wanted: dict,
+    find_links: Sequence[Path],
+    progress: Callable[[str], None],
+) -> Environment:
+    """Make the candidate venv in the new, empty `folder` (see `candidate`)."""
+    python = folder / "bin" / "python"
+    done = folder / DONE
+    requirements = [f"{name}=={version}" for name, version in sorted(changes.items())]
     (folder / MADE_MARKER).write_text(
         "made by racegate (racegate/harness/doors/envs.py); it installs only here\n"
     )
-    base_has_pip = (
-        subprocess.run(
-            [str(base.python), "-c", "import pip"], capture_output=True, timeout=60
-        ).returncode
-        == 0
-    )
+    base_has_pip = _run([str(base.python), "-c", "import pip"], timeout=60).returncode == 0
     venv_args = [str(base.python), "-m", "venv", "--clear"]
     if base_has_pip:
         venv_args.append("--without-pip")  # the base's pip is reached through the .pth file
-    made = subprocess.run([*venv_args, str(folder)], capture_output=True, text=True)
+    made = _run([*venv_args, str(folder)])
     if made.returncode != 0:
         raise EnvError(f"cannot make a venv at {folder}: {_pip_last_error(made.stderr)}")
     (folder / MADE_MARKER).write_text(
@@ -288,7 +321,6 @@ def candidate(
     shared = [f for f in base_facts["folders"] if Path(f) != purelib]
     # After the candidate's own folder: what pip installs here shadows the base's copy.
     (purelib / BASE_PTH).write_text("".join(f"{f}\n" for f in shared))
-    requirements = [f"{name}=={version}" for name, version in sorted(changes.items())]
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar"]
     pip.append("off")
     if find_links:
@@ -296,7 +328,7 @@ def candidate(
         for link in find_links:
             pip += ["--find-links", str(link)]
     progress(f"installing {' '.join(requirements)} into {folder} (pip resolves the rest)")
-    installed = subprocess.run([*pip, *requirements], capture_output=True, text=True)
+    installed = _run([*pip, *requirements])
     if installed.returncode != 0:
         raise EnvError(
             f"cannot install {' '.join(requirements)} into {folder}: "

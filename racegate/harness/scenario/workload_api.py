@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -28,6 +29,19 @@ class StepResult:
 
     tokens: int  # tokens this step processed (the unit of tokens/s; the workload says which)
     loss: float | None = None
+
+    def __post_init__(self) -> None:
+        # ≥ 1, here where the step makes it: a step of 0 tokens made a run's tokens/s 0, which
+        # `run` judged while the report and pytest refused the same record (one answer).
+        try:
+            ok = not isinstance(self.tokens, bool) and operator.index(self.tokens) >= 1
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"StepResult(tokens={self.tokens!r}): a step reports the tokens it processed, "
+                "an int ≥ 1"
+            )
 
 
 @dataclass(frozen=True)
