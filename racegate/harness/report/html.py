@@ -316,6 +316,17 @@ def _ab_section(m: Matrix) -> list[str]:
     return out
 
 
+# A badge links to its cell's fold (#id), inside its row's fold: opening a link (or a page
+# loaded at one) opens the fold and every fold around it, so the cell shows. Without script
+# the link still lands on the closed fold.
+OPEN_LINKED_CELL = (
+    "function openLinked(){var e=location.hash&&document.getElementById("
+    "decodeURIComponent(location.hash.slice(1)));for(;e;e=e.parentElement)"
+    "if(e.tagName==='DETAILS')e.open=true;}"
+    "addEventListener('hashchange',openLinked);openLinked();"
+)
+
+
 def render_html(
     m: Matrix, title: str, inputs: str, legend: list[str], charts: list[Path] = ()
 ) -> str:
@@ -346,5 +357,5 @@ def render_html(
     for hw in m.hardware:
         out += _details_section(m, hw)
     out.append("<h2>Legend</h2><ul>" + "".join(f"<li>{escape(i)}</li>" for i in legend) + "</ul>")
-    out.append("</body></html>\n")
+    out.append(f"<script>{OPEN_LINKED_CELL}</script></body></html>\n")
     return "\n".join(out)
