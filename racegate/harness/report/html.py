@@ -316,17 +316,6 @@ def _ab_section(m: Matrix) -> list[str]:
     return out
 
 
-# A badge links to its cell's fold (#id), inside its row's fold: opening a link (or a page
-# loaded at one) opens the fold and every fold around it, so the cell shows. Without script
-# the link still lands on the closed fold.
-OPEN_LINKED_CELL = (
-    "function openLinked(){var e=location.hash&&document.getElementById("
-    "decodeURIComponent(location.hash.slice(1)));for(;e;e=e.parentElement)"
-    "if(e.tagName==='DETAILS')e.open=true;}"
-    "addEventListener('hashchange',openLinked);openLinked();"
-)
-
-
 def render_html(
     m: Matrix, title: str, inputs: str, legend: list[str], charts: list[Path] = ()
 ) -> str:
@@ -352,10 +341,11 @@ def render_html(
     out.append(
         "<h2>Details per cell</h2><p class='n'>Unfold a row, then a strategy: cache state"
         " × topology, tokens/s against the floor, errors, and links to each run's record"
-        " and stacks in runs.html. A badge in the tables above opens its cell here.</p>"
+        " and stacks in runs.html. A badge in the tables above links to its cell here"
+        " (a fold: click it open).</p>"
     )
     for hw in m.hardware:
         out += _details_section(m, hw)
     out.append("<h2>Legend</h2><ul>" + "".join(f"<li>{escape(i)}</li>" for i in legend) + "</ul>")
-    out.append(f"<script>{OPEN_LINKED_CELL}</script></body></html>\n")
+    out.append("</body></html>\n")
     return "\n".join(out)
