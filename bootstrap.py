@@ -223,6 +223,30 @@ def host_env() -> Path:
     return python
 
 
+NAME_MAX = 255  # bytes of one path component (Linux)
+
+
+def bad_venv_value(value: str) -> str | None:
+    """Why RACEGATE_VENV's value names no venv folder (None: it may): a part that reads as an
+    option ("-1": a venv named -1 in the checkout) or longer than a folder name can be. One
+    line, the value cut short."""
+    if not value:
+        return None
+    shown = repr(value) if len(value) <= 60 else f"{value[:60]!r}… ({len(value):,} characters)"
+    parts = [p for p in Path(value).parts if p != "/"]
+    if any(p.startswith("-") for p in parts):
+        return (
+            f"RACEGATE_VENV={shown} (from the environment): a part of it starts with '-'; give "
+            "the path of a venv folder (e.g. .venv or /opt/racegate-venv)"
+        )
+    if any(len(p.encode()) > NAME_MAX for p in parts) or len(value.encode()) > 4000:
+        return (
+            f"RACEGATE_VENV={shown} (from the environment): a folder name is at most "
+            f"{NAME_MAX} bytes; give the path of a venv folder"
+        )
+    return None
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
         print(USAGE, file=sys.stderr)
@@ -245,6 +269,9 @@ def main(argv: list[str]) -> int:
             args = [*FAST_TIER, *(a for a in args if a != "--fast")]
         *first, last = COMMANDS[argv[0]]
         steps = [*first, [*last, *args]]
+    if why := bad_venv_value(os.environ.get("RACEGATE_VENV", "")):
+        print(f"racegate: error: {why}", file=sys.stderr)
+        return 2
     env_dir = Path(os.environ.get("RACEGATE_VENV") or ROOT / ".venv")
     where = "RACEGATE_VENV" if os.environ.get("RACEGATE_VENV") else "the default venv"
     host = argv[0] == "race" and not os.environ.get("RACEGATE_VENV") and has_torch()

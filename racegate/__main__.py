@@ -2,6 +2,6 @@
 
 import sys
 
-from racegate.harness.doors.cli import main
+from racegate.harness.doors.cli import entry
 
-sys.exit(main(sys.argv[1:]))
+entry(sys.argv[1:])

@@ -66,6 +66,13 @@ FAULTS: dict[str, tuple[str, int, str]] = {
     "flops_raise": ("other_error", 2, "flops_per_step raises ValueError"),
     "flops_segv": ("crash", 2, "flops_per_step segfaults (ctypes.string_at(0))"),
     "abort": ("crash", 2, "thread 0 calls os.abort() at its 2nd step"),
+    # As a training script "with nothing to do" does: sys.exit(0), which once read as a clean
+    # exit. Each is a failure to run, with its own line (workload_api.no_exit).
+    "exit_factory": ("crash", 2, "sys.exit(0) in the workload's factory"),
+    "exit_replica": ("crash", 2, "sys.exit(0) in make_replica"),
+    "exit_step": ("other_error", 2, "sys.exit(0) at thread 0's 2nd step"),
+    # A step of no tokens: tokens/s 0, which `run` judged and the report refused.
+    "zero_tokens": ("other_error", 2, "thread 0's 2nd step returns StepResult(tokens=0)"),
 }
 
 _GiB = 1 << 30
@@ -132,6 +139,8 @@ class _Replica:
         me, fault = self.seed, self.fault
         if self.calls == 2 and me == 0:
             self._fire_in_thread_0(fault)
+            if fault == "zero_tokens":
+                return StepResult(tokens=0)
         if fault == "deadlock_poller" and self.calls == 2 and me == 0:
             threading.Thread(target=_poll, daemon=True).start()
         if fault == "signal_thief" and self.calls == 2 and me == 0:
@@ -167,6 +176,9 @@ class _Replica:
             os._exit(0)
         if fault == "exit7_mid":
             os._exit(7)
+        if fault == "exit_step":
+            sys.exit(0)
+
         if fault == "self_sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
         if fault == "abort":
@@ -249,6 +261,8 @@ class FaultWorkload:
         return [0, 1]
 
     def make_replica(self, device: torch.device, strategy: str, *, seed: int) -> _Replica:
+        if self.fault == "exit_replica":
+            sys.exit(0)
         one_intra_op_thread()
         return _Replica(device, self.fault, seed, self.shared)
 
@@ -274,6 +288,8 @@ KNOWN = frozenset(FAULTS) | {"hang", "late_start"}
 def make_workload(preset: str = "ok") -> FaultWorkload:
     if preset not in KNOWN:  # an unknown fault must not run as the harmless one
         raise ValueError(f"unknown preset {preset!r}; choose from: {', '.join(sorted(KNOWN))}")
+    if preset == "exit_factory":
+        sys.exit(0)
     return FaultWorkload(preset)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,7 @@ def make_record(
         mem_growth=mem_growth,
         mem_series={"cuda:0": [2**30, int(2**30 * (1 + (mem_growth or 0)))]},
         command="python -m racegate run --preset small",
+        run_id=secrets.token_hex(8),  # each a run of its own (a reader counts a run once)
     )
     return RunRecord.from_json(json.loads(json.dumps(record.to_json())))  # the JSON boundary
 
@@ -291,7 +293,7 @@ def test_runs_under_the_test_slowdown_are_never_a_floor_nor_judged(tmp_path: Pat
 def test_overlapped_runs_are_never_a_floor_nor_judged(tmp_path: Path) -> None:
     """A nightly cell's records mix lone throughput runs with xdist race runs of floor keys."""
     alone = [make_record(tps=t) for t in (39_000.0, 40_000.0, 41_000.0)]
-    beside = [dataclasses.replace(make_record(tps=9_000.0), timing_valid=False)] * 5
+    beside = [dataclasses.replace(make_record(tps=9_000.0), timing_valid=False) for _ in range(5)]
     baselines.update_from_records([write(tmp_path / "r.jsonl", alone + beside)], tmp_path)
     base = baselines.load(tmp_path, "h200x2")
     assert base is not None

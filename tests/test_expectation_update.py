@@ -52,13 +52,14 @@ def run_cli(tmp_path: Path, records: list, *extra: str) -> int:
 
 
 def test_a_strict_row_that_xpassed_everywhere_is_narrowed_below_the_release(tmp_path: Path) -> None:
-    proposal = eu.propose(rx.load(table(tmp_path)), [cuda("per_device")] * 3, PRODUCTION)
+    runs = [cuda("per_device") for _ in range(3)]
+    proposal = eu.propose(rx.load(table(tmp_path)), runs, PRODUCTION)
     assert proposal.narrow == {1: (">=2.9,<2.13", proposal.narrow[1][1])}
     assert "XPASS" in proposal.narrow[1][1] and not proposal.add and not proposal.delete
 
 
 def test_a_strict_row_that_xpassed_at_its_lowest_release_is_deleted(tmp_path: Path) -> None:
-    runs = [cuda("per_device", torch="2.9.1")] * 2
+    runs = [cuda("per_device", torch="2.9.1") for _ in range(2)]
     proposal = eu.propose(rx.load(table(tmp_path)), runs, PRODUCTION)
     assert list(proposal.delete) == [1]
 
@@ -73,7 +74,7 @@ def test_a_new_failure_is_proposed_and_needs_reason_and_source(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     path = table(tmp_path)
-    runs = [cuda("warmup", other="recompile_blocked", torch="2.15.0+cu130")] * 3
+    runs = [cuda("warmup", other="recompile_blocked", torch="2.15.0+cu130") for _ in range(3)]
     assert run_cli(tmp_path, runs, "--update") == 2
     out, err = capsys.readouterr()
     assert "add row (torch 2.15 transformers 5.17 cuda warmup cold 1x2: 3/3 runs failed" in out
@@ -108,7 +109,7 @@ def test_the_production_strategy_is_rejected_never_given_a_row(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     table(tmp_path)
-    runs = [cuda(str(PRODUCTION), other="crash")] * 3
+    runs = [cuda(str(PRODUCTION), other="crash") for _ in range(3)]
     assert run_cli(tmp_path, runs, "--update", "--reason", "r", "--source", "s") == 1
     out = capsys.readouterr().out
     assert "rejected: " in out and "production strategy may never be expected to fail" in out

@@ -80,11 +80,11 @@ def test_two_writers_appending_to_one_file(tmp_path: Path) -> None:
     assert sorted({r.scenario.strategy for r in records}) == ["eager", "warmup"]
 
 
-def test_schema_2_needs_every_field() -> None:
+def test_schema_3_needs_every_field() -> None:
     raw = make_record().to_json()
-    assert raw["schema_version"] == SCHEMA_VERSION == 2
+    assert raw["schema_version"] == SCHEMA_VERSION == 3
     RunRecord.from_json(raw)
-    for missing in ("timing_valid", "overridden_env"):
+    for missing in ("timing_valid", "overridden_env", "run_id", "invocation"):
         broken = {k: v for k, v in raw.items() if k != missing}
         with pytest.raises(ValueError, match=f"missing \\['{missing}'\\]"):
             RunRecord.from_json(broken)
@@ -93,6 +93,21 @@ def test_schema_2_needs_every_field() -> None:
         RunRecord.from_json(raw | {"threads": [thread]})
     with pytest.raises(ValueError, match="unknown \\['colour'\\]"):
         RunRecord.from_json(raw | {"colour": "red"})
+
+
+def test_a_schema_2_record_reads_as_a_run_without_identity() -> None:
+    """Schema 2 (results/) has no run identity: it reads, as a record whose run is told apart
+    by its content; schema 3's fields in a schema 2 line are refused."""
+    raw = make_record().to_json()
+    old = {k: v for k, v in raw.items() if k not in ("invocation", "run_id")}
+    old["schema_version"] = 2
+    record = RunRecord.from_json(old)
+    assert record.run_id is None and record.identity.startswith("content:")
+    assert RunRecord.from_json(json.loads(json.dumps(old))).identity == record.identity
+    with pytest.raises(ValueError, match="schema 3 added"):
+        RunRecord.from_json(old | {"run_id": "x"})
+    with pytest.raises(ValueError, match="this racegate reads 2 and 3"):
+        RunRecord.from_json(raw | {"schema_version": 4})
 
 
 def test_a_schema_2_record_from_before_stalled_s_still_reads() -> None:

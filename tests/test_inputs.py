@@ -23,7 +23,7 @@ from racegate.harness.judge.inputs import read_record_file
 from racegate.harness.run.record import RunRecord, append_jsonl
 from tests.test_baselines import make_record, write
 from tests.test_decide import child, evidence, ok_threads, thread, trace
-from tests.test_report import PROD, clean_row, floors  # noqa: F401  (a fixture)
+from tests.test_report import PROD, again, clean_row, floors  # noqa: F401  (a fixture)
 
 COMMANDS = {
     "report": lambda rec, tmp: ["report", str(rec), "--out-dir", str(tmp / "out")],
@@ -210,7 +210,7 @@ def test_baseline_update_on_production_only_records_says_why_none_gave_a_floor(
     """warmup_locked is held to warmup's floors and never one itself: the message said "runs
     that did not pass: none"."""
     assert baselines.JUDGED_BY["warmup_locked"] == "warmup"
-    path = write(tmp_path / "r.jsonl", [make_record(strategy="warmup_locked")] * 3)
+    path = write(tmp_path / "r.jsonl", again(make_record(strategy="warmup_locked"), 3))
     err = one_line_exit_2(
         ["baseline", "--update", str(path), "--baselines", str(tmp_path / "b")], capsys
     )
@@ -277,6 +277,7 @@ def test_a_record_names_the_roles_it_ran_under_and_one_report_judges_one_set(
     )
     plain = make_record()
     named = RunRecord.from_json(_mutate(plain.to_json(), "scenario.control", "singleton"))
+    named.run_id = "another"  # a run of its own
     assert roles_of([named], unnamed=("warmup_locked", "per_device")) == (
         "warmup_locked",
         "singleton",

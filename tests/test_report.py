@@ -56,7 +56,12 @@ def powered(record: RunRecord, runs: int = 5) -> list[RunRecord]:
         torch=record.versions.torch, transformers=record.versions.transformers,
         devices=",".join(d.removeprefix("cuda:") for d in s.devices), nested=1, tps=None,
     )  # fmt: skip
-    return [record] * runs + [control] * 8
+    return again(record, runs) + again(control, 8)
+
+
+def again(record: RunRecord, runs: int) -> list[RunRecord]:
+    """`record` as `runs` runs: each a run of its own (a reader counts one run once)."""
+    return [dataclasses.replace(record, run_id=f"{record.run_id}-{k}") for k in range(runs)]
 
 
 def clean_row(**versions: str) -> list[RunRecord]:
@@ -261,7 +266,7 @@ def test_overlapped_records_void_only_their_own_timings(
     recs = tmp_path / "records"
     recs.mkdir()
     # Below the 40,000 floor, and more of them than the 5 cold runs timed alone.
-    slow = [make_record(tps=30_000.0)] * 6
+    slow = again(make_record(tps=30_000.0), 6)
     timed = write(recs / "timed.jsonl", slow)
     alone = write(recs / "alone.jsonl", clean_row())
     out = tmp_path / "out"
@@ -296,7 +301,7 @@ def test_a_run_that_never_reported_joins_its_rows_machine(floors: Path) -> None:
     cpu_run = dataclasses.replace(
         cpu_run, scenario=dataclasses.replace(cpu_run.scenario, strategy=Strategy.EAGER)
     )
-    runs = [*clean_row(), *[cpu_run] * 9, hung]  # the row's most common machine is the CPU
+    runs = [*clean_row(), *again(cpu_run, 9), hung]  # the row's most common machine is the CPU
     m = build_matrix(runs, floors, PROD)
     per_device = [c for c in m.columns if c.strategy == "per_device" and c.devices == 2]
     assert {c.hardware for c in per_device} == {"h200x2"}  # a GPU run never lands under cpu

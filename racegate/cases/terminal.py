@@ -23,13 +23,15 @@ from racegate.cases.session import racegate_key
 from racegate.harness.doors import options
 from racegate.harness.judge import decision_file, probe_expectations, verdict
 from racegate.harness.judge.baselines import production_bars
-from racegate.harness.judge.gate import Decision, decide_gate
+from racegate.harness.judge.gate import Decision, decide_gate, infrastructure_cause
 from racegate.harness.judge.inputs import check_records_from, records_from, roles_of
 from racegate.harness.judge.suite import NotJudged, RaceOutcomeError
 from racegate.harness.probes.runner import (
     ProbeRun,  # the probe registry and runner: no torch import
 )
+from racegate.harness.run import state
 from racegate.harness.run.record import RunRecord, read_jsonl
+from racegate.harness.scenario import settings
 
 calibration_key = pytest.StashKey[verdict.Calibration]()
 PLUGIN_NAME = "racegate-verdict"
@@ -49,6 +51,7 @@ UNSAFE_CATEGORY = "unsafe"
 def check_calibration(config: pytest.Config) -> None:
     """The calibration's counts (--control-repeat, --control-max, --power-cap): a ValueError of
     one line naming the bad one. racegate.cases.plugin checks them before it makes anything."""
+    settings.check_environment()  # the run variables too: a bad one is a usage error here
     opt = config.getoption
     counts = {
         "--control-repeat": "racegate_control_repeat",
@@ -231,10 +234,11 @@ def block(config: pytest.Config, failed_cases: int = 0) -> tuple[list[str], Deci
     cal = config.stash[calibration_key]
     title = " racegate verdict ".center(verdict.WIDTH, "=")
     try:
-        merged, notes = records_from(config.getoption("racegate_records_from"))
         if rc.results is None:
             raise ValueError("no records were written (no results file)")
-        records = [*merged, *_session(config).records()]
+        session = _session(config).records()  # each run once: none of these merged again
+        merged, notes = records_from(config.getoption("racegate_records_from"), own=session)
+        records = [*merged, *session]
         # The roles the records ran under, as the report reads them (this session's own).
         production, control = roles_of(records, empty=(str(rc.production), cal.control))
     except (OSError, ValueError) as exc:
@@ -252,7 +256,8 @@ def block(config: pytest.Config, failed_cases: int = 0) -> tuple[list[str], Deci
         hardware=", ".join(rc.devices),
     )
     bars = production_bars(records, production)  # memory, the test slowdown: as the report
-    decision = decide_gate(decided, failed_cases=failed_cases, missed=bars)
+    cause = infrastructure_cause(records)  # a full disk: no verdict, as `run` and the report
+    decision = decide_gate(decided, failed_cases=failed_cases, missed=bars, infrastructure=cause)
     lines = verdict.render(decided, decision)
     own = len(records) - len(merged)
     note = f"records: {own} from {rc.results}; probe verdicts from {where}"
@@ -279,6 +284,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     cases passed exits 0 only when the decision is SAFE. Interrupts, internal and usage errors
     keep pytest's own codes. --decision-file gets the decision, gate or not (its reader checks
     pytest's exit against it)."""
+    rc = session.config.stash[racegate_key]
+    own = rc.results is not None and rc.results.parent.parent == state.runs_dir(
+        session.config.rootpath
+    )
+    if (
+        exitstatus == pytest.ExitCode.INTERRUPTED
+        and own
+        and not hasattr(session.config, "workerinput")
+    ):  # Ctrl-C: `report` must never take this run for the latest complete one
+        state.end_incomplete(rc.results, "interrupted (Ctrl-C): pytest stopped before its end")
     concluded = _conclude(session.config, _session(session.config).failed_cases)
     if concluded is None:
         return
@@ -286,7 +301,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if gate and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         session.exitstatus = concluded[1].exit_code
     path = session.config.getoption("racegate_decision_file")
-    rc = session.config.stash[racegate_key]
     if path is not None and rc.results is not None:
         decided = decision_file.SessionDecision(concluded[1], str(rc.results))
         decision_file.write(path, decided)

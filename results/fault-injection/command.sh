@@ -1,1 +1,1 @@
-python scripts/fault_table.py
+python tests/fault_table.py

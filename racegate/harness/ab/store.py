@@ -17,6 +17,7 @@ from typing import Any
 from racegate.harness.ab.result import SCHEMA_VERSION, ABResult
 from racegate.harness.ab.stats import SIDES, RunSample, compare_samples, gpu_mismatch, sample_of
 from racegate.harness.run import checked
+from racegate.harness.run.files import PUBLISHED, write_whole
 from racegate.harness.run.record import read_jsonl
 
 AB_FILE_NAMES = ("ab.json", "ab-*.json")  # gpu_ab's and benchmarks/ab_power_gpu.sh's
@@ -27,7 +28,7 @@ AB_POOLS = ("reference.jsonl", "candidate.jsonl")  # compare --records: the runs
 def write_ab(path: Path, result: ABResult) -> None:
     """`result` as ab.json, in the form read_ab reads back; its folder is made where missing."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+    write_whole(path, json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n", mode=PUBLISHED)
 
 
 def is_ab_file(path: Path) -> bool:

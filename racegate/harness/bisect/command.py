@@ -18,6 +18,7 @@ from typing import Any
 from racegate.harness.bisect import evidence, releases, repro, search
 from racegate.harness.judge.gate import EXIT_USAGE
 from racegate.harness.probes.runner import PROBES
+from racegate.harness.run.files import PUBLISHED, write_whole
 
 COMPARE_URL = {
     "torch": "https://github.com/pytorch/pytorch/compare/{a}...{b}",
@@ -133,7 +134,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     wall = time.monotonic() - t0
     print(format_result(result, package, wall))
     if args.json_out:
-        args.json_out.write_text(json.dumps(to_json(result, package, wall), indent=1) + "\n")
+        text = json.dumps(to_json(result, package, wall), indent=1) + "\n"
+        write_whole(args.json_out, text, mode=PUBLISHED)
     return result.exit_code
 
 
@@ -242,7 +244,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
         )
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    write_whole(args.out, text, mode=PUBLISHED)
     print(f"racegate repro: wrote {args.out} ({len(text.splitlines())} lines)")
     return 0
 

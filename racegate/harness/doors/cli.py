@@ -9,8 +9,11 @@ traceback).
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import itertools
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -19,17 +22,26 @@ import textwrap
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from racegate.harness.bisect import command as bisect_command
 from racegate.harness.doors import options, race_exit, sizing, upgrade
 from racegate.harness.judge import words
 from racegate.harness.judge.baselines import production_bars
-from racegate.harness.judge.gate import EXIT_INTERRUPTED, EXIT_USAGE, Decision, decide_gate
-from racegate.harness.judge.inputs import check_records_from, records_from
+from racegate.harness.judge.gate import (
+    EXIT_INTERRUPTED,
+    EXIT_UNDECIDED,
+    EXIT_USAGE,
+    Decision,
+    NothingDecided,
+    decide_gate,
+    infrastructure_cause,
+)
+from racegate.harness.judge.inputs import check_records_from, dropped_note, records_from
 from racegate.harness.judge.summary import failure_lines, format_table, summarise
 from racegate.harness.run import private_root, state
-from racegate.harness.run.record import RunRecord, append_jsonl
+from racegate.harness.run.record import RunRecord, append_jsonl, begin_invocation
+from racegate.harness.scenario import settings
 from racegate.harness.scenario.spec import Scenario, check_devices_present, make_scenario
 from racegate.harness.scenario.versions import ABSENT
 from racegate.harness.scenario.workload_api import WorkloadError, has_strategies
@@ -307,7 +319,11 @@ def print_verdict(records: list[RunRecord], opts: options.RunOptions, stream: Te
         strategies=opts.strategies,
     )
     # harness run judges no throughput floor; memory and the test slowdown, as the report
-    decision = decide_gate(verdict, missed=production_bars(records, production))
+    decision = decide_gate(
+        verdict,
+        missed=production_bars(records, production),
+        infrastructure=infrastructure_cause(records),  # a full disk: no verdict
+    )
     print("\n".join(render(verdict, decision)), file=stream, flush=True)
     return decision
 
@@ -349,14 +365,18 @@ def _show_run(progress: Any, sc: Scenario, k: int, record: RunRecord, as_json: b
 
 
 def _run_all(
-    jobs: list[tuple[Scenario, int]], args: argparse.Namespace, command: str, out: Path
+    jobs: list[tuple[Scenario, int]],
+    args: argparse.Namespace,
+    command: str,
+    out: Path,
+    records: list[RunRecord],
 ) -> list[RunRecord]:
     """Every (scenario, repeat index) run, `args.jobs` at once; each record appended to `out`
-    as it lands."""
+    as it lands, and to `records`. A record that cannot be written (a full disk, the folder
+    gone) stops everything: NothingDecided, naming why."""
     from racegate.harness.doors.pipeline import run_scenario
     from racegate.harness.run.runner import SharedPrimes, kill_live_children
 
-    records: list[RunRecord] = []
     timing_valid = args.jobs == 1 or len(jobs) == 1  # runs side by side time nothing
     progress = _progress()
     # A warm/deleted scenario's runs copy the cache of one priming run (made by the first),
@@ -379,8 +399,13 @@ def _run_all(
             for future in as_completed(futures):
                 sc, k = futures[future]
                 record = future.result()
+                try:
+                    append_jsonl(out, record)  # whole or not at all (files.append_line)
+                except OSError as exc:
+                    raise NothingDecided(
+                        f"the record of run {len(records) + 1} could not be written: {exc}"
+                    ) from None
                 records.append(record)
-                append_jsonl(out, record)
                 _show_run(progress, sc, k, record, args.json)
                 progress.advance(task)
         except BaseException:
@@ -397,6 +422,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     STOPPING.clear()  # a run interrupted earlier in this process must not block this one
     if args.jobs < 1:
         raise ValueError(f"--jobs must be ≥ 1, got {args.jobs}")
+    settings.check_environment()  # RACEGATE_PID_NAMESPACE, RACEGATE_TEST_SLOWDOWN: before a run
     opts = options.resolve(vars(args), gpus=options.count_gpus(), for_cli=True)
     check_records_from(args.records_from)  # bad input before any run
     # The workload's roles (production strategy, positive control) and strategies, before any
@@ -408,12 +434,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = opts.results or state.new_run(state.checkout_root())
     command = shlex.join(["python", "-m", "racegate", *sys.argv[1:]])
     jobs = [(sc, k) for sc in scenarios for k in range(opts.repeat)]
-    records = _run_all(jobs, args, command, out)
+    records: list[RunRecord] = []
+    try:
+        _run_all(jobs, args, command, out, records)
+    except BaseException as exc:
+        from racegate.harness.run.runner import kill_live_children
+
+        kill_live_children()
+        # Its own run folder is marked incomplete, so `report` never takes it for the latest
+        # run (or removed, where no record landed); a --results file is the user's.
+        stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped"
+        if opts.results is None:
+            state.end_incomplete(out, f"{stopped} after {len(records)} of {len(jobs)} runs")
+        if not isinstance(exc, KeyboardInterrupt):
+            raise
+        where = f" in {out}" if records else ""
+        print(
+            f"racegate: interrupted: `{PROG} run` stopped after {len(records)} of {len(jobs)} "
+            f"runs (recorded{where}); nothing decided (exit {EXIT_INTERRUPTED})",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     # stdout holds the table and the verdict, unless --json gave it to the records.
     stream = sys.stderr if args.json else sys.stdout
     print("\n".join(format_table(summarise(records), records)), file=stream, flush=True)
     print(f"records: {out}", file=stream, flush=True)
-    merged, notes = records_from(args.records_from)
+    merged, notes = records_from(args.records_from, own=records)  # each run counted once
     for note in notes:
         print(note, file=stream, flush=True)
     return print_verdict([*merged, *records], opts, stream).exit_code
@@ -505,6 +551,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     for p in paths:
         print(p)
     gate = json.loads((out_dir / "gate.json").read_text())
+    if dropped := gate.get("dropped_duplicates"):
+        print(f"racegate: {dropped_note(dropped)}", file=sys.stderr)
     print(f"racegate: {gate['decision']}: {gate['reason']} (see matrix.md)", file=sys.stderr)
     return int(gate["exit_code"])
 
@@ -534,10 +582,30 @@ def cmd_race(pytest_args: list[str]) -> int:
     print(f"racegate: {why}", file=sys.stderr, flush=True)
     with race_exit.deciding(pytest_args, Path.cwd()) as (own, decided):
         cmd = [sys.executable, "-m", "pytest", *sized, "-m", "race", *own, *pytest_args]
-        code, why = race_exit.gated(subprocess.call(cmd), decided, pytest_args)
+        code, why = race_exit.gated(_wait_through_ctrl_c(cmd), decided, pytest_args)
     if why:
         print(f"racegate: {why}", file=sys.stderr)
     return code
+
+
+CTRL_C_GRACE_S = 60.0  # pytest's own Ctrl-C path: its verdict so far, its folders removed
+
+
+def _wait_through_ctrl_c(cmd: list[str]) -> int:
+    """Run `cmd` (pytest, in this process group) to its end. On Ctrl-C pytest gets the same
+    SIGINT: it is given CTRL_C_GRACE_S to stop in its own Ctrl-C path (marking its run folder
+    incomplete, removing its private root), not killed at once (subprocess.call's way, which
+    left its racegate-root-* behind); then the KeyboardInterrupt goes on to main."""
+    proc = subprocess.Popen(cmd)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        try:
+            proc.wait(timeout=CTRL_C_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
 
 
 PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
@@ -572,32 +640,59 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     if list(sys.argv[1:] if argv is None else argv)[:1] == ["explain"]:
         return _explain_only(list(sys.argv[1:] if argv is None else argv))
-    # First: torch (imported later, by a workload or a check) makes its caches under TMPDIR and
-    # ~ on import; they go into this process's own root instead (racegate.harness.run.private_root).
-    try:
-        private_root.enter()
-    except ValueError as exc:
-        print(f"racegate: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    signal.signal(signal.SIGTERM, _on_sigterm)
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["ab"]:  # its own parser; `harness run` options pass through after --
-        from racegate.harness.ab import cli as ab_cli
-
-        return ab_cli.main(argv[1:], prog=f"{PROG} ab")
-    if argv[:1] == ["race"]:  # every argument after it is pytest's
-        return cmd_race(argv[1:])
+    what = f"`{PROG} {argv[0]}`" if argv else f"`{PROG}`"
     try:
+        # First: torch (imported later, by a workload or a check) makes its caches under TMPDIR
+        # and ~ on import; they go into this process's own root instead
+        # (racegate.harness.run.private_root).
+        private_root.enter()
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        begin_invocation()  # this command's runs are one invocation (their records say which)
+        if argv[:1] == ["ab"]:  # its own parser; `harness run` options pass through after --
+            from racegate.harness.ab import cli as ab_cli
+
+            return ab_cli.main(argv[1:], prog=f"{PROG} ab")
+        if argv[:1] == ["race"]:  # every argument after it is pytest's
+            return cmd_race(argv[1:])
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
-    # Paths the user gave that cannot be read or written are bad input; other OS errors (a full
-    # disk, say) are not, and keep their traceback.
+    # Paths the user gave that cannot be read or written are bad input (checked before any
+    # run); the machine failing under a command (a full disk, a folder gone mid-run) decides
+    # nothing: one line, UNDECIDED's exit, never a verdict's code or a traceback.
     except (UsageError, ValueError, WorkloadError, *PATH_ERRORS) as exc:
         print(f"racegate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except (NothingDecided, OSError) as exc:
+        _stop_children()
+        print(f"racegate: nothing decided: {what} stopped: {exc}", file=sys.stderr)
+        return EXIT_UNDECIDED
     except KeyboardInterrupt:
-        from racegate.harness.run.runner import kill_live_children
-
-        kill_live_children()
-        print("racegate: interrupted; records already written are kept", file=sys.stderr)
+        _stop_children()
+        print(
+            f"racegate: interrupted: {what} stopped before a decision; nothing decided; "
+            f"records already written are kept (exit {EXIT_INTERRUPTED})",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
+
+
+def _stop_children() -> None:
+    from racegate.harness.run.runner import kill_live_children
+
+    kill_live_children()
+
+
+def entry(argv: Sequence[str] | None = None) -> NoReturn:
+    """The `racegate` command and `python -m racegate`: main's exit status, and then out, even
+    where the workload left threads that never end (a non-daemon thread started at import):
+    once the verdict is printed, the process exits. atexit's handlers (the private root's
+    removal, the live children's kill) run first; then os._exit, which waits for no thread."""
+    code = main(argv)
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)

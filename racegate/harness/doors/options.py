@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from racegate.harness.judge.verdict import Calibration
+from racegate.harness.run import files
 from racegate.harness.scenario import settings
 from racegate.harness.scenario.spec import STALL_S, parse_devices
 from racegate.harness.scenario.vocab import (
@@ -405,7 +406,7 @@ def check_results_path(path: Path, flag: str = "--results") -> None:
         raise ValueError(f"{flag} {str(path)!r} is a folder; give a .jsonl file path")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.open("a").close()
+        os.close(files.open_append(path))  # never through a link (racegate.harness.run.files)
     except OSError as exc:
         raise ValueError(f"{flag} {str(path)!r} cannot be written: {exc.strerror}") from None
 

@@ -6,12 +6,13 @@ here."""
 from __future__ import annotations
 
 import contextlib
+import secrets
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from racegate.harness.judge.decide import record_run
 from racegate.harness.run import runner
-from racegate.harness.run.record import RunRecord, append_jsonl
+from racegate.harness.run.record import RunRecord, append_jsonl, invocation
 from racegate.harness.run.runner import SharedPrimes
 from racegate.harness.run.slots import Slot, SlotPool
 from racegate.harness.scenario.spec import Scenario
@@ -39,7 +40,11 @@ def run_scenario(
         timing_valid=timing_valid,
         primes=primes,
     )
-    return record_run(evidence)
+    record = record_run(evidence)
+    # Its identity: this invocation's id and one of its own, so a reader counts it once
+    # however often it is given (racegate.harness.run.record.unique_runs).
+    record.invocation, record.run_id = invocation(), secrets.token_hex(8)
+    return record
 
 
 def batch_slots(

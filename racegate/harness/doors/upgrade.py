@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from racegate.harness.doors import options, sizing
 from racegate.harness.judge import decision_file
 from racegate.harness.judge.gate import DECIDED_EXITS, EXIT_USAGE, Decision, Word, combine
 from racegate.harness.run import envs, state
+from racegate.harness.run.record import RunRecord
 from racegate.harness.run.slots import SlotPool
 from racegate.harness.scenario import env_names
 from racegate.harness.scenario.vocab import Outcome
@@ -351,6 +353,40 @@ def _hardware(records: Path) -> tuple[str, str]:
     return key, ("CPU" if key == "cpu" else f"{name} ({key})")
 
 
+def asked_of(side: SideResult) -> dict[str, str]:
+    """The torch and transformers a side was asked to run: the candidate's changes over the
+    current environment's versions (the current side: its own)."""
+    return {k: side.env.changes.get(k, side.env.versions.get(k, "")) for k in envs.PACKAGES}
+
+
+def versions_differ(name: str, records: Sequence[RunRecord], asked: dict[str, str]) -> str | None:
+    """Why the side's records are not of the versions asked (None: every record ran them):
+    a side is what its records say, whatever its environment claims."""
+    for package, want in asked.items():
+        ran = Counter(getattr(r.versions, package) for r in records)
+        other = {v: n for v, n in ran.items() if v.split("+")[0] != want.split("+")[0]}
+        if other:
+            seen = ", ".join(f"{v} ({n} of {len(records)})" for v, n in other.items())
+            return f"the {name}'s records ran {package} {seen}, not the {want} asked"
+    return None
+
+
+def as_asked(sides: Sequence[SideResult]) -> Decision | None:
+    """UNDECIDED, saying why, where a side's records ran other versions than it was asked
+    (a candidate environment that loaded the base's package); None where each ran its own."""
+    from racegate.harness.judge import inputs
+
+    for side in sides:
+        try:
+            records = inputs.read_records([side.records])
+        except (OSError, ValueError):
+            continue  # no records to compare: that side's own decision says so
+        if why := versions_differ(side.name, records, asked_of(side)):
+            rebuild = f"remove {side.env.root} and " if side.env.root else ""
+            return Decision(Word.UNDECIDED, why, f"{why}: {rebuild}run the upgrade again")
+    return None
+
+
 def _masked(side: SideResult) -> bool:
     """Undecided, with the verdict calling a strategy MASKED (the control never failed here,
     while a probe shows the hazard in this torch)."""
@@ -462,7 +498,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     if key == "unknown":
         key, hardware = _hardware(current.records)
     ab_line, ab_decision = _ab(args, base, cand, root, key, named[1] if named else None)
-    decision = combine(
+    decision = as_asked([current, candidate]) or combine(
         [candidate.decision, *([ab_decision] if ab_decision else [])],
         empty="no decision",
     )

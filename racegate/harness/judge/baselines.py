@@ -21,6 +21,7 @@ from typing import Any
 from racegate.harness.judge.inputs import read_records
 from racegate.harness.run import checked
 from racegate.harness.run.checked import GateInputError
+from racegate.harness.run.files import PUBLISHED, write_whole
 from racegate.harness.run.record import RunRecord
 from racegate.harness.scenario.spec import Scenario
 from racegate.harness.scenario.vocab import STRATEGIES, Outcome, Schedule
@@ -473,7 +474,7 @@ def update_from_records(
         )
         path = baseline_path(baselines_dir, hw)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(base.to_json(), indent=2, sort_keys=False) + "\n")
+        write_whole(path, json.dumps(base.to_json(), indent=2) + "\n", mode=PUBLISHED)
         written.append(path)
     return written
 

@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from racegate.harness.judge.verdict import Status, Verdict
 from racegate.harness.judge.words import explain_command
+from racegate.harness.run.record import RunRecord
 
 # Where a reader learns the words: a command every installed racegate has (the report names it).
 WORDS_DOC = explain_command("WORD")
@@ -38,6 +39,33 @@ EXIT_CODES: dict[str, int] = {
 # A Ctrl-C (or the SIGINT/SIGTERM a CI runner or `timeout` sends): the command stopped before a
 # decision, as a shell reports a SIGINT; what it recorded is kept. Never a decision's code.
 EXIT_INTERRUPTED = 130
+# What a failed run says where the machine, not the step, failed it: a full disk (ENOSPC; a
+# full TMPDIR, where every cache of a run lives), a file-size limit. Such a run is no verdict.
+NO_SPACE_MARKS = ("[Errno 28]", "No space left on device", "[Errno 27]", "File too large")
+
+
+class NothingDecided(Exception):
+    """The infrastructure failed (a full disk, a folder gone, an interrupt): one line naming
+    the cause, exit EXIT_UNDECIDED, never a verdict's code."""
+
+
+def infrastructure_cause(records: Iterable[RunRecord]) -> str | None:
+    """Why these runs prove nothing either way (None: nothing of the kind): a run that failed
+    for want of disk space names it in its detail or a thread's error."""
+    for r in records:
+        texts = [r.detail or "", *(t.error or "" for t in r.threads)]
+        texts += [t.error_text or "" for t in r.threads]
+        for text in texts:
+            if any(mark in text for mark in NO_SPACE_MARKS):
+                line = next(ln for ln in text.splitlines() if any(m in ln for m in NO_SPACE_MARKS))
+                return (
+                    f"a run failed for want of disk space, not by its step ({r.outcome}: "
+                    f"{' '.join(line.split())[:200]}); free space where TMPDIR and the records "
+                    "are, then run again"
+                )
+    return None
+
+
 # A gating command that ran and decided (whichever way): not a usage error or a crash.
 DECIDED_EXITS = frozenset({EXIT_SAFE, EXIT_UNSAFE, EXIT_UNDECIDED})
 
@@ -79,6 +107,7 @@ def decide_gate(
     *,
     bar: str = "tokens/s or memory missed its bar",
     missed: Sequence[str] = (),
+    infrastructure: str | None = None,
 ) -> Decision:
     """The decision for one set of records.
 
@@ -88,8 +117,11 @@ def decide_gate(
     case, a unit test; 0 outside pytest): no evidence either way, so never SAFE;
     bar: what missed the bar, when throughput is False;
     missed: each bar the records missed (racegate.harness.judge.baselines.production_bars, and the
-    report's tokens/s floors): throughput False, with these as the bar.
+    report's tokens/s floors): throughput False, with these as the bar;
+    infrastructure: why the runs prove nothing (`infrastructure_cause`): UNDECIDED, first.
     """
+    if infrastructure:
+        return Decision(Word.UNDECIDED, f"nothing decided: {infrastructure}", infrastructure)
     if missed:
         throughput, bar = False, "; ".join(missed)
     if verdict is None:

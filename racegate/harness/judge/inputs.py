@@ -1,9 +1,11 @@
 """Reading run records for the gate: files, records checked field by field, their roles.
 
 A bad record is a GateInputError (racegate.harness.run.checked): one line, exit 2. Every reader of
-records (the report, `baseline --update`, `expectations`) reads them here: `read_records`, each
-record checked field by field by RunRecord.from_json, and the roles they ran under (`roles_of`),
-which every decision over them judges by.
+records (the report, `run --records-from`, pytest's --records-from, `baseline --update`,
+`expectations`) reads them here: `read_runs`, each record checked field by field by
+RunRecord.from_json and each run counted once (a file named twice, a copy, a line repeated:
+racegate.harness.run.record.unique_runs), and the roles they ran under (`roles_of`), which every
+decision over them judges by.
 """
 
 from __future__ import annotations
@@ -17,16 +19,20 @@ from racegate.harness.scenario.workload_api import BUILTIN_ROLES
 
 
 def record_files(paths: Iterable[Path]) -> list[Path]:
-    """The JSON Lines files given, and every `*.jsonl` under the folders given, each once."""
-    files: dict[Path, None] = {}
+    """The JSON Lines files given, and every `*.jsonl` under the folders given, each once (one
+    file under two names, `a.jsonl` and `./a.jsonl` or a hard link, is one file)."""
+    files: dict[tuple[int, int], Path] = {}
     for path in map(Path, paths):
         if path.is_dir():
-            files.update(dict.fromkeys(sorted(p for p in path.rglob("*.jsonl") if p.is_file())))
+            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
         elif path.is_file():
-            files[path] = None
+            found = [path]
         else:
             raise FileNotFoundError(f"no such records file or folder: {path}")
-    return list(files)
+        for f in found:
+            st = f.stat()
+            files.setdefault((st.st_dev, st.st_ino), f)
+    return list(files.values())
 
 
 def read_record_file(path: Path) -> list[run_records.RunRecord]:
@@ -35,11 +41,32 @@ def read_record_file(path: Path) -> list[run_records.RunRecord]:
     return run_records.read_jsonl(path)
 
 
+def dropped_note(dropped: int) -> str:
+    """The line a reader prints for the duplicates it left out ('' for none)."""
+    if not dropped:
+        return ""
+    s = "s" * (dropped != 1)
+    return (
+        f"dropped {dropped} duplicate record{s} (a run given again: the same file, a copy or "
+        "a repeated line); each run counts once"
+    )
+
+
+def read_runs(
+    paths: Iterable[Path], seen: Iterable[run_records.RunRecord] = ()
+) -> tuple[list[run_records.RunRecord], int]:
+    """Records from JSON Lines files, or from every `*.jsonl` under the folders given, each
+    checked (read_record_file) and each run once (those in `seen` left out); and how many
+    duplicates were dropped."""
+    records = [r for f in record_files(paths) for r in read_record_file(f)]
+    return run_records.unique_runs(records, seen)
+
+
 def read_records(paths: Iterable[Path]) -> list[run_records.RunRecord]:
     """Records from JSON Lines files, or from every `*.jsonl` under the folders given, each
-    checked (read_record_file); none at all is an error too."""
+    checked and each run once (read_runs); none at all is an error too."""
     paths = list(paths)
-    records = [r for f in record_files(paths) for r in read_record_file(f)]
+    records, _ = read_runs(paths)
     if not records:
         raise GateInputError(
             f"no run records in {', '.join(map(str, paths))}; "
@@ -57,16 +84,24 @@ def check_records_from(paths: Iterable[Path]) -> None:
             raise ValueError(f"--records-from {path}: no such file or folder")
 
 
-def records_from(paths: Iterable[Path]) -> tuple[list[run_records.RunRecord], list[str]]:
+def records_from(
+    paths: Iterable[Path], own: Iterable[run_records.RunRecord] = ()
+) -> tuple[list[run_records.RunRecord], list[str]]:
     """--records-from: the records of each path (a JSON Lines file or a folder of them), each
-    checked, and one line per path saying how many it merged: an invocation judges its own runs
-    unless told, and says so when told."""
+    checked, each run once and none of this invocation's `own` again (`--results X
+    --records-from X`); one line per path saying how many it merged, and one for the
+    duplicates dropped: an invocation judges its own runs unless told, and says so when told."""
     records: list[run_records.RunRecord] = []
-    notes = []
+    seen = list(own)
+    notes, dropped = [], 0
     for path in paths:
-        found = [r for f in record_files([path]) for r in read_record_file(f)]
+        found, again = read_runs([path], seen)
         records += found
+        seen += found
+        dropped += again
         notes.append(f"merged {len(found)} records from {path}")
+    if dropped:
+        notes.append(dropped_note(dropped))
     return records, notes
 
 

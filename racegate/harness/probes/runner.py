@@ -20,6 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from racegate.harness.run import cache_state, code_root, private_root
+from racegate.harness.run.files import PUBLISHED, write_whole
 from racegate.harness.scenario import versions
 
 SCHEMA_VERSION = 1
@@ -422,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     doc = json.dumps(results_to_json(results), indent=2)
     if args.json_out is not None:
-        args.json_out.write_text(doc + "\n")
+        write_whole(args.json_out, doc + "\n", mode=PUBLISHED)
     print(doc if args.json else format_table(results), flush=True)
     if any(r.verdict is Verdict.HANG for r in results) and not args.isolated:
         os._exit(0)  # a deadlocked daemon thread could block interpreter shutdown

@@ -22,8 +22,19 @@ from racegate.harness.ab.store import (
 )
 from racegate.harness.judge.baselines import FloorCall, memory_flat
 from racegate.harness.judge.compare import Comparison
-from racegate.harness.judge.gate import Decision, Word, combine, decide_gate
-from racegate.harness.judge.inputs import read_record_file, read_records, record_files
+from racegate.harness.judge.gate import (
+    Decision,
+    Word,
+    combine,
+    decide_gate,
+    infrastructure_cause,
+)
+from racegate.harness.judge.inputs import (
+    dropped_note,
+    read_record_file,
+    read_records,
+    record_files,
+)
 from racegate.harness.judge.metrics import wilson_interval
 from racegate.harness.judge.race_evidence import shows_race
 from racegate.harness.judge.verdict import Status, StrategyVerdict
@@ -37,7 +48,7 @@ from racegate.harness.report.matrix import (
     gate,
     section_parts,
 )
-from racegate.harness.run.record import RunRecord
+from racegate.harness.run.record import RunRecord, unique_runs
 from racegate.harness.scenario.vocab import SEVERITY, TEST_SLOWDOWN_ENV, Outcome
 
 __all__ = ["gate", "memory_flat", "render_markdown"]
@@ -187,7 +198,7 @@ def group_decision(g: Group) -> Decision | None:
     if not g.gate.gated:
         return None
     bars = bar_problems(g)
-    d = decide_gate(g.verdict, missed=bars)
+    d = decide_gate(g.verdict, missed=bars, infrastructure=infrastructure_cause(g.records))
     if d.passed and not g.gate.passed:  # fail closed: a problem the gate saw stops a SAFE
         return Decision(Word.UNSAFE, "; ".join(g.gate.reasons), "see matrix.md")
     return d
@@ -446,6 +457,13 @@ def render_markdown(m: Matrix, title: str, inputs: str, with_details: bool = Tru
         f"**{headline(m)}** Production strategy `{m.productions}` · {n_runs} runs "
         f"from {inputs} · {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
     ]
+    if m.dropped:
+        lines += ["", f"_{dropped_note(m.dropped).capitalize()}._"]
+    every = invocations([r for g in m.groups.values() for r in g.records])
+    if len(every) > 1:
+        shown = ", ".join(f"`{k}` ({plural(n, 'run')})" for k, n in every.items())
+        lines += ["", f"_Runs from {len(every)} invocations, first started first: {shown}; "
+                  "each group's are named in gate.json (rows' `invocations`)._"]  # fmt: skip
     for hw in m.hardware:
         names = m.strategies[hw]
         head = [f"{s} (production)" if s == m.production(hw) else s for s in names]
@@ -523,38 +541,66 @@ def summary_json(m: Matrix, title: str, inputs: list[str]) -> dict[str, Any]:
     }
 
 
+# A row's status in gate.json, from its decision: one answer, never "fail" beside UNDECIDED.
+ROW_STATUS = {Word.SAFE: "pass", Word.UNSAFE: "fail", Word.UNDECIDED: "undecided"}
+
+
+def row_json(g: Group) -> dict[str, Any]:
+    """A group's gate.json row: its status, passed and decision all say its decision (passed:
+    SAFE; None where not gated); and the invocations its runs came from."""
+    d = group_decision(g)
+    return {
+        **g.gate.to_json(),
+        "status": ROW_STATUS[d.word] if d else str(g.gate.status),
+        "passed": d.passed if d else None,
+        "decision": str(d.word) if d else None,
+        "invocations": invocations(g.records),
+    }
+
+
+def invocations(records: list[RunRecord]) -> dict[str, int]:
+    """Each invocation the records came from (racegate.harness.run.record.invocation) and its
+    runs, first started first; records that name none are `unrecorded`."""
+    counts: dict[str, int] = {}
+    for r in sorted(records, key=lambda r: r.started_at):
+        key = r.invocation or "unrecorded"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def gate_json(m: Matrix) -> dict[str, Any]:
     return {
         **decision(m).to_json(),  # passed, decision, exit_code, reason, next
         "headline": headline(m),
         "production_strategy": m.productions,
         "roles": {hw: {"production": p, "control": c} for hw, (p, c) in m.roles.items()},
-        "rows": [
-            {**g.gate.to_json(), "decision": gate_word(g) if g.gate.gated else None}
-            for g in m.groups.values()
-        ],
+        "rows": [row_json(g) for g in m.groups.values()],
         "ab": [ab_json(a) for a in m.ab],
         "race_only": m.race_only,
+        "dropped_duplicates": m.dropped,
     }
 
 
 def read_sourced(
     paths: list[Path], skip: frozenset[Path] = frozenset(), *, allow_none: bool = False
-) -> tuple[list[RunRecord], list[str]]:
-    """Records as racegate.harness.judge.inputs.read_records reads them, each with `file#k` (its
-    k-th record), so the report can link a cell to its runs. Files in `skip` (an A/B
-    comparison's runs) are left out; `allow_none`: no record left is no error (the report
-    was given A/B comparisons)."""
-    records, sources = [], []
+) -> tuple[list[RunRecord], list[str], int]:
+    """Records as racegate.harness.judge.inputs.read_runs reads them (each run once), each with
+    `file#k` (its k-th record), so the report can link a cell to its runs; and how many
+    duplicates were dropped. Files in `skip` (an A/B comparison's runs) are left out;
+    `allow_none`: no record left is no error (the report was given A/B comparisons)."""
+    records, sources, dropped = [], [], 0
     for f in record_files(list(paths)):
         if f in skip:
             continue
-        for k, r in enumerate(read_record_file(f), 1):
-            records.append(r)
-            sources.append(f"{f}#{k}")
+        found = read_record_file(f)
+        fresh, again = unique_runs(found, records)
+        kept = {id(r) for r in fresh}
+        sources += [f"{f}#{k}" for k, r in enumerate(found, 1) if id(r) in kept]
+        records += fresh
+        dropped += again
     if not records and not allow_none:
         read_records(list(paths))  # raises its one-line reason if empty
-    return records, sources
+    return records, sources, dropped
 
 
 def _shown(path: Path, inputs: list[Path]) -> str:

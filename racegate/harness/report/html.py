@@ -341,7 +341,8 @@ def render_html(
     out.append(
         "<h2>Details per cell</h2><p class='n'>Unfold a row, then a strategy: cache state"
         " × topology, tokens/s against the floor, errors, and links to each run's record"
-        " and stacks in runs.html. A badge in the tables above opens its cell here.</p>"
+        " and stacks in runs.html. A badge in the tables above links to its cell here"
+        " (a fold: click it open).</p>"
     )
     for hw in m.hardware:
         out += _details_section(m, hw)

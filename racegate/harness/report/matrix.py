@@ -274,6 +274,7 @@ class Matrix:
     # Per section: (production, control) its records ran under
     # (racegate.harness.judge.inputs.roles_of)
     roles: dict[str, tuple[str, str]] = field(default_factory=dict)
+    dropped: int = 0  # duplicate records left out: a run given again counts once
 
     def production(self, section: str) -> str:
         """The production strategy this section's records ran under."""

@@ -7,10 +7,12 @@ hardware × torch × transformers, so a chart stays readable at 1,200 px however
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 from racegate.harness.report.matrix import Cell, Column, Matrix, Row
+from racegate.harness.run.files import PUBLISHED, write_whole
 
 WIDTH_IN, DPI = 12.0, 100  # 1,200 px wide
 MARKERS = "osD^vP*Xhp<>"
@@ -93,7 +95,9 @@ def plot_preset(m: Matrix, preset: str, cells: list[Cell], path: Path, title: st
         for (hw, row), (col, mk) in style.items()
     ]  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=9, frameon=False)
-    fig.savefig(path, dpi=DPI)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=DPI)
+    write_whole(path, png.getvalue(), mode=PUBLISHED)  # never through a link at `path`
     return path
 
 

@@ -23,13 +23,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from racegate.harness.run import state
+from racegate.harness.run import lifeline, state
+from racegate.harness.run.files import write_whole
+from racegate.harness.scenario.settings import shown
 
 MADE_MARKER = ".racegate-made"  # the mark bootstrap.py also puts in the venvs it makes
 ENVS = "envs"  # under the state folder: .racegate/envs/<key>
 PACKAGES = ("torch", "transformers")  # what a change may name
 BASE_PTH = "racegate-base.pth"
 DONE = "racegate-env.json"  # written last: a folder without it is half made and is redone
+MAX_VERSION = 64  # characters: a version past it is no release (and no 100 KB error line)
 CHANGE_FORM = "PACKAGE==VERSION with PACKAGE one of torch, transformers (e.g. transformers==5.8.1)"
 
 # Run by the environment's own python: its versions, and the folders its packages load from.
@@ -48,6 +51,38 @@ print(json.dumps({"python": platform.python_version(), "torch": v("torch"),
                   "transformers": v("transformers"), "tokenizers": v("tokenizers"),
                   "prefix": sys.prefix, "purelib": sysconfig.get_paths()["purelib"],
                   "folders": folders}))
+"""
+
+
+# Run by the candidate's own python with its purelib: every distribution installed there, its
+# version and the top-level modules it holds (what the candidate must import from itself).
+_HOLDS = """
+import json, sys
+from importlib import metadata
+out = {}
+for d in metadata.distributions(path=[sys.argv[1]]):
+    tops = (d.read_text("top_level.txt") or "").split()
+    if not tops:
+        tops = sorted({f.parts[0].removesuffix(".py") for f in d.files or ()
+                       if f.parts and f.parts[0] not in ("..", "__pycache__", "bin")
+                       and not f.parts[0].endswith((".dist-info", ".data", ".pth"))
+                       and (len(f.parts) > 1 or f.parts[0].endswith(".py"))})
+    out[d.metadata["Name"].lower().replace("_", "-")] = {
+        "version": d.version, "modules": [t for t in tops if not t.startswith("_")]}
+print(json.dumps(out))
+"""
+# Run by the candidate's own python: each module imported, where it loaded from, its version.
+_IMPORTS = """
+import importlib, json, sys
+out = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        m = importlib.import_module(name)
+        out[name] = {"file": getattr(m, "__file__", None) or "",
+                     "version": str(getattr(m, "__version__", ""))}
+    except BaseException as e:
+        out[name] = {"error": (type(e).__name__ + ": " + str(e)).splitlines()[0][:200]}
+print(json.dumps(out))
 """
 
 
@@ -103,11 +138,13 @@ def parse_changes(texts: Sequence[str]) -> dict[str, str]:
     for text in texts:
         name, sep, version = text.partition("==")
         name, version = name.strip().lower(), version.strip()
-        ok_version = bool(version) and all(c.isalnum() or c in ".+-_" for c in version)
+        ok_version = 0 < len(version) <= MAX_VERSION and all(
+            c.isalnum() or c in ".+-_" for c in version
+        )
         if not sep or name not in PACKAGES or not ok_version:
-            raise ValueError(f"the change {text!r} is not {CHANGE_FORM}")
+            raise ValueError(f"the change {shown(text)} is not {CHANGE_FORM}")
         if name in out:
-            raise ValueError(f"the change {text!r} names {name} a second time; name it once")
+            raise ValueError(f"the change {shown(text)} names {name} a second time; name it once")
         out[name] = version
     return out
 
@@ -126,6 +163,52 @@ def envs_dir(root: Path) -> Path:
 
 def _matches(versions: Mapping[str, str], changes: Mapping[str, str]) -> bool:
     return all(versions.get(k, "").split("+")[0] == v.split("+")[0] for k, v in changes.items())
+
+
+def _run_json(python: Path, script: str, *args: str) -> dict:
+    try:
+        done = subprocess.run(
+            [str(python), "-I", "-c", script, *args], capture_output=True, text=True, timeout=600
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvError(f"cannot run the python {python}: {exc}") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise EnvError(f"{python} could not read itself: {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def holds(python: Path, purelib: Path) -> dict[str, dict]:
+    """What the environment's own site-packages hold: distribution → version and modules."""
+    return _run_json(python, _HOLDS, str(purelib))
+
+
+def not_whole(
+    python: Path, purelib: Path, held: Mapping[str, Mapping], changes: Mapping[str, str]
+) -> str | None:
+    """Why the environment is not what it was made to be (None: it is whole): every module of
+    every distribution it holds (`held`, as `holds` read it when it was made) must import
+    there, from its own site-packages, and each changed package at the version asked. A
+    package folder removed since (the base's copy then loads through the .pth file) is
+    caught here, where the metadata alone still names the version asked."""
+    missing = [name for name in changes if name not in held]
+    if missing:
+        return f"it holds no {', '.join(missing)} of its own"
+    modules = sorted({m for d in held.values() for m in d.get("modules", ())})
+    found = _run_json(python, _IMPORTS, json.dumps(modules))
+    own = purelib.resolve()
+    for name in modules:
+        got = found.get(name, {})
+        if "error" in got:
+            return f"{name} does not import there ({got['error']})"
+        where = Path(got.get("file") or "/").resolve()
+        if not where.is_relative_to(own):
+            return f"{name} imports from {where.parent}, not from its own {own}"
+    for name, version in changes.items():
+        got = found.get(name, {}).get("version", "")
+        if got.split("+")[0] != version.split("+")[0]:
+            return f"{name} imports at version {got or '(none)'}, not the {version} asked"
+    return None
 
 
 def _pip_last_error(output: str) -> str:
@@ -168,29 +251,66 @@ def candidate(
         except ValueError:
             stored = None
         if isinstance(stored, dict) and stored.get("changes") == dict(changes):
-            env = Environment(python, _versions(_probe(python)), dict(changes), folder)
-            if _matches(env.versions, changes):
+            facts = _probe(python)
+            env = Environment(python, _versions(facts), dict(changes), folder)
+            held = stored.get("holds")
+            why = (
+                not_whole(python, Path(str(facts["purelib"])), held, changes)
+                if isinstance(held, dict)
+                else "made by an older racegate, which did not list what it holds"
+            )
+            if why is None and _matches(env.versions, changes):
                 progress(f"candidate environment {folder}: reused ({env.describe()})")
                 return env
+            progress(f"candidate environment {folder}: not whole ({why}); making it again")
     if folder.exists():
         if not (folder / MADE_MARKER).is_file():
             raise EnvError(f"{folder} exists and was not made by racegate: remove it")
         shutil.rmtree(folder)  # half made or stale: make it again
     progress(f"candidate environment {folder}: making it beside {base.python}")
     os.mkdir(folder, 0o700)
+    try:
+        return _make(folder, changes, base, base_facts, wanted, find_links, progress)
+    except BaseException:
+        # A refused requirement, a failed install, an interrupt: no half-made venv is left.
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _with_parent(pid: int = 0) -> None:
+    """subprocess's preexec_fn: the child (venv, pip) dies with racegate, even by SIGKILL."""
+    lifeline.die_with_parent(pid or None)
+
+
+def _run(args: Sequence[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    """A child of the environment's making (venv, pip, a probe): it dies with this process."""
+    me = os.getpid()
+    return subprocess.run(  # type: ignore[call-overload,no-any-return]
+        list(args), capture_output=True, text=True, preexec_fn=lambda: _with_parent(me), **kw
+    )
+
+
+def _make(
+    folder: Path,
+    changes: Mapping[str, str],
+    base: Environment,
+    base_facts: dict,
+    wanted: dict,
+    find_links: Sequence[Path],
+    progress: Callable[[str], None],
+) -> Environment:
+    """Make the candidate venv in the new, empty `folder` (see `candidate`)."""
+    python = folder / "bin" / "python"
+    done = folder / DONE
+    requirements = [f"{name}=={version}" for name, version in sorted(changes.items())]
     (folder / MADE_MARKER).write_text(
         "made by racegate (racegate/harness/run/envs.py); it installs only here\n"
     )
-    base_has_pip = (
-        subprocess.run(
-            [str(base.python), "-c", "import pip"], capture_output=True, timeout=60
-        ).returncode
-        == 0
-    )
+    base_has_pip = _run([str(base.python), "-c", "import pip"], timeout=60).returncode == 0
     venv_args = [str(base.python), "-m", "venv", "--clear"]
     if base_has_pip:
         venv_args.append("--without-pip")  # the base's pip is reached through the .pth file
-    made = subprocess.run([*venv_args, str(folder)], capture_output=True, text=True)
+    made = _run([*venv_args, str(folder)])
     if made.returncode != 0:
         raise EnvError(f"cannot make a venv at {folder}: {_pip_last_error(made.stderr)}")
     (folder / MADE_MARKER).write_text(
@@ -201,7 +321,6 @@ def candidate(
     shared = [f for f in base_facts["folders"] if Path(f) != purelib]
     # After the candidate's own folder: what pip installs here shadows the base's copy.
     (purelib / BASE_PTH).write_text("".join(f"{f}\n" for f in shared))
-    requirements = [f"{name}=={version}" for name, version in sorted(changes.items())]
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar"]
     pip.append("off")
     if find_links:
@@ -209,7 +328,7 @@ def candidate(
         for link in find_links:
             pip += ["--find-links", str(link)]
     progress(f"installing {' '.join(requirements)} into {folder} (pip resolves the rest)")
-    installed = subprocess.run([*pip, *requirements], capture_output=True, text=True)
+    installed = _run([*pip, *requirements])
     if installed.returncode != 0:
         raise EnvError(
             f"cannot install {' '.join(requirements)} into {folder}: "
@@ -221,13 +340,9 @@ def candidate(
             f"installed {' '.join(requirements)} into {folder}, but its python reports "
             f"{env.describe()}"
         )
-    check = subprocess.run(
-        [str(python), "-c", "import transformers, tokenizers"], capture_output=True, text=True
-    )
-    if check.returncode != 0:
-        raise EnvError(
-            f"{folder}: transformers does not import there: {_pip_last_error(check.stderr)}"
-        )
-    done.write_text(json.dumps({**wanted, "versions": env.versions}, indent=1) + "\n")
+    held = holds(python, purelib)
+    if why := not_whole(python, purelib, held, changes):
+        raise EnvError(f"installed {' '.join(requirements)} into {folder}, but {why}")
+    write_whole(done, json.dumps({**wanted, "versions": env.versions, "holds": held}, indent=1))
     progress(f"candidate environment {folder}: {env.describe()}")
     return env

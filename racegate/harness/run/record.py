@@ -9,24 +9,34 @@ one checks every field's type and the rules every record obeys (`check_record_js
 reader of records (racegate.harness.judge.inputs) refuses the same ones, with one line. A record's
 scenario, versions, hardware and cache proof are typed (Scenario, Versions, Hardware,
 CacheProof) and read and write the JSON that dicts of them did, so schema 2 stands.
+Schema 3 adds a run's identity (`invocation`, `run_id`): a run is counted once however often
+its record is given (`unique_runs`); schema 2 records, which have none, are told apart by their
+content (`RunRecord.identity`), so an exact repeat still counts once.
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
+import hashlib
 import json
 import math
 import os
-from collections.abc import Callable
+import secrets
+from collections.abc import Callable, Iterable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from racegate.harness.run import checked as values
+from racegate.harness.run import files
 from racegate.harness.scenario.spec import Scenario, make_scenario
 from racegate.harness.scenario.vocab import CacheState, Outcome, Schedule, Strategy, StrategySpec
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# Schema 2 records are read too: they lack the identity schema 3 added (ADDED_IN_SCHEMA_3).
+READS_SCHEMAS = frozenset({2, 3})
+ADDED_IN_SCHEMA_3 = frozenset({"invocation", "run_id"})
 # Fields added to schema 2 after records of it were committed (results/): a record without one
 # reads as that field's default, which must say "not recorded" (None). Every other field must
 # be there, and no unknown one may be.
@@ -249,7 +259,20 @@ class RunRecord:
     # worker's children in a PID namespace killed whole, racegate.harness.run.pidns), or "none: why"
     # (a child left behind then outlives a SIGKILLed runner). None: predates it.
     containment: str | None = None
+    # The run's identity: the front-door invocation that made it (`invocation()`: one `racegate
+    # run`, one pytest session with its xdist workers) and the run's own random id. None: a
+    # record made by hand, or one of schema 2; it is then told apart by its content (identity).
+    invocation: str | None = None
+    run_id: str | None = None
     schema_version: int = SCHEMA_VERSION
+
+    @functools.cached_property
+    def identity(self) -> str:
+        """What makes this run this run: `invocation/run_id`, or where the record carries no
+        run id, a hash of its canonical JSON (an exact copy of the line is the same run)."""
+        if self.run_id:
+            return f"{self.invocation or '-'}/{self.run_id}"
+        return "content:" + content_hash(self)
 
     @property
     def timed(self) -> bool:
@@ -437,6 +460,8 @@ _RUN_FIELDS: dict[str, Callable[[object, str], Any]] = {
     "stalled_s": _optional(_SECONDS),
     "busy_at_deadline": _optional(_bool),
     "containment": _optional(_name),
+    "invocation": _optional(_name),
+    "run_id": _optional(_name),
     "wall_s": _SECONDS,
     "started_at": _text,
     "repeat_index": _count,
@@ -520,12 +545,20 @@ def check_record_json(data: object) -> dict[str, Any]:
             f"the line is {_json_kind(data)}; expected a run record (an object)"
         )
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READS_SCHEMAS or isinstance(version, bool):
         raise values.GateInputError(
-            f"schema_version is {values.shown(version)}; this racegate reads {SCHEMA_VERSION}"
+            f"schema_version is {values.shown(version)}; this racegate reads "
+            f"{' and '.join(map(str, sorted(READS_SCHEMAS)))}"
         )
-    raw = _exactly(RunRecord, data, "record", optional=ADDED_TO_SCHEMA_2)
+    optional = ADDED_TO_SCHEMA_2 | (ADDED_IN_SCHEMA_3 if version == 2 else frozenset())
+    raw = _exactly(RunRecord, data, "record", optional=optional)
+    if version == 2 and raw.keys() & ADDED_IN_SCHEMA_3:
+        raise values.GateInputError(
+            f"schema_version 2 with {sorted(raw.keys() & ADDED_IN_SCHEMA_3)}, which schema 3 "
+            "added; a record is one schema or the other"
+        )
     checked = {k: _RUN_FIELDS[k](v, k) for k, v in raw.items()}
+    checked["schema_version"] = SCHEMA_VERSION  # read as it is now: a run with no identity
     if broken := record_rule_broken(checked):
         raise values.GateInputError(broken)
     return checked
@@ -569,24 +602,67 @@ def record_rule_broken(record: dict[str, Any]) -> str | None:
     return None
 
 
-def append_jsonl(path: Path, record: RunRecord) -> None:
-    """Append one record as one line, atomically with respect to other appenders.
+# pytest-xdist gives each worker of one session this id (its controller's): the workers' runs
+# are one invocation's.
+XDIST_RUN_ID = "PYTEST_XDIST_TESTRUNUID"
+_invocation: str | None = None
 
-    A last line with no newline (a writer killed mid-line) is closed off first, so the new
-    record is not glued onto it; readers count that torn line.
-    """
+
+def invocation() -> str:
+    """This front-door invocation's id, made once per process: a pytest session's xdist
+    workers share their controller's (XDIST_RUN_ID); `racegate run` starts a new one
+    (`begin_invocation`)."""
+    global _invocation
+    if _invocation is None:
+        given = os.environ.get(XDIST_RUN_ID, "")
+        ok = 0 < len(given) <= 64 and given.isascii() and given.isalnum()
+        _invocation = given if ok else secrets.token_hex(8)
+    return _invocation
+
+
+def begin_invocation() -> str:
+    """A new invocation for this process, whatever it inherited (the CLI's main)."""
+    global _invocation
+    _invocation = secrets.token_hex(8)
+    return _invocation
+
+
+def content_hash(record: RunRecord) -> str:
+    """A hash of the record's canonical JSON (sorted keys): equal for equal records."""
+    text = json.dumps(record.to_json(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def unique_runs(
+    records: Iterable[RunRecord], seen: Iterable[RunRecord] = ()
+) -> tuple[list[RunRecord], int]:
+    """`records` with each run once (by RunRecord.identity; those also in `seen` left out),
+    and how many were dropped as duplicates. Two records that claim one run id but differ are
+    a GateInputError: one of them is not what that run recorded."""
+    kept: dict[str, RunRecord] = {r.identity: r for r in seen}
+    out, dropped = [], 0
+    for r in records:
+        key = r.identity
+        if key in kept:
+            if r.run_id and content_hash(r) != content_hash(kept[key]):
+                raise values.GateInputError(
+                    f"two different records claim run {key} (invocation/run id); a run is "
+                    "recorded once: remove the one that was edited or made by hand"
+                )
+            dropped += 1
+            continue
+        kept[key] = r
+        out.append(r)
+    return out, dropped
+
+
+def append_jsonl(path: Path, record: RunRecord) -> None:
+    """Append one record as one line, whole or not at all (racegate.harness.run.files.append_line:
+    never through a link, one write, a short write cut back), atomically with respect to other
+    appenders. A last line with no newline (a writer killed mid-line) is closed off first, so the
+    new record is not glued onto it; readers count that torn line."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(record.to_json(), sort_keys=True) + "\n").encode()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # another racegate appending: one repairs, one waits
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = b"\n" + line
-        os.write(fd, line)
-        os.fsync(fd)
-    finally:
-        os.close(fd)  # releases the lock
+    files.append_line(path, (json.dumps(record.to_json(), sort_keys=True) + "\n").encode())
 
 
 def read_jsonl_counted(path: Path) -> tuple[list[RunRecord], list[int]]:

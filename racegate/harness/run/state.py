@@ -8,6 +8,7 @@ what someone copies there and commits on purpose.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import os
@@ -15,10 +16,14 @@ import secrets
 import stat
 from pathlib import Path
 
+from racegate.harness.run.files import write_whole
 from racegate.harness.scenario import settings
 
 STATE_DIR = ".racegate"
 RECORDS = "records.jsonl"
+# In a run folder whose run ended before its end (Ctrl-C, a full disk): why. `report` with no
+# records never takes such a folder for the latest run.
+INCOMPLETE = "INCOMPLETE"
 
 
 def checkout_root(start: Path | None = None) -> Path:
@@ -80,8 +85,12 @@ def new_run(root: Path) -> Path:
 
 
 def discard_if_empty(records: Path) -> None:
-    """Remove a run folder that received no record (a session that ran no scenario)."""
+    """Remove a run folder that received no record (a session that ran no scenario; an empty
+    records file, as a write cut back on a full disk leaves, counts as none)."""
     folder = records.parent
+    with contextlib.suppress(OSError):
+        if not records.is_symlink() and records.is_file() and records.stat().st_size == 0:
+            records.unlink()
     if (
         not folder.is_symlink()
         and not records.exists()
@@ -91,8 +100,19 @@ def discard_if_empty(records: Path) -> None:
         folder.rmdir()
 
 
+def end_incomplete(records: Path, why: str) -> None:
+    """A run folder whose run stopped before its end: removed where no record landed in it,
+    else marked INCOMPLETE with `why` (best effort: the disk may be what failed)."""
+    discard_if_empty(records)
+    folder = records.parent
+    if folder.is_dir() and not folder.is_symlink():
+        with contextlib.suppress(OSError):
+            write_whole(folder / INCOMPLETE, why + "\n")
+
+
 def latest_records(root: Path) -> Path | None:
-    """The newest run's records file that holds at least one record, or None."""
+    """The newest complete run's records file that holds at least one record, or None (a
+    folder marked INCOMPLETE is passed over)."""
     folder = runs_dir(root)
     for path in (root / STATE_DIR, folder):
         refuse_link(path, "the state folder")
@@ -102,7 +122,7 @@ def latest_records(root: Path) -> Path | None:
         refuse_link(run, "the run folder")
         records = run / RECORDS
         refuse_link(records, "the records file")
-        if not run.is_dir():
+        if not run.is_dir() or (run / INCOMPLETE).exists():
             continue
         if records.is_file() and records.stat().st_size > 0:
             return records

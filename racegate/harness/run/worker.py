@@ -61,6 +61,7 @@ from racegate.harness.scenario.workload_api import (  # noqa: E402
     WorkloadSpec,
     check_replica,
     load_workload,
+    no_exit,
 )
 
 
@@ -172,9 +173,10 @@ def build_runs(child: Child, workload: Workload) -> list[threads.ThreadRun]:
             if sc.target_devices:  # the incident's topology: the target on other GPUs
                 target = sc.target_devices[sc.devices.index(device) % len(sc.target_devices)]
                 kwargs["target_device"] = torch.device(target)
-            replica = workload.make_replica(
-                torch.device(device), str(strategy), seed=sc.seed + index, **kwargs
-            )
+            with no_exit(sc.workload, "make_replica()"):  # exiting is a failure, one line
+                replica = workload.make_replica(
+                    torch.device(device), str(strategy), seed=sc.seed + index, **kwargs
+                )
             check_replica(replica, sc.workload)
             runs.append(threads.ThreadRun(index, device, replica))
     return runs
@@ -265,7 +267,8 @@ def main(run_dir: Path) -> int:
     workload = load_workload(
         WorkloadSpec(scenario.workload, dict(scenario.extra, preset=scenario.preset))
     )
-    shapes = list(workload.shapes())
+    with no_exit(scenario.workload, "shapes()"):
+        shapes = list(workload.shapes())
     runs = build_runs(child, workload)
     # The hardware goes out now too: a run that hangs later writes no report to carry it.
     machine = hardware(spec.devices)

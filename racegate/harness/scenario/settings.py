@@ -6,6 +6,7 @@ environment variable (RACEGATE_<NAME>) > pyproject `[tool.racegate]` > built-in 
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from pathlib import Path
@@ -81,3 +82,42 @@ def production_strategy(explicit: str | None = None) -> Strategy:
         return parse_choice(Strategy, str(value), "production strategy")
     except ValueError as exc:
         raise ValueError(f"{exc} (from {where})") from None
+
+
+# The values a user may give the variables racegate's runs read (env_names); "gpu" in
+# RACEGATE_PID_NAMESPACE is the runner's own, for runs on a GPU, and never the user's.
+PID_NAMESPACE_VALUES = {"": "unset: each run's processes in a PID namespace of their own",
+                        "0": "no PID namespace (the records say so)"}  # fmt: skip
+SHOWN_CHARS = 60  # of a bad value echoed in its error line
+
+
+def shown(value: str) -> str:
+    """`value` as an error line echoes it: repr'd, cut to SHOWN_CHARS (a 100,000-digit value
+    is no 100 KB line)."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}… ({len(value):,} characters)"
+
+
+def check_environment(env: dict[str, str] | os._Environ[str] | None = None) -> None:
+    """The environment variables racegate's runs read, checked before any run: ValueError,
+    one line naming the variable, its value and the allowed ones."""
+    env = os.environ if env is None else env
+    pidns = env.get(env_names.PID_NAMESPACE)
+    if pidns is not None and pidns not in PID_NAMESPACE_VALUES:
+        allowed = "; ".join(f"{v!r}: {why}" for v, why in PID_NAMESPACE_VALUES.items())
+        raise ValueError(
+            f"{env_names.PID_NAMESPACE}={shown(pidns)} (from the environment) is not a value "
+            f"racegate takes; allowed: {allowed}"
+        )
+    slowdown = env.get(env_names.TEST_SLOWDOWN)
+    if slowdown is not None and slowdown.strip():
+        try:
+            ok = math.isfinite(float(slowdown)) and float(slowdown) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"{env_names.TEST_SLOWDOWN}={shown(slowdown)} (from the environment) is not a "
+                "number ≥ 0 (e.g. 0.05); unset it for real runs"
+            )

@@ -7,9 +7,11 @@ built-in implementation and user code plugs in by import path
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -27,6 +29,19 @@ class StepResult:
 
     tokens: int  # tokens this step processed (the unit of tokens/s; the workload says which)
     loss: float | None = None
+
+    def __post_init__(self) -> None:
+        # ≥ 1, here where the step makes it: a step of 0 tokens made a run's tokens/s 0, which
+        # `run` judged while the report and pytest refused the same record (one answer).
+        try:
+            ok = not isinstance(self.tokens, bool) and operator.index(self.tokens) >= 1
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"StepResult(tokens={self.tokens!r}): a step reports the tokens it processed, "
+                "an int ≥ 1"
+            )
 
 
 @dataclass(frozen=True)
@@ -120,9 +135,26 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
+@contextlib.contextmanager
+def no_exit(where: str, what: str) -> Iterator[None]:
+    """A workload's code run here (importing it, its factory, its methods) that exits
+    (sys.exit, SystemExit, as a training script "with nothing to do" does) is a WorkloadError,
+    one line naming where: never the process's own exit, status 0 and no decision."""
+    try:
+        yield
+    except SystemExit as exc:
+        raise WorkloadError(
+            f"workload {where!r}: {what} called sys.exit({exc.code!r}); a workload must not "
+            "exit: return or raise instead"
+        ) from None
+
+
 def _import(spec: WorkloadSpec, module_name: str) -> object:
     try:
-        return importlib.import_module(module_name)
+        with no_exit(spec.path, f"importing {module_name!r}"):
+            return importlib.import_module(module_name)
+    except WorkloadError:
+        raise
     except ModuleNotFoundError as exc:
         if exc.name is not None and module_name.startswith(exc.name):  # the module itself
             raise WorkloadError(
@@ -164,7 +196,10 @@ def load_workload(spec: WorkloadSpec) -> Workload:
         pass
     options = ", ".join(f"{k}={v!r}" for k, v in sorted(spec.options.items()))
     try:
-        workload = factory(**spec.options)
+        with no_exit(spec.path, f"factory {attr}({options})"):
+            workload = factory(**spec.options)
+    except WorkloadError:
+        raise
     except Exception as exc:  # the user's factory: its failure is a bad workload, one line
         raise WorkloadError(
             f"workload {spec.path!r}: factory {attr}({options}) raised {_one_line(exc)}"
@@ -175,7 +210,10 @@ def load_workload(spec: WorkloadSpec) -> Workload:
 
 def _call(workload: object, method: str, where: str) -> object:
     try:
-        return getattr(workload, method)()
+        with no_exit(where, f"{method}()"):
+            return getattr(workload, method)()
+    except WorkloadError:
+        raise
     except Exception as exc:
         raise WorkloadError(f"workload {where!r}: {method}() raised {_one_line(exc)}") from None
 
