@@ -1,5 +1,5 @@
 """A side is what its records say: a candidate environment is checked whole before it is reused
-(racegate.harness.doors.envs.not_whole), and the upgrade's decision compares each side's records'
+(racegate.harness.run.envs.not_whole), and the upgrade's decision compares each side's records'
 versions with what it was asked (racegate.harness.doors.upgrade.as_asked)."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from racegate.harness.doors import envs, upgrade
+from racegate.harness.doors import upgrade
 from racegate.harness.judge.gate import Decision, Word
+from racegate.harness.run import envs
 from tests.test_baselines import make_record, write
 
 CHANGES = {"transformers": "5.8.1"}

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from racegate.harness.doors import envs
 from racegate.harness.doors.pipeline import run_scenario
 from racegate.harness.report.write import write_reports
+from racegate.harness.run import envs
 from racegate.harness.run.lifeline import processes_with
 from racegate.harness.run.record import read_jsonl
 from racegate.harness.scenario import settings
@@ -117,7 +117,7 @@ def test_a_refused_install_leaves_no_half_made_venv(tmp_path: Path) -> None:
 
 _PARENT = """
 import sys
-from racegate.harness.doors import envs
+from racegate.harness.run import envs
 envs._run([sys.executable, "-c", "import time; time.sleep(120)"], env={**__import__("os").environ,
           "RACEGATE_TEST_MARK": sys.argv[1]})
 """
