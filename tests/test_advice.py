@@ -25,7 +25,7 @@ def test_only_this_checkout_as_the_rootdir_is_racegates_own(tmp_path: Path) -> N
 def test_an_expected_failure_tells_a_user_nothing_of_editing_racegates_rows(
     tmp_path: Path,
 ) -> None:
-    row = race_expectations.load(production="warmup_locked")[0]
+    row = race_expectations.load()[0]
     mine = advice.xfail_reason(row, OWN)  # type: ignore[arg-type]
     theirs = advice.xfail_reason(row, SimpleNamespace(rootpath=tmp_path))  # type: ignore[arg-type]
     assert "update or delete that row" in mine

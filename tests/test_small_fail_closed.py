@@ -144,9 +144,12 @@ def test_a_killed_upgrade_leaves_no_pip_running(tmp_path: Path) -> None:
 def test_gate_json_rows_say_their_decision_one_way(tmp_path: Path) -> None:
     """An UNDECIDED row read `"status": "fail"`, `"passed": false` beside `"decision":
     "UNDECIDED"`; now its status is `undecided` too."""
-    runs = [make_record(), make_record(strategy="per_device", nested=1, tps=None)]
+    runs = [
+        make_record(strategy="warmup_locked"),
+        make_record(strategy="per_device", nested=1, tps=None),
+    ]
     path = write(tmp_path / "r.jsonl", runs)
     write_reports([path], tmp_path / "out", baselines_dir=tmp_path / "none", title="t",
-                  production_strategy="warmup")  # fmt: skip
+                  production_strategy="warmup_locked")  # fmt: skip
     (row,) = json.loads((tmp_path / "out" / "gate.json").read_text())["rows"]
     assert (row["decision"], row["status"], row["passed"]) == ("UNDECIDED", "undecided", False)

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from racegate.harness.judge.verdict import Calibration
+from racegate.harness.judge.calibration import Calibration
 from racegate.harness.run import files
 from racegate.harness.scenario import settings
 from racegate.harness.scenario.spec import STALL_S, parse_devices

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from racegate.harness.judge import compare, race_expectations
+from racegate.harness.judge.calibration import Calibration
 from racegate.harness.judge.metrics import wilson_interval
 from racegate.harness.judge.race_evidence import (
     SHOW_CONCURRENCY,
@@ -65,22 +66,6 @@ class Status(StrEnum):
     # reason than the race
     INCONCLUSIVE = "INCONCLUSIVE"
     NOT_RUN = "NOT RUN"
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """How the positive control turns into a number of runs."""
-
-    control: str = str(Strategy.PER_DEVICE)  # the known-bad strategy: the incident's code
-    target: float = 0.99  # catch a strategy as race-prone as the control with this probability
-    cap: int = 30  # at most this many production runs per cache state × topology
-    # Below this power (where the cap binds) a clean strategy is not called SAFE.
-    min_power: float = 0.9
-    control_repeat: int = 4  # the control's runs per case, all run (a rate, not a first failure)
-    # Where those runs cannot give a SAFE its power in a cell (the control never fired there but
-    # did elsewhere, or fired too seldom), the production case adds control runs there, up to
-    # this many in all (racegate.cases.plan.control_top_up).
-    control_max: int = 12
 
 
 def runs_for_power(p_low: float, target: float = 0.99) -> int | None:
