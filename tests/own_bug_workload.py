@@ -35,7 +35,7 @@ class _Replica:
         loss.backward()
         self.opt.step()
         self.opt.zero_grad()
-        return StepResult(tokens=16, loss=float(loss))
+        return StepResult(tokens=16, loss=float(loss.detach()))
 
     def eager_fallbacks(self) -> int:
         return 0

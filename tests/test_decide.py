@@ -627,3 +627,24 @@ def test_threads_taking_turns_at_the_gil_ran_together_a_lock_or_a_late_start_did
     else:
         assert max(interleaved) == 0, (at_work, interleaved)
         assert rec.threads_concurrent == 0 and rec.detail, rec.detail
+
+
+def test_the_co_activity_rule_alone_read_short_gil_turns_as_not_concurrent() -> None:
+    """Before issue 54 the runner's looks read no CPU times and co-activity decided: 1 ms steps
+    taking turns at the GIL every 5 ms read not_concurrent (on one H100 the trainer's 8 ms steps
+    read 17-20%). Without the CPU times the judge still falls back to that rule, which reads the
+    free case so; with them it is concurrent (the test above)."""
+    *reports, a0, a1 = on_one_gil("free", 0.001)
+    blind = tuple(replace(a, cpu=()) for a in (a0, a1))
+    quota = min(len(r.steps) for r in reports) - 1
+    sc = make_scenario(preset="ok", strategy="eager", workload=FAULT, steps=quota,
+                       warmup_steps=1, threads_per_device=2, timeout_s=30)  # fmt: skip
+    report = ChildReport(tuple(reports), {"torch": "x", "transformers": "y"},
+                         {"device_name": "cpu"}, {}, None, {}, None)  # fmt: skip
+    cache = CacheEvidence("cold", "/x", None, None, {}, None, WatchEvidence())
+    for looks, outcome in ((blind, "not_concurrent"), ((a0, a1), "ok")):
+        ch = ChildEvidence(0, False, 0, report, None, (), "", "", 1.0, looks)
+        ev = RunEvidence(sc.to_json(), (ch,), cache, {}, True, "", 0, "", 1.0, PARENT_VERSIONS,
+                         [], WatchEvidence())  # fmt: skip
+        rec = record_run(ev)
+        assert rec.outcome == outcome, rec.detail

@@ -195,17 +195,16 @@ def overlap_shares(
 
 
 def _at_work_span(step: Step, looks: _Looks | None) -> tuple[float, float]:
-    """The step's span from the last look inside it that found its thread not yet at work (its
-    CPU time under PROGRESS_S past the step's start), else from its start."""
+    """The step's span from the last look inside its call that found its thread parked in it
+    (_parked: on a lock or an event at its start), else from its start."""
     if looks is None or step.cpu0_s is None:
         return step.start, step.end
-    times, cpu = looks
-    end = step.call_end if step.call_end is not None else step.end
-    start = step.start
+    times = looks[0]
+    start, end = step.start, _call_end(step)
     for k in range(bisect.bisect_right(times, step.start), len(times)):
         if times[k] >= end:
             break
-        if cpu[k] - step.cpu0_s < PROGRESS_S:
+        if _parked(looks, k, step):
             start = times[k]
     return min(start, step.end), step.end
 
@@ -356,7 +355,9 @@ INTERLEAVED_SHARE = 0.4
 # ... of at least this many steady steps seen at work.
 MIN_AT_WORK = 5
 
-_Looks = tuple[list[float], list[float]]  # a thread's look times and its CPU time at each
+# A thread's looks: their times, its CPU time at each, and whether it was running (or ready to
+# run: state R) then.
+_Looks = tuple[list[float], list[float], list[int]]
 
 
 @dataclass(frozen=True)
@@ -378,14 +379,14 @@ class Interleaving:
 NOT_MEASURED = Interleaving(None, None)
 
 
-def _calls(report: ThreadReport) -> list[tuple[float, float]]:
-    """The thread's step calls: start to when the workload's step returned."""
-    return [(s.start, s.call_end if s.call_end is not None else s.end) for s in report.steps]
+def _call_end(step: Step) -> float:
+    """When the workload's step call returned (the step's end where not recorded)."""
+    return step.call_end if step.call_end is not None else step.end
 
 
 def cpu_looks(children: tuple[ChildEvidence, ...]) -> list[_Looks | None]:
-    """Per thread (in the judge's order): the runner's looks at it that read its CPU time, as
-    (times, CPU seconds); None where the looks read none (a sampler from before, no schedstat)."""
+    """Per thread (in the judge's order): the runner's looks at it that read its CPU time;
+    None where the looks read none (a sampler from before, no schedstat)."""
     looks: list[_Looks | None] = []
     for child in children:
         mine = child.threads()
@@ -395,16 +396,28 @@ def cpu_looks(children: tuple[ChildEvidence, ...]) -> list[_Looks | None]:
                 looks.append(None)
                 continue
             a = child.activity[k]
-            seen = [(t, c) for t, c in zip(a.times, a.cpu, strict=False) if c >= 0]
-            looks.append(([t for t, _ in seen], [c for _, c in seen]))
+            seen = [x for x in zip(a.times, a.cpu, a.running, strict=False) if x[1] >= 0]
+            looks.append(([t for t, _, _ in seen], [c for _, c, _ in seen], [r for *_, r in seen]))
     return looks
+
+
+def _at_work(looks: _Looks, k: int, step: Step) -> bool:
+    """Look k found the thread's CPU time PROGRESS_S past its step's start: at work in it. (Up
+    to a tick stale for a running thread: a look can miss work, never invent it.)"""
+    cpu0 = step.cpu0_s
+    return cpu0 is not None and looks[1][k] - cpu0 >= PROGRESS_S
+
+
+def _parked(looks: _Looks, k: int, step: Step) -> bool:
+    """Look k found the thread parked in its step: neither running nor ready to run, and its
+    CPU time not moved PROGRESS_S since the step began (on a lock or an event at its start)."""
+    return not looks[2][k] and not _at_work(looks, k, step)
 
 
 def interleaving(children: tuple[ChildEvidence, ...], warmup_steps: int) -> list[Interleaving]:
     """Per thread (in the judge's order): its interleaved steady steps (the rule above)."""
     reports = [r for child in children for r in child.threads()]
     looks = cpu_looks(children)
-    calls = [_calls(r) for r in reports]
     out: list[Interleaving] = []
     for i, report in enumerate(reports):
         mine = looks[i]
@@ -412,47 +425,46 @@ def interleaving(children: tuple[ChildEvidence, ...], warmup_steps: int) -> list
         if mine is None or not steady or any(s.cpu0_s is None for s in steady):
             out.append(NOT_MEASURED)
             continue
-        others = [(calls[j], looks[j]) for j in range(len(reports)) if j != i]
+        others = [(list(reports[j].steps), looks[j]) for j in range(len(reports)) if j != i]
         at_work = interleaved = 0
         for step in steady:
-            end = step.call_end if step.call_end is not None else step.end
-            first = _first_at_work(mine, step.start, end, step.cpu0_s or 0.0)
+            first = _first_at_work(mine, step)
             if first is None:
                 continue
             at_work += 1
-            interleaved += any(_moved_on(c, lk, first, end) for c, lk in others)
+            end = _call_end(step)
+            interleaved += any(_moved_on(st, lk, first, end) for st, lk in others)
         out.append(Interleaving(at_work, interleaved))
     return out
 
 
-def _first_at_work(looks: _Looks, start: float, end: float, cpu0: float) -> float | None:
-    """The first look in (start, end) that found the thread's CPU time PROGRESS_S past cpu0."""
-    times, cpu = looks
-    for k in range(bisect.bisect_right(times, start), len(times)):
+def _first_at_work(looks: _Looks, step: Step) -> float | None:
+    """The first look inside the step's call that found its thread at work (_at_work)."""
+    times = looks[0]
+    end = _call_end(step)
+    for k in range(bisect.bisect_right(times, step.start), len(times)):
         if times[k] >= end:
             return None
-        if cpu[k] - cpu0 >= PROGRESS_S:
+        if _at_work(looks, k, step):
             return times[k]
     return None
 
 
-def _moved_on(
-    calls: list[tuple[float, float]], looks: _Looks | None, start: float, end: float
-) -> bool:
-    """Another thread's step call returned in (start, end), or two looks inside one of its calls
-    and inside [start, end] read its CPU time PROGRESS_S apart."""
-    returns = [e for _, e in calls]
+def _moved_on(steps: list[Step], looks: _Looks | None, start: float, end: float) -> bool:
+    """Another thread moved on in its own step calls within (start, end): a call of it returned
+    there, or two looks inside one of its calls read its CPU time PROGRESS_S apart."""
+    returns = [_call_end(s) for s in steps]
     k = bisect.bisect_right(returns, start)
     if k < len(returns) and returns[k] < end:
         return True
     if looks is None:
         return False
-    times, cpu = looks
-    for c0, c1 in calls[k:]:  # the calls that end after `start`, up to those that begin at `end`
-        if c0 >= end:
+    times, cpu, _ = looks
+    for step in steps[k:]:  # the calls that end after `start`, up to those that begin at `end`
+        if step.start >= end:
             break
-        lo = bisect.bisect_left(times, max(start, c0))
-        hi = bisect.bisect_right(times, min(end, c1))
+        lo = bisect.bisect_left(times, max(start, step.start))
+        hi = bisect.bisect_right(times, min(end, _call_end(step)))
         if hi - lo >= 2 and cpu[hi - 1] - cpu[lo] >= PROGRESS_S:
             return True
     return False
