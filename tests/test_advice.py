@@ -16,13 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 OWN = SimpleNamespace(rootpath=ROOT)  # a session's config, as advice reads it
 
 
-def test_only_this_checkout_as_the_rootdir_is_racegates_own(tmp_path: Path) -> None:
+def test_only_this_checkout_as_the_rootdir_is_the_maintainers(tmp_path: Path) -> None:
     assert code_root.own_checkout(ROOT)  # these tests run from the checkout, not installed
     assert not code_root.own_checkout(tmp_path)
     assert not code_root.own_checkout(ROOT / "tests")
 
 
-def test_an_expected_failure_tells_a_user_nothing_of_editing_racegates_rows(
+def test_an_expected_failure_tells_a_user_nothing_of_editing_the_tables_rows(
     tmp_path: Path,
 ) -> None:
     row = race_expectations.load()[0]

@@ -235,7 +235,7 @@ def test_a_guest_in_a_project_with_its_own_packages(wheel_python: Path, tmp_path
     assert list(given_tmp.iterdir()) == []  # its private root went at exit
 
 
-def test_a_distribution_that_ships_model_leaves_racegate_whole(
+def test_a_distribution_that_ships_model_leaves_the_package_whole(
     wheel_python: Path, tmp_path: Path
 ) -> None:
     """Installing, then uninstalling, someone's distribution with a top-level `model/` leaves

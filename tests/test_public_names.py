@@ -65,7 +65,7 @@ def test_the_parser_reads_both_forms() -> None:
 
 
 @pytest.mark.process  # a fresh interpreter: what importing racegate loads
-def test_importing_racegate_and_its_names_imports_no_torch() -> None:
+def test_importing_the_package_and_its_names_imports_no_torch() -> None:
     code = (
         "import sys, racegate\n"
         "from racegate import Workload, Replica, StepResult, WorkloadRoles, StrategySpec\n"

@@ -243,6 +243,6 @@ def test_the_example_runs_through_the_harness_to_a_verdict_of_its_own(tmp_path: 
     verdict = proc.stdout[proc.stdout.index(" racegate verdict ") :]
     assert "compiled_upfront (production)" in verdict
     assert "positive control singleton" in verdict
-    assert f"(exit {proc.returncode}; words:" in " ".join(verdict.split()), verdict
+    assert f"(exit {proc.returncode}; racegate explain " in " ".join(verdict.split()), verdict
     for other in ("per_device", "warmup_locked", "warmup ", "nested_fx_off"):
         assert other not in verdict, verdict

@@ -158,7 +158,7 @@ def test_cli_and_pytest_share_names_and_defaults() -> None:
     assert all(getattr(cli, f) == getattr(suite, f) for f in same)
 
 
-def test_pytest_spells_every_racegate_option_with_its_prefix() -> None:
+def test_pytest_spells_every_option_with_its_prefix() -> None:
     """pytest gets --racegate-… for every option of the table (a project's own --devices never
     clashes); the front doors that hand pytest their arguments translate the short names."""
     from racegate.harness.doors import options, race_exit, sizing

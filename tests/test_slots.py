@@ -185,7 +185,9 @@ def test_a_session_takes_its_parents_pool_and_leaves_it(
                 assert (str(got.folder), got.size, got.from_parent) == want
             """
         )
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "-n", "2", "--racegate-case-jobs=auto"
+        )  # fmt: skip
         result.assert_outcomes(passed=4)
         assert pool.folder.is_dir()  # the parent's to remove
     finally:
@@ -200,7 +202,7 @@ def test_a_bad_pool_from_the_parent_is_a_usage_error(
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setenv(SLOTS, f"0:{tmp_path}")
     pytester.makepyfile(test_pool="def test_pool():\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--racegate-case-jobs=auto")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     said = [ln for ln in result.errlines if SLOTS in ln]
     assert said == [

@@ -54,9 +54,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(options.pytest_flag(opt.flag), dest=DEST + opt.dest, **kwargs)
 
 
-def _given_option(namespace: Any) -> str | None:
-    """The first racegate option the session was given (its value differs from the default:
-    the command line, PYTEST_ADDOPTS or addopts alike); None if none."""
+def _given_option(namespace: Any, args: list[str]) -> str | None:
+    """The first racegate option the session was given: named in `args` (even at its default),
+    or a value that differs from the default (the command line, PYTEST_ADDOPTS or addopts
+    alike); None if none."""
+    for arg in args:
+        if arg.startswith(("--racegate-", "--no-racegate-")):
+            return arg.partition("=")[0]
     for opt in (*options.SHARED, *options.PYTEST_ONLY):
         default = False if opt.switch else opt.default
         if isinstance(default, str) and opt.type is not None:
@@ -88,15 +92,17 @@ def _collected_paths(config: pytest.Config, args: list[str]) -> list[Path]:
     return [here]
 
 
-def asked_for(config: pytest.Config, args: list[str], namespace: Any) -> bool:
+def asked_for(
+    config: pytest.Config, args: list[str], namespace: Any, given: list[str] | None = None
+) -> bool:
     """Racegate acts in this session: it selects race cases (`-k`/`-m` naming race, paths
-    into racegate/cases/), or it was given a racegate option, or (an xdist worker) its
-    controller acts."""
+    into racegate/cases/ among `args`), or it was given a racegate option (in `given`, the
+    command line as pytest read it, or by value), or (an xdist worker) its controller acts."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "racegate_records" in workerinput:
         return True
     selection = f"{getattr(namespace, 'keyword', '') or ''} {getattr(namespace, 'markexpr', '')}"
-    if NAMES_RACE.search(selection) or _given_option(namespace) is not None:
+    if NAMES_RACE.search(selection) or _given_option(namespace, given or []) is not None:
         return True
     return any(reaches_cases(p) for p in _collected_paths(config, args))
 
@@ -109,7 +115,7 @@ def pytest_load_initial_conftests(
     import torch, which makes its caches under TMPDIR and ~ on import)."""
     namespace = early_config.known_args_namespace
     positional = [str(a) for a in getattr(namespace, "file_or_dir", None) or []]
-    if asked_for(early_config, positional, namespace):
+    if asked_for(early_config, positional, namespace, [str(a) for a in args]):
         early_config.stash[active_key] = True
         _enter_private_root()
 
@@ -129,7 +135,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # Decided before the initial conftests where this plugin came early enough (the pytest11
     # entry point, -p); where a conftest loaded it (racegate's own checkout), now.
     if active_key not in config.stash:
-        config.stash[active_key] = asked_for(config, config.args, config.option)
+        given = [str(a) for a in config.invocation_params.args]
+        config.stash[active_key] = asked_for(config, config.args, config.option, given)
         if config.stash[active_key]:
             _enter_private_root()
     if config.stash[active_key]:

@@ -516,10 +516,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
             for line in msg.splitlines():
                 print("\n".join(textwrap.wrap(line, PROBE_WIDTH, subsequent_indent="    ")))
     n_bad = len(bad)
-    print(
+    summary = (
         f"racegate probe: {'FAIL' if n_bad else 'PASS'}: {len(results) - n_bad} of "
         f"{len(results)} probes match {probe_expectations.SHOWN}"
-        + (f"; {n_bad} moved or no verdict" if n_bad else ""),
+        + (f"; {n_bad} moved or no verdict" if n_bad else "")
+    )
+    print(
+        "\n".join(textwrap.wrap(summary, PROBE_WIDTH, subsequent_indent="    ")),
         file=sys.stderr if args.json else sys.stdout,
     )
     return EXIT_FAILED if bad else EXIT_OK
