@@ -709,7 +709,7 @@ def _own(rec: RunRecord) -> RunRecord:
     return dataclasses.replace(rec, scenario=scenario)
 
 
-def test_the_trainers_own_error_is_named_not_read_as_a_race_regression() -> None:
+def test_the_trainers_own_error_is_named_as_its_own_not_torchs() -> None:
     """Issue 54: a make_replica that raises a plain ValueError read "UNSAFE ... do not upgrade",
     exactly like a race regression. Decided from the record (the raising frame in the
     workload's code, no frame of torch's compiler): still UNSAFE (the step failed here), but
