@@ -19,15 +19,14 @@ pytest-xdist registers its session only in distribution mode. Records go to
 from __future__ import annotations
 
 import glob
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from racegate.cases.session import RacegateConfig, racegate_key
+from racegate.cases.suite import NAMES_RACE, reaches_cases
 from racegate.harness.doors import options
-from racegate.harness.run import code_root
 
 MARKERS = {
     "race": "race(): a cross-thread tracing race case (what `-m race` and `-k race` select)",
@@ -41,9 +40,6 @@ MARKERS = {
 # Whether this session acts (asked_for): decided before the initial conftests load, so that the
 # private root is entered before any of them imports torch.
 active_key = pytest.StashKey[bool]()
-# The race suite racegate ships (race, probe and throughput cases): this folder.
-CASES = Path(__file__).resolve().parent
-NAMES_RACE = re.compile(r"(?<!not )\brace\b")  # `-k race`, `-m "race and gpu"`; not `not race`
 DEST = "racegate_"  # every option's namespace key: DEST + the table's dest
 
 
@@ -68,14 +64,6 @@ def _given_option(namespace: Any, args: list[str]) -> str | None:
         if getattr(namespace, DEST + opt.dest, default) != default:
             return options.pytest_flag(opt.flag)
     return None
-
-
-def reaches_cases(path: Path) -> bool:
-    """A path to collect that is racegate's race suite or inside it, or (in racegate's own
-    checkout, where pytest collects racegate/ as any folder) holds it. An installed suite sits
-    in a venv's site-packages, which pytest never collects from a folder above it."""
-    path = path.resolve()
-    return path.is_relative_to(CASES) or (not code_root.INSTALLED and CASES.is_relative_to(path))
 
 
 def _collected_paths(config: pytest.Config, args: list[str]) -> list[Path]:

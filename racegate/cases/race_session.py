@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from racegate.cases import terminal
-from racegate.cases.plugin import CASES, NAMES_RACE, reaches_cases
 from racegate.cases.session import RacegateConfig, racegate_key
+from racegate.cases.suite import CASES, NAMES_RACE, reaches_cases
 from racegate.harness.doors import options
 from racegate.harness.judge import baselines, race_expectations
 from racegate.harness.judge.verdict import Calibration
