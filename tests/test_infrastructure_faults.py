@@ -21,6 +21,7 @@ from racegate.harness.run.record import append_jsonl, read_jsonl
 from tests.test_baselines import make_record, write
 
 REPO = Path(__file__).resolve().parent.parent
+pytest_plugins = ["pytester"]
 FAULT = "tests.fault_workloads:make_workload"
 RUN = (sys.executable, "-m", "racegate", "run", "--workload", FAULT, "--preset", "ok",
        "--strategies", "eager", "--steps", "2", "--warmup-steps", "1")  # fmt: skip
@@ -129,3 +130,42 @@ def test_records_on_a_full_disk_are_one_line_and_undecided(tmp_path: Path) -> No
     last = proc.stderr.strip().splitlines()[-1]
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert last.startswith("racegate: nothing decided: `") and "No space left on device" in last
+
+
+_CASE = """
+import time
+from pathlib import Path
+from racegate.harness.run.record import append_jsonl
+from tests.test_baselines import make_record
+
+def test_case(racegate_config):
+    append_jsonl(racegate_config.results, make_record())
+    Path("started").touch()
+    time.sleep(120)
+"""
+
+
+@pytest.mark.process
+def test_ctrl_c_on_pytest_marks_its_run_folder_incomplete(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C on the main command (pytest): the next `report` showed the partial run as the
+    latest. Its session's run folder is marked INCOMPLETE, which `report` passes over."""
+    from tests.test_plugin import _plugin
+
+    _plugin(pytester, monkeypatch)
+    pytester.makepyfile(test_stub=_CASE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_stub.py"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (pytester.path / "started").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stdout
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out[-2000:]  # pytest's own code for an interrupted session
+    (folder,) = (pytester.path / ".racegate" / "runs").iterdir()
+    assert (folder / state.INCOMPLETE).read_text().startswith("interrupted (Ctrl-C)")
+    assert state.latest_records(pytester.path) is None
