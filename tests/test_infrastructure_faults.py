@@ -169,3 +169,27 @@ def test_ctrl_c_on_pytest_marks_its_run_folder_incomplete(
     (folder,) = (pytester.path / ".racegate" / "runs").iterdir()
     assert (folder / state.INCOMPLETE).read_text().startswith("interrupted (Ctrl-C)")
     assert state.latest_records(pytester.path) is None
+
+
+@pytest.mark.fault
+def test_a_full_tmpdir_is_no_verdict(tmp_path: Path) -> None:
+    """TMPDIR on a full 2 MB tmpfs: the production strategy's run failed writing there, and
+    `run` said "UNSAFE ... (crash 1)", the cause only in a detail line. Now UNDECIDED, exit 7,
+    naming the want of disk space. A real tmpfs (root may mount one; skipped where not)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)],
+                      capture_output=True).returncode != 0:  # fmt: skip
+        pytest.skip("cannot mount a tmpfs here (not root, or not allowed)")
+    try:
+        env = _env() | {"TMPDIR": str(small), "RACEGATE_PRODUCTION_STRATEGY": "eager"}
+        proc = subprocess.run(
+            [*RUN[:7], "fill_tmp", *RUN[8:], "--results", str(tmp_path / "r.jsonl")],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == EXIT_UNDECIDED, (proc.stdout + proc.stderr)[-3000:]
+    assert "UNDECIDED: a run failed for want of disk space" in out, out[-2000:]
+    assert "No space left on device" in out
