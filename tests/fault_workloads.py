@@ -15,6 +15,7 @@ import resource
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -178,6 +179,11 @@ class _Replica:
             os._exit(7)
         if fault == "exit_step":
             sys.exit(0)
+        if fault == "fill_tmp":
+            with tempfile.TemporaryFile() as fh:  # in the run's private root, under TMPDIR
+                fh.write(b"x" * (4 << 20))
+                fh.flush()
+                os.fsync(fh.fileno())
 
         if fault == "self_sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
@@ -280,9 +286,10 @@ class FaultWorkload:
         return None
 
 
-# Besides the fault table's kinds, the runner tests' own: a hang in one thread's 2nd step, and a
-# process that starts its steps late (`processes`).
-KNOWN = frozenset(FAULTS) | {"hang", "late_start"}
+# Besides the fault table's kinds, the runner tests' own: a hang in one thread's 2nd step, a
+# process that starts its steps late (`processes`), and thread 0 writing 4 MB into its TMPDIR at
+# its 2nd step (`fill_tmp`: ENOSPC where TMPDIR is a small tmpfs, nothing otherwise).
+KNOWN = frozenset(FAULTS) | {"hang", "late_start", "fill_tmp"}
 
 
 def make_workload(preset: str = "ok") -> FaultWorkload:

@@ -21,6 +21,7 @@ from racegate.harness.run.record import append_jsonl, read_jsonl
 from tests.test_baselines import make_record, write
 
 REPO = Path(__file__).resolve().parent.parent
+pytest_plugins = ["pytester"]
 FAULT = "tests.fault_workloads:make_workload"
 RUN = (sys.executable, "-m", "racegate", "run", "--workload", FAULT, "--preset", "ok",
        "--strategies", "eager", "--steps", "2", "--warmup-steps", "1")  # fmt: skip
@@ -129,3 +130,66 @@ def test_records_on_a_full_disk_are_one_line_and_undecided(tmp_path: Path) -> No
     last = proc.stderr.strip().splitlines()[-1]
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert last.startswith("racegate: nothing decided: `") and "No space left on device" in last
+
+
+_CASE = """
+import time
+from pathlib import Path
+from racegate.harness.run.record import append_jsonl
+from tests.test_baselines import make_record
+
+def test_case(racegate_config):
+    append_jsonl(racegate_config.results, make_record())
+    Path("started").touch()
+    time.sleep(120)
+"""
+
+
+@pytest.mark.process
+def test_ctrl_c_on_pytest_marks_its_run_folder_incomplete(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C on the main command (pytest): the next `report` showed the partial run as the
+    latest. Its session's run folder is marked INCOMPLETE, which `report` passes over."""
+    from tests.test_plugin import _plugin
+
+    _plugin(pytester, monkeypatch)
+    pytester.makepyfile(test_stub=_CASE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_stub.py"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (pytester.path / "started").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stdout
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out[-2000:]  # pytest's own code for an interrupted session
+    (folder,) = (pytester.path / ".racegate" / "runs").iterdir()
+    assert (folder / state.INCOMPLETE).read_text().startswith("interrupted (Ctrl-C)")
+    assert state.latest_records(pytester.path) is None
+
+
+@pytest.mark.fault
+def test_a_full_tmpdir_is_no_verdict(tmp_path: Path) -> None:
+    """TMPDIR on a full 2 MB tmpfs: the production strategy's run failed writing there, and
+    `run` said "UNSAFE ... (crash 1)", the cause only in a detail line. Now UNDECIDED, exit 7,
+    naming the want of disk space. A real tmpfs (root may mount one; skipped where not)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)],
+                      capture_output=True).returncode != 0:  # fmt: skip
+        pytest.skip("cannot mount a tmpfs here (not root, or not allowed)")
+    try:
+        env = _env() | {"TMPDIR": str(small), "RACEGATE_PRODUCTION_STRATEGY": "eager"}
+        proc = subprocess.run(
+            [*RUN[:7], "fill_tmp", *RUN[8:], "--results", str(tmp_path / "r.jsonl")],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == EXIT_UNDECIDED, (proc.stdout + proc.stderr)[-3000:]
+    assert "UNDECIDED: a run failed for want of disk space" in out, out[-2000:]
+    assert "No space left on device" in out
