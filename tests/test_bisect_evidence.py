@@ -1,5 +1,5 @@
-"""The bisection's oracle pieces (racegate.harness.bisect.evidence): a step's decision from probe
-verdicts, and the probes read from a real interpreter (the one running these tests)."""
+"""The bisection's oracle pieces (racegate.harness.doors.bisection.evidence): a step's decision from
+probe verdicts, and the probes read from a real interpreter (the one running these tests)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 from packaging.version import Version
 
-from racegate.harness.bisect.evidence import (
+from racegate.harness.doors.bisection.evidence import (
     NESTED_FX_PROBES,
     Runner,
     installed,

@@ -1,5 +1,6 @@
-"""`python -m racegate repro`'s reproducers (racegate.harness.bisect.repro) and the bisect/repro
-command lines: standalone, short, and they exit as the torch in hand says; bad input exits 2."""
+"""`python -m racegate repro`'s reproducers (racegate.harness.doors.bisection.repro) and the
+bisect/repro command lines: standalone, short, and they exit as the torch in hand says; bad input
+exits 2."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import pytest
 import torch
 from packaging.version import Version
 
-from racegate.harness.bisect import repro
-from racegate.harness.bisect.evidence import Runner
+from racegate.harness.doors.bisection import repro
+from racegate.harness.doors.bisection.evidence import Runner
 from racegate.harness.doors.cli import main
 from racegate.harness.judge.gate import EXIT_USAGE
 from racegate.harness.run import envs

@@ -1,5 +1,6 @@
-"""The release bisection's search (racegate.harness.bisect.search) over a scripted oracle, and the
-release-range parsing (racegate.harness.bisect.releases): the search logic, not torch."""
+"""The release bisection's search (racegate.harness.doors.bisection.search) over a scripted oracle,
+and the release-range parsing (racegate.harness.doors.bisection.releases): the search logic, not
+torch."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from collections.abc import Iterable
 
 import pytest
 
-from racegate.harness.bisect import releases
-from racegate.harness.bisect.search import Evidence, Outcome, bisect
+from racegate.harness.doors.bisection import releases
+from racegate.harness.doors.bisection.search import Evidence, Outcome, bisect
 from racegate.harness.judge.gate import EXIT_SAFE, EXIT_UNDECIDED, EXIT_UNSAFE, Word
 
 S, U, X = Word.SAFE, Word.UNSAFE, Word.UNDECIDED
@@ -139,7 +140,7 @@ def test_no_versions_line_is_an_error() -> None:
 
 
 def test_the_printed_answer_names_both_neighbours_commits_and_the_compare_range() -> None:
-    from racegate.harness.bisect.command import format_result, to_json
+    from racegate.harness.doors.bisection.command import format_result, to_json
 
     result = bisect(RELEASES, monotone("2.14.1"))
     text = format_result(result, "torch", 12.0)

@@ -1,6 +1,7 @@
-"""A bisection step's class (racegate.harness.bisect.steps) from real CPU records and probe verdicts
-committed under results/, and the search over those classes (racegate.harness.bisect.search): pure,
-no torch run, nothing mocked but the oracle's answers, which are real records judged."""
+"""A bisection step's class (racegate.harness.doors.bisection.steps) from real CPU records and probe
+verdicts committed under results/, and the search over those classes
+(racegate.harness.doors.bisection.search): pure, no torch run, nothing mocked but the oracle's
+answers, which are real records judged."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from racegate.harness.bisect.evidence import calibration_of, judge_race
-from racegate.harness.bisect.search import Evidence, Outcome, bisect
-from racegate.harness.bisect.steps import Hazard, from_probes, names, settled
+from racegate.harness.doors.bisection.evidence import calibration_of, judge_race
+from racegate.harness.doors.bisection.search import Evidence, Outcome, bisect
+from racegate.harness.doors.bisection.steps import Hazard, from_probes, names, settled
 from racegate.harness.judge.gate import EXIT_SAFE, EXIT_UNDECIDED, Word
 from racegate.harness.judge.inputs import read_records
 from racegate.harness.judge.verdict import Calibration
@@ -233,7 +234,7 @@ def test_a_release_asked_again_passes_its_earlier_records_in_one_word_each(tmp_p
     import subprocess
     import sys
 
-    from racegate.harness.bisect.evidence import Runner, race_step
+    from racegate.harness.doors.bisection.evidence import Runner, race_step
     from racegate.harness.run import envs
 
     class Recording(Runner):
@@ -270,7 +271,7 @@ def test_a_release_step_takes_its_word_from_the_sessions_decision_file(tmp_path:
     import subprocess
     import sys
 
-    from racegate.harness.bisect.evidence import Runner, race_step
+    from racegate.harness.doors.bisection.evidence import Runner, race_step
     from racegate.harness.run import envs
 
     here = envs.Environment(Path(sys.executable), {"torch": "?", "transformers": "?"}, {}, None)

@@ -8,7 +8,7 @@ old=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] && cp "$old"/old.json "$old"/new.json "$here"/; rm -rf "$old"' EXIT
 git archive "${OLD:-4c61540}" racegate | tar -x -C "$old"
 git ls-tree -r --name-only "${OLD:-4c61540}" results/ > "$old/files.txt"  # the records main had
-PYTHONPATH="$old" "$py" "$here/rejudge.py" judge results "$old/files.txt" > "$old/old.json"
-PYTHONPATH="$PWD" "$py" "$here/rejudge.py" judge results "$old/files.txt" > "$old/new.json"
-"$py" "$here/rejudge.py" table "$old/old.json" "$old/new.json" > "$here/table.md"
+PYTHONPATH="$old" "$py" scripts/rejudge.py judge results "$old/files.txt" > "$old/old.json"
+PYTHONPATH="$PWD" "$py" scripts/rejudge.py judge results "$old/files.txt" > "$old/new.json"
+"$py" scripts/rejudge.py table "$old/old.json" "$old/new.json" > "$here/table.md"
 cat "$here/table.md"

@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from racegate.harness.bisect import command as bisect_command
 from racegate.harness.doors import options, race_exit, sizing, upgrade
+from racegate.harness.doors.bisection import command as bisect_command
 from racegate.harness.judge import words
 from racegate.harness.judge.baselines import production_bars
 from racegate.harness.judge.gate import (

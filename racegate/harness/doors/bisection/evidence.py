@@ -10,9 +10,9 @@ decide is a choice (`gating`); every probe's verdict is kept as an observation, 
 can say what else changed. The race selection writes its run records to a folder of the
 bisection's; they are
 judged here again with this step's own probe verdicts (racegate.harness.judge.verdict.decide), which
-gives the step's class (racegate.harness.bisect.steps: RACES, MASKED, GONE, UNCLEAR) beside the
-gate's word. A release asked again (unsettled, or a neighbour's confirmation) merges the records of
-all its earlier answers (`--records-from`): the control's rate and the production runs
+gives the step's class (racegate.harness.doors.bisection.steps: RACES, MASKED, GONE, UNCLEAR) beside
+the gate's word. A release asked again (unsettled, or a neighbour's confirmation) merges the records
+of all its earlier answers (`--records-from`): the control's rate and the production runs
 accumulate until power decides, and a race the control showed once on a release stays shown
 there (race_evidence admits only the race itself), while silence must hold over every run.
 """
@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from racegate.harness.bisect import steps
-from racegate.harness.bisect.search import Evidence
+from racegate.harness.doors.bisection import steps
+from racegate.harness.doors.bisection.search import Evidence
 from racegate.harness.doors.options import to_pytest
 from racegate.harness.judge import decision_file
 from racegate.harness.judge import verdict as race_verdict

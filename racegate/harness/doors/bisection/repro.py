@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from racegate.harness.bisect.evidence import Runner, installed
+from racegate.harness.doors.bisection.evidence import Runner, installed
 
 MAX_LINES = 80
 EXIT_HAZARD, EXIT_CLEAN = 1, 0  # 2: the reproducer's own setup failed

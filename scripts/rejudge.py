@@ -1,12 +1,12 @@
 """Re-judge every committed record under results/ with whichever racegate is on PYTHONPATH.
 
-`rejudge.py judge RESULTS [FILES] > out.json` (FILES: a list of the paths to judge, as
+`scripts/rejudge.py judge RESULTS [FILES] > out.json` (FILES: a list of the paths to judge, as
 `git ls-tree -r --name-only COMMIT results/` prints them): each records file (a *.jsonl, inside
 a folder's data.tar.xz or records.jsonl.xz too) is read, its records grouped as the report
 groups them (torch × transformers × device × production × control), and each group judged by
 racegate.harness.judge.verdict.decide with that torch's probe table; the JSON says each
 strategy's status, why, and how many runs of it were not_concurrent.
-`rejudge.py table OLD.json NEW.json` prints the Markdown table of what changed.
+`scripts/rejudge.py table OLD.json NEW.json` prints the Markdown table of what changed.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """The bisection itself: first release whose decision differs, over an oracle (release -> evidence).
 
-Pure search logic, no torch and no processes: `racegate.harness.bisect.evidence` supplies the oracle
-that runs probes and race cases in each release's environment. What is compared is a step's state:
-its class (racegate.harness.bisect.steps: RACES, MASKED, GONE, ...) and its decision (the gating
-probes' and the production strategy's words combined). Flake-aware: a step that did not settle
-(UNDECIDED, or its class UNCLEAR; a MASKED step is settled) is asked again (up to `tries`
-times) and never taken as either side; before a change is named both neighbours are asked
-`confirm` more times and must give the same state every time. Each stretch between two changes
-is assumed to hold one state: the first change from the oldest release is found by halving,
-then, while the state reached differs from the newest release's, the next change in the rest
-of the range (RACES -> MASKED -> GONE names both). `checked` lists every answer it got.
+Pure search logic, no torch and no processes: `racegate.harness.doors.bisection.evidence` supplies
+the oracle that runs probes and race cases in each release's environment. What is compared is a
+step's state: its class (racegate.harness.doors.bisection.steps: RACES, MASKED, GONE, ...) and its
+decision (the gating probes' and the production strategy's words combined). Flake-aware: a step that
+did not settle (UNDECIDED, or its class UNCLEAR; a MASKED step is settled) is asked again (up to
+`tries` times) and never taken as either side; before a change is named both neighbours are asked
+`confirm` more times and must give the same state every time. Each stretch between two changes is
+assumed to hold one state: the first change from the oldest release is found by halving, then, while
+the state reached differs from the newest release's, the next change in the rest of the range (RACES
+-> MASKED -> GONE names both). `checked` lists every answer it got.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from racegate.harness.bisect import steps
+from racegate.harness.doors.bisection import steps
 from racegate.harness.judge.gate import EXIT_CODES, EXIT_UNDECIDED, Word
 
 
@@ -31,16 +31,15 @@ class Evidence:
     observations: Mapping[str, str]  # e.g. {"probe compiled_call_during_make_fx": "hazard"}
     commit: str = ""  # upstream commit of the release (torch.version.git_version), if known
     note: str = ""  # why UNDECIDED, or anything the oracle wants printed with the step
-    hazard: str = (
-        ""  # the step's class (racegate.harness.bisect.steps.Hazard); "" where none is given
-    )
+    # the step's class (racegate.harness.doors.bisection.steps.Hazard); "" where none is given
+    hazard: str = ""
     production: Word | None = None  # the race selection's word; None where it did not run
     why: str = ""  # why this class: the control's rates and the probes that decided it
 
     @property
     def state(self) -> tuple[str, Word]:
         """What the search compares between releases: the class and the decision (which
-        holds the production strategy's word, racegate.harness.bisect.steps.settled)."""
+        holds the production strategy's word, racegate.harness.doors.bisection.steps.settled)."""
         return self.hazard, self.decision
 
     @property
@@ -57,7 +56,8 @@ class Change:
 
     @property
     def direction(self) -> str:
-        """'first bad', 'first fixed', 'first masked', ... (racegate.harness.bisect.steps.names)."""
+        """'first bad', 'first fixed', 'first masked', ...
+        (racegate.harness.doors.bisection.steps.names)."""
         return steps.names(self.before.state, self.after.state)[0]
 
     @property

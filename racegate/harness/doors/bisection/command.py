@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from racegate.harness.bisect import evidence, releases, repro, search
+from racegate.harness.doors.bisection import evidence, releases, repro, search
 from racegate.harness.judge.gate import EXIT_USAGE
 from racegate.harness.probes.runner import PROBES
 from racegate.harness.run.files import PUBLISHED, write_whole
