@@ -37,7 +37,7 @@ fallback, a blocked recompile, an out-of-memory, a crash.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from racegate.harness.run import stacks
@@ -244,3 +244,22 @@ def own_error_sides(
         "candidate: the current environment ran without it, so the upgrade changed what the "
         "trainer's code meets"
     )
+
+
+def unjudged_why(unjudged: Sequence[RunRecord], n: int) -> str:
+    """Why runs that are neither clean nor failed prove nothing, and what would decide them."""
+    slow = sum(1 for r in unjudged if timed_out(r))
+    apart = len(unjudged) - slow
+    parts = []
+    if slow:
+        parts.append(
+            f"{slow} of {n} runs timed out still at work (not stalled): too slow to judge; "
+            "rerun with fewer runs side by side (--case-jobs, RACEGATE_RACE_WORKERS) or give "
+            "them a longer --run-timeout"
+        )
+    if apart:
+        parts.append(
+            f"{apart} of {n} runs could not show {'their' if apart != 1 else 'its'} threads "
+            f"running together (not_concurrent): {SHOW_CONCURRENCY}"
+        )
+    return "; ".join(parts)

@@ -7,7 +7,7 @@ the failure a table row predicts; any other failure still fails the case.
 from __future__ import annotations
 
 from racegate.harness.judge.outcomes import is_spurious_recompile, worst
-from racegate.harness.judge.race_evidence import SHOW_CONCURRENCY, no_evidence, timed_out
+from racegate.harness.judge.race_evidence import no_evidence, timed_out, unjudged_why
 from racegate.harness.run.record import RunRecord
 from racegate.harness.scenario.vocab import Outcome
 
@@ -65,20 +65,9 @@ def judge(records: list[RunRecord]) -> None:
     failed = [r for r in records if r.outcome != Outcome.OK]
     real = [Outcome(r.outcome) for r in failed if not no_evidence(r)]
     if failed and not real:
-        slow = sum(1 for r in failed if timed_out(r))
-        apart = len(failed) - slow
-        parts = []
-        if slow:
-            parts.append(
-                f"{slow} timed out still at work (not stalled): too slow to judge; rerun with "
-                "fewer runs side by side or give them a longer --run-timeout"
-            )
-        if apart:
-            parts.append(
-                f"{apart} could not show their threads running together: {SHOW_CONCURRENCY}"
-            )
+        apart = sum(1 for r in failed if not timed_out(r))
         kind = TooSlowToJudge if not apart else NotJudged
-        raise kind(f"not judged: of {len(records)} run(s), {'; '.join(parts)}:\n{explain(records)}")
+        raise kind(f"not judged: {unjudged_why(failed, len(records))}:\n{explain(records)}")
     if real:
         outcome = worst(real)
         raise OUTCOME_ERRORS[outcome](f"{outcome} in {len(records)} run(s):\n{explain(records)}")

@@ -21,13 +21,12 @@ from racegate.harness.judge import compare, race_expectations
 from racegate.harness.judge.calibration import Calibration
 from racegate.harness.judge.metrics import wilson_interval
 from racegate.harness.judge.race_evidence import (
-    SHOW_CONCURRENCY,
     is_failed,
     no_evidence,
     other_reason,
     own_error,
     shows_race,
-    timed_out,
+    unjudged_why,
 )
 from racegate.harness.run.record import RunRecord
 from racegate.harness.scenario.versions import ABSENT
@@ -437,25 +436,6 @@ def describe_failed_run(record: RunRecord) -> str:
     return f"{run}: {record.outcome}: {' '.join(why.split())[:72]}"
 
 
-def _unjudged_why(unjudged: Sequence[RunRecord], n: int) -> str:
-    """Why runs that are neither clean nor failed prove nothing, and what would decide them."""
-    slow = sum(1 for r in unjudged if timed_out(r))
-    apart = len(unjudged) - slow
-    parts = []
-    if slow:
-        parts.append(
-            f"{slow} of {n} runs timed out still at work (not stalled): too slow to judge; "
-            "rerun with fewer runs side by side (--case-jobs, RACEGATE_RACE_WORKERS) or give "
-            "them a longer --run-timeout"
-        )
-    if apart:
-        parts.append(
-            f"{apart} of {n} runs could not show {'their' if apart != 1 else 'its'} threads "
-            f"running together (not_concurrent): {SHOW_CONCURRENCY}"
-        )
-    return "; ".join(parts)
-
-
 def _unjudged_note(unjudged: Sequence[RunRecord]) -> str:
     """' (besides, 2 runs neither clean nor failed: ...)' for an UNSAFE line, or ''."""
     if not unjudged:
@@ -510,7 +490,7 @@ def judge_strategy(
         covered = tuple(f"{c}: {k} not judged" for c, k in sorted(cells.items()))
         return StrategyVerdict(
             strategy, Status.INCONCLUSIVE, n, 0, {}, covered,
-            f"{_unjudged_why(unjudged, n)}: {'it is' if len(unjudged) == 1 else 'they are'} "
+            f"{unjudged_why(unjudged, n)}: {'it is' if len(unjudged) == 1 else 'they are'} "
             "neither clean nor failed, and a SAFE needs every run clean",
             unclean_runs=tuple(map(describe_failed_run, unjudged)),
         )  # fmt: skip
