@@ -835,3 +835,23 @@ def test_a_production_strategy_the_table_expects_to_fail_gets_a_verdict_quoting_
     ours = decide(builtin, production="singleton", calibration=Calibration(control="warmup"))
     assert ours.production_verdict.status is Status.UNSAFE and "about drafter" not in ours.advice
     assert "race.toml row" in ours.production_verdict.why, ours.production_verdict
+
+
+def test_a_run_the_machine_failed_is_no_verdict_on_its_strategy() -> None:
+    """A full TMPDIR made a production run crash: the decision was UNDECIDED, but the strategy's
+    own row still read "UNSAFE ... (crash 1)" (issue 56, item 5). A run that failed for want of
+    disk space shows nothing about the step: neither clean nor failed, its cause said."""
+    full = "OSError: [Errno 28] No space left on device: '/tmp/racegate-root-x/cache'"
+    crashed = record("warmup_locked", "crash", error_text=full)
+    control = [record("per_device", "hang", stalled_s=20.0) for _ in range(8)]
+    v = decide([*control, crashed, *runs("warmup_locked", 16)], production="warmup_locked",
+               probes=HAZARD)  # fmt: skip
+    p = v.production_verdict
+    assert p.status is Status.INCONCLUSIVE and p.failed == 0 and not p.failed_runs, p
+    assert "1 of 17 runs failed for want of disk space, not by their step" in p.why, p.why
+    assert str(decide_gate(v).word) == "UNDECIDED"
+    # The step's own crash is still a failure.
+    own = record("warmup_locked", "crash", error_text="RuntimeError: CUDA error: illegal address")
+    assert judge_strategy("warmup_locked", [own, *runs("warmup_locked", 5)], {}).status is (
+        Status.UNSAFE
+    )

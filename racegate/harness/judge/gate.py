@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from racegate.harness.judge.race_evidence import infrastructure_failure
 from racegate.harness.judge.verdict import Status, Verdict
 from racegate.harness.judge.words import explain_command
 from racegate.harness.run.record import RunRecord
@@ -39,9 +40,6 @@ EXIT_CODES: dict[str, int] = {
 # A Ctrl-C (or the SIGINT/SIGTERM a CI runner or `timeout` sends): the command stopped before a
 # decision, as a shell reports a SIGINT; what it recorded is kept. Never a decision's code.
 EXIT_INTERRUPTED = 130
-# What a failed run says where the machine, not the step, failed it: a full disk (ENOSPC; a
-# full TMPDIR, where every cache of a run lives), a file-size limit. Such a run is no verdict.
-NO_SPACE_MARKS = ("[Errno 28]", "No space left on device", "[Errno 27]", "File too large")
 
 
 class NothingDecided(Exception):
@@ -53,16 +51,11 @@ def infrastructure_cause(records: Iterable[RunRecord]) -> str | None:
     """Why these runs prove nothing either way (None: nothing of the kind): a run that failed
     for want of disk space names it in its detail or a thread's error."""
     for r in records:
-        texts = [r.detail or "", *(t.error or "" for t in r.threads)]
-        texts += [t.error_text or "" for t in r.threads]
-        for text in texts:
-            if any(mark in text for mark in NO_SPACE_MARKS):
-                line = next(ln for ln in text.splitlines() if any(m in ln for m in NO_SPACE_MARKS))
-                return (
-                    f"a run failed for want of disk space, not by its step ({r.outcome}: "
-                    f"{' '.join(line.split())[:200]}); free space where TMPDIR and the records "
-                    "are, then run again"
-                )
+        if r.outcome != "ok" and (line := infrastructure_failure(r)):
+            return (
+                f"a run failed for want of disk space, not by its step ({r.outcome}: "
+                f"{line[:200]}); free space where TMPDIR and the records are, then run again"
+            )
     return None
 
 

@@ -173,10 +173,31 @@ def timed_out(record: RunRecord) -> bool:
     return record.outcome == Outcome.HANG and record.busy_at_deadline is True
 
 
+# An OSError's text when the machine, not the step, failed a run: no disk space, no file room.
+NO_SPACE_MARKS = ("[Errno 28]", "No space left on device", "[Errno 27]", "File too large")
+
+
+def infrastructure_failure(record: RunRecord) -> str | None:
+    """The line of the run's detail or a thread's error that says the machine failed it (a full
+    disk or file-size limit: NO_SPACE_MARKS); None where nothing says so. Such a run failed, but
+    not by its step: it shows nothing about the strategy."""
+    texts = [record.detail or "", *(t.error or "" for t in record.threads)]
+    texts += [t.error_text or "" for t in record.threads]
+    for text in texts:
+        for line in text.splitlines():
+            if any(mark in line for mark in NO_SPACE_MARKS):
+                return " ".join(line.split())
+    return None
+
+
 def no_evidence(record: RunRecord) -> bool:
-    """Neither clean nor a failure: timed out still at work, or its threads were not shown
-    running together (NO_EVIDENCE)."""
-    return timed_out(record) or record.outcome in NO_EVIDENCE
+    """Neither clean nor a failure: timed out still at work, its threads were not shown running
+    together (NO_EVIDENCE), or the machine failed it (infrastructure_failure)."""
+    return (
+        timed_out(record)
+        or record.outcome in NO_EVIDENCE
+        or (record.outcome != Outcome.OK and infrastructure_failure(record) is not None)
+    )
 
 
 def is_failed(record: RunRecord) -> bool:
@@ -248,9 +269,15 @@ def own_error_sides(
 
 def unjudged_why(unjudged: Sequence[RunRecord], n: int) -> str:
     """Why runs that are neither clean nor failed prove nothing, and what would decide them."""
+    machine = sum(1 for r in unjudged if not timed_out(r) and infrastructure_failure(r))
     slow = sum(1 for r in unjudged if timed_out(r))
-    apart = len(unjudged) - slow
+    apart = len(unjudged) - slow - machine
     parts = []
+    if machine:
+        parts.append(
+            f"{machine} of {n} runs failed for want of disk space, not by their step: free space "
+            "where TMPDIR and the records are, then run again"
+        )
     if slow:
         parts.append(
             f"{slow} of {n} runs timed out still at work (not stalled): too slow to judge; "
