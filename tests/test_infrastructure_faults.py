@@ -156,7 +156,9 @@ def test_ctrl_c_on_pytest_marks_its_run_folder_incomplete(
     _plugin(pytester, monkeypatch)
     pytester.makepyfile(test_stub=_CASE)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_stub.py"],
+        # a racegate option asks for racegate (the plugin is inert in a session that does not)
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--racegate-case-jobs=1",
+         "test_stub.py"],
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
