@@ -648,3 +648,38 @@ def test_the_co_activity_rule_alone_read_short_gil_turns_as_not_concurrent() -> 
                          [], WatchEvidence())  # fmt: skip
         rec = record_run(ev)
         assert rec.outcome == outcome, rec.detail
+
+
+def test_long_steps_shown_together_by_co_activity_are_concurrent_short_ones_are_not() -> None:
+    """The interleaving rule alone read the built-in drafter's CPU runs (tens of ms a step, on
+    a loaded 2-core box) not_concurrent: 17-28% of the steps seen at work interleaved, under its
+    40%, and the race cases failed as not judged in the fresh-clone CI. Where steps are long
+    enough for the runner's looks to tell turns apart, co-activity shows them together too; at
+    1 ms and 10 ms it misreads a whole-step lock, so there only interleaving counts."""
+    from racegate.harness.judge.decide import (
+        COACTIVE_TRUSTED_STEP_S,
+        Coactivity,
+        Interleaving,
+        concurrency_findings,
+        concurrent_threads,
+    )
+    from racegate.harness.run.record import ThreadRecord
+    from racegate.harness.scenario.vocab import Outcome
+
+    threads = [ThreadRecord(i, "cpu", "ok") for i in range(2)]
+    overlap = [0.95, 0.95]
+    company = [Coactivity(0.62), Coactivity(0.55)]
+    took_turns = [Interleaving(77, 15), Interleaving(83, 13)]  # the CI run's counts
+    long, short = 2 * COACTIVE_TRUSTED_STEP_S, 0.010
+    assert concurrency_findings(threads, overlap, company, 2, took_turns, long) == []
+    assert concurrent_threads(overlap, company, 2, took_turns, long) == 2
+    (finding,) = concurrency_findings(threads, overlap, company, 2, took_turns, short)
+    assert finding.outcome is Outcome.NOT_CONCURRENT
+    assert concurrent_threads(overlap, company, 2, took_turns, short) == 0
+    # Long steps still need co-activity: threads that took turns by both rules are not together.
+    alone = [Coactivity(0.2), Coactivity(0.3)]
+    (finding,) = concurrency_findings(threads, overlap, alone, 2, took_turns, long)
+    assert finding.outcome is Outcome.NOT_CONCURRENT
+    # And interleaving shown is enough at any step length.
+    together = [Interleaving(40, 30), Interleaving(40, 25)]
+    assert concurrency_findings(threads, overlap, alone, 2, together, 0.001) == []

@@ -354,6 +354,13 @@ PROGRESS_S = 0.0002
 INTERLEAVED_SHARE = 0.4
 # ... of at least this many steady steps seen at work.
 MIN_AT_WORK = 5
+# Steps at least this long (the median steady step of the run's threads): the co-activity rule's
+# reading holds there, and it too shows threads together. It misreads turns under a whole-step
+# lock as company only where the turns are shorter than its looks tell apart (1 ms steps: 0.96-
+# 1.00, 10 ms: up to 0.48; results/concurrency-short-steps); at the built-in drafter's steps on a
+# loaded 2-core box the interleaving rule alone missed threads that run together (17-28% of the
+# steps seen at work, in the race cases of the fresh-clone CI that first ran it).
+COACTIVE_TRUSTED_STEP_S = 0.025
 
 # A thread's looks: their times, its CPU time at each, and whether it was running (or ready to
 # run: state R) then.
@@ -470,12 +477,31 @@ def _moved_on(steps: list[Step], looks: _Looks | None, start: float, end: float)
     return False
 
 
+def steady_step_s(reports: Sequence[ThreadReport], warmup_steps: int) -> float | None:
+    """The median length of the threads' steady steps (None: no steady step)."""
+    lengths = [s.end - s.start for r in reports for s in steady_steps(r, warmup_steps)]
+    return statistics.median(lengths) if lengths else None
+
+
+def _coactive_shown(coactive: Sequence[Coactivity], step_s: float | None) -> bool:
+    """The co-activity rule shows the threads together, at steps long enough to trust it
+    (COACTIVE_TRUSTED_STEP_S): every thread measured, one at least COACTIVE_SHARE in company."""
+    return (
+        step_s is not None
+        and step_s >= COACTIVE_TRUSTED_STEP_S
+        and bool(coactive)
+        and all(m.share is not None for m in coactive)
+        and any(m.share is not None and m.share >= COACTIVE_SHARE for m in coactive)
+    )
+
+
 def concurrency_findings(
     records: list[ThreadRecord],
     shares: list[float | None],
     coactive: list[Coactivity],
     asked: int,
     interleaved: Sequence[Interleaving] = (),
+    step_s: float | None = None,
 ) -> list[Finding]:
     """A clean thread whose steady steps mostly ran alone (CONCURRENCY_SHARE), or threads none
     of which was seen at work in its steps while another moved on in its own often enough
@@ -505,7 +531,7 @@ def concurrency_findings(
     if found:
         return found
     if measured:
-        if any(x.shown for x in interleaved):
+        if any(x.shown for x in interleaved) or _coactive_shown(coactive, step_s):
             return []
         pairs = zip(records, interleaved, strict=True)
         each = ", ".join(f"thread {r.index} {x.interleaved} of {x.at_work}" for r, x in pairs)
@@ -547,6 +573,7 @@ def concurrent_threads(
     coactive: list[Coactivity],
     asked: int,
     interleaved: Sequence[Interleaving] = (),
+    step_s: float | None = None,
 ) -> int:
     """How many threads ran together, by concurrency_findings' rule: a thread whose steady
     steps overlapped others' (CONCURRENCY_SHARE), when some thread interleaved
@@ -557,7 +584,7 @@ def concurrent_threads(
     if asked <= 1:
         return min(asked, len(shares))  # one thread races nobody: it ran "together" if it ran
     if _measured(interleaved, len(shares)):
-        if not any(x.shown for x in interleaved):
+        if not any(x.shown for x in interleaved) and not _coactive_shown(coactive, step_s):
             return 0
         return sum(1 for share in shares if share is not None and share >= CONCURRENCY_SHARE)
     if not any(met.share is not None and met.share >= COACTIVE_SHARE for met in coactive):
@@ -734,7 +761,8 @@ def record_run(ev: RunEvidence) -> RunRecord:
         rec.overlap_share = share
     coactive = coactive_shares(ev.children, scenario.warmup_steps)
     interleaved = interleaving(ev.children, scenario.warmup_steps)
-    findings += concurrency_findings(reported, shares, coactive, asked, interleaved)
+    step_s = steady_step_s(reports, scenario.warmup_steps)
+    findings += concurrency_findings(reported, shares, coactive, asked, interleaved, step_s)
     demands = demand_shares(reports, scenario.warmup_steps)
     for rec, demand, met, il in zip(reported, demands, coactive, interleaved, strict=True):
         rec.demand_share, rec.coactive_share = demand, met.share
@@ -760,7 +788,7 @@ def record_run(ev: RunEvidence) -> RunRecord:
         for t in threads:
             t.outcome = str(Outcome.TIMEOUT) if t.outcome == Outcome.HANG else t.outcome
         thread_outcomes = [Outcome(t.outcome) for t in threads]
-    concurrent = concurrent_threads(shares, coactive, asked, interleaved)
+    concurrent = concurrent_threads(shares, coactive, asked, interleaved, step_s)
     growths = _memory_growths(scenario, mem_by_device)
     first = next((c.report for c in ev.children if c.report), None)
     built = (d.hardware for c in ev.children for _, d in c.events(Built))
