@@ -23,7 +23,13 @@ from racegate.harness.judge.inputs import read_record_file
 from racegate.harness.run.record import RunRecord, append_jsonl
 from tests.test_baselines import make_record, write
 from tests.test_decide import child, evidence, ok_threads, thread, trace
-from tests.test_report import PROD, again, clean_row, floors  # noqa: F401  (a fixture)
+from tests.test_report import (  # noqa: F401  (fixtures)
+    PROD,
+    again,
+    clean_row,
+    floors,
+    no_known_failures,
+)
 
 COMMANDS = {
     "report": lambda rec, tmp: ["report", str(rec), "--out-dir", str(tmp / "out")],
