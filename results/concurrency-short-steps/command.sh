@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/machine
 for kind in free locked serial; do
   for ms in 1 10; do
     "$py" -m racegate run --workload tests.step_length_workload:make_workload \
-      --preset "$kind-${ms}ms" --strategies eager --devices 0 --threads-per-device 2 \
+      --preset "$kind-${ms}ms" --strategies eager --devices 0 --threads-per-device 2 --cache-states cold \
       --steps $(( ms == 1 ? 40 : 20 )) --warmup-steps 1 --repeat "${REPEAT:-5}" --run-timeout 180 \
       --results "$out/$kind-${ms}ms.jsonl" > "$out/$kind-${ms}ms.log" 2>&1
   done
