@@ -256,9 +256,21 @@ def _wait_for(check, timeout_s: float = 120.0) -> None:
         time.sleep(0.1)
 
 
-@pytest.mark.process
-def test_a_root_left_by_a_killed_runner_goes_with_the_next_run(tmp_path: Path) -> None:
-    env, tmp, _ = fresh_env(tmp_path)
+def _janitors_of(root: Path) -> list[int]:
+    """The pids of the janitor processes (private_root._JANITOR) watching `root`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"racegate's janitor" in b" ".join(args) and str(root).encode() in args:
+            found.append(int(entry.name))
+    return found
+
+
+def _killed_runner(tmp_path: Path, env: dict[str, str], tmp: Path, janitor_too: bool) -> Path:
+    """A runner SIGKILLed mid-run (and its root's janitor, if asked); returns its root."""
     runner = subprocess.Popen(
         run_args(tmp_path / "hung.jsonl", "hang", "--run-timeout", "120"),
         env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -267,6 +279,9 @@ def test_a_root_left_by_a_killed_runner_goes_with_the_next_run(tmp_path: Path) -
         # The run's own root (inside the runner's): the run has started.
         _wait_for(lambda: any(tmp.rglob("racegate-run-*")))
         [left] = list(tmp.iterdir())
+        if janitor_too:
+            [janitor] = _janitors_of(left)
+            os.kill(janitor, signal.SIGKILL)
         runner.send_signal(signal.SIGKILL)
         runner.wait()
     finally:
@@ -274,7 +289,25 @@ def test_a_root_left_by_a_killed_runner_goes_with_the_next_run(tmp_path: Path) -
         runner.wait()
         # one may end on its own first, its runner gone (a fresh-clone CI run: ESRCH here)
         lifeline.kill_with("RACEGATE_RUNNER_PID", str(runner.pid))
-    assert left.is_dir()  # SIGKILL: no exit handler ran
+    return left
+
+
+@pytest.mark.process
+def test_a_root_left_by_a_killed_runner_goes_at_once(tmp_path: Path) -> None:
+    """Issue 56: a SIGKILLed front door ran no exit handler, and its root stayed until the
+    next front door's sweep (which may never come). Its janitor sees the pipe only the front
+    door held close, and removes the root."""
+    env, tmp, _ = fresh_env(tmp_path)
+    left = _killed_runner(tmp_path, env, tmp, janitor_too=False)
+    _wait_for(lambda: not left.exists(), timeout_s=30)
+    assert left_in(tmp) == []
+
+
+@pytest.mark.process
+def test_a_root_whose_janitor_was_killed_too_goes_with_the_next_run(tmp_path: Path) -> None:
+    env, tmp, _ = fresh_env(tmp_path)
+    left = _killed_runner(tmp_path, env, tmp, janitor_too=True)
+    assert left.is_dir()  # SIGKILL: no exit handler ran, no janitor left to see it
     proc = subprocess.run(
         run_args(tmp_path / "next.jsonl"), env=env, cwd=REPO, capture_output=True, text=True
     )

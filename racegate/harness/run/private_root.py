@@ -6,8 +6,10 @@ writes who owns it (pid and start time) into it, and points TMPDIR and every cac
 triton and CUDA would otherwise make under TMPDIR or ~ (`<TMPDIR>/torchinductor_<user>`,
 ~/.triton, ~/.cache, ...) into it; a cache variable the user set keeps the user's value. Each
 run's own root (racegate.harness.run.runner) is made inside it. The root goes when the process
-exits; one left by a process killed before its exit (SIGKILL) is removed by the next front door
-(`sweep`), and only when its owner is gone. A process started by one that entered (a pytest
+exits; one left by a process killed before its exit (SIGKILL) is removed by its janitor (a
+small process that waits for the end of a pipe only this process holds: `_start_janitor`), or,
+where that janitor was killed too, by the next front door (`sweep`), only when its owner is
+gone. A process started by one that entered (a pytest
 worker, `harness run` under pytest or `harness ab`) uses the same root.
 """
 
@@ -43,6 +45,26 @@ BYTECODE_DIR = "pycache"
 BYTECODE_OFF, BYTECODE_PREFIX = "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"
 BYTECODE_VARS = (BYTECODE_OFF, BYTECODE_PREFIX)
 BYTECODE_PACKAGES = ("torch", "transformers")  # whose missing bytecode costs every run seconds
+
+# The janitor: started by enter() in a session of its own (a Ctrl-C or a kill of the front
+# door's process group does not reach it), stdin the read end of a pipe whose write end only
+# the front door holds (non-inheritable; a forked child keeps it, and the root, in use). At EOF
+# the front door is gone, however it ended: unless the root was kept (--keep) the janitor
+# removes it. Python with -I -S and nothing imported but the standard library: a few ms.
+_JANITOR = """\
+# racegate's janitor: removes the front door's private root once the front door is gone
+import json, os, shutil, sys
+root = sys.argv[1]
+sys.stdin.buffer.read()
+try:
+    with os.fdopen(os.open(os.path.join(root, "owner.json"), os.O_RDONLY | os.O_NOFOLLOW)) as f:
+        kept = json.load(f).get("kept")
+except (OSError, ValueError, AttributeError):
+    sys.exit(0)  # gone already (the front door's exit removed it), or not ours to judge
+if not kept:
+    shutil.rmtree(root, ignore_errors=True)
+"""
+_janitor_pipe: int | None = None  # the write end, held open for the process's life
 
 _root: Path | None = None
 _made_by: int | None = None  # the pid that made _root (a forked child never removes it)
@@ -163,6 +185,7 @@ def enter() -> Path:
     _made_by = os.getpid()
     _write_owner(root)
     atexit.register(_remove)
+    _start_janitor(root)
     changed: dict[str, str | None] = {}
     for var, sub in REDIRECTED.items():
         if var in os.environ and var not in TEMP_VARS:
@@ -178,6 +201,32 @@ def enter() -> Path:
     tempfile.tempdir = None  # gettempdir() cached the user's TMPDIR: read it again
     _root = root
     return root
+
+
+def _start_janitor(root: Path) -> None:
+    """Start the root's janitor (_JANITOR). posix_spawn, not subprocess.Popen: it outlives this
+    process by design, and a Popen still running at exit is a ResourceWarning. Where it cannot
+    start, the next front door's sweep is left to do its work."""
+    global _janitor_pipe
+    read_end, write_end = os.pipe()  # both non-inheritable (PEP 446)
+    try:
+        os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-I", "-S", "-c", _JANITOR, str(root)],
+            {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, read_end, 0),  # dup2 clears close-on-exec on the copy
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ],
+            setsid=True,
+        )
+    except OSError:
+        os.close(write_end)
+    else:
+        _janitor_pipe = write_end
+    finally:
+        os.close(read_end)
 
 
 def _cache_bytecode(root: Path, changed: dict[str, str | None]) -> None:
