@@ -28,6 +28,7 @@ from pathlib import Path
 from racegate.harness.doors import race_exit  # standard library only, like this file
 from racegate.harness.doors.options import to_pytest  # the same (tests/test_imports.py)
 from racegate.harness.doors.sizing import race_args  # the same
+from racegate.harness.run.lifeline import die_with_parent  # the same
 
 ROOT = Path(__file__).resolve().parent
 REQUIREMENTS = ROOT / "requirements" / "ci.txt"
@@ -167,13 +168,20 @@ def ensure_env(env_dir: Path, where: str = "RACEGATE_VENV") -> Path:
     wanted = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
     if not stamp.exists() or stamp.read_text().strip() != wanted:
         print(f"racegate: installing {REQUIREMENTS.relative_to(ROOT)}", file=sys.stderr, flush=True)
-        subprocess.run(
+        _run(
             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
              "-r", str(REQUIREMENTS)],
             check=True,
         )  # fmt: skip
         stamp.write_text(wanted + "\n")
     return python
+
+
+def _run(command: list[str], **kw) -> subprocess.CompletedProcess:
+    """subprocess.run, the child (venv, pip, pytest) dying with this process even by SIGKILL:
+    a killed bootstrap.py left its pip install running on (PPID 1)."""
+    me = os.getpid()
+    return subprocess.run(command, preexec_fn=lambda: die_with_parent(me), **kw)
 
 
 def has_torch() -> bool:
@@ -203,7 +211,7 @@ def host_env() -> Path:
         env_dir.mkdir(parents=True, exist_ok=True)
         (env_dir / MADE_MARKER).write_text("made by bootstrap.py; it installs only here\n")
         venv.create(env_dir, with_pip=True)
-    purelib = subprocess.run(
+    purelib = _run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
@@ -211,7 +219,7 @@ def host_env() -> Path:
     (Path(purelib) / "racegate-host.pth").write_text("".join(f"{p}\n" for p in own))
     print(f"racegate: adding {', '.join(missing)} to {env_dir}", file=sys.stderr, flush=True)
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *missing]
-    if subprocess.run(pip).returncode != 0:
+    if _run(pip).returncode != 0:
         quoted = " ".join(f"'{m}'" for m in missing)
         print(
             f"racegate: error: this python ({sys.executable}) has torch but lacks "
@@ -288,7 +296,7 @@ def main(argv: list[str]) -> int:
         # race gates: nothing ran, nothing is decided (1 is UNSAFE's code)
         return race_exit.EXIT_UNDECIDED if argv[0] == "race" else 1
     if argv[0] in ("race", "test"):
-        tested = subprocess.run([str(python), "-c", VERSIONS], capture_output=True, text=True)
+        tested = _run([str(python), "-c", VERSIONS], capture_output=True, text=True)
         print(f"racegate: testing {tested.stdout.strip() or tested.stderr.strip()}", flush=True)
     with contextlib.ExitStack() as stack:
         decided = None
@@ -305,7 +313,7 @@ def main(argv: list[str]) -> int:
             command = [str(python.parent / tool), *rest] if tool != head else [str(python), *step]
             print(f"racegate: {' '.join(command)}", file=sys.stderr, flush=True)
             try:
-                rc = subprocess.run(command, cwd=ROOT).returncode
+                rc = _run(command, cwd=ROOT).returncode
             except KeyboardInterrupt:
                 # racegate.harness.judge.gate.EXIT_INTERRUPTED: no harness import before the venv
                 # exists

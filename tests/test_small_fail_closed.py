@@ -1,6 +1,6 @@
 """The smaller items of issue 56, each fail closed: a step of no tokens, the run variables'
 values, RACEGATE_VENV, a huge version, a refused upgrade's venv, the pip child of a killed
-upgrade, gate.json's rows saying their decision."""
+upgrade or bootstrap.py, gate.json's rows saying their decision."""
 
 from __future__ import annotations
 
@@ -118,18 +118,21 @@ def test_a_refused_install_leaves_no_half_made_venv(tmp_path: Path) -> None:
 
 _PARENT = """
 import sys
-from racegate.harness.run import envs
-envs._run([sys.executable, "-c", "import time; time.sleep(120)"], env={**__import__("os").environ,
-          "RACEGATE_TEST_MARK": sys.argv[1]})
+from {module} import _run
+_run([sys.executable, "-c", "import time; time.sleep(120)"], env={{**__import__("os").environ,
+     "RACEGATE_TEST_MARK": sys.argv[1]}})
 """
 
 
 @pytest.mark.fault
-def test_a_killed_upgrade_leaves_no_pip_running(tmp_path: Path) -> None:
-    """SIGKILL of `upgrade` left its pip child running (PPID 1): every child of the making of
-    an environment dies with it (PR_SET_PDEATHSIG, racegate.harness.run.lifeline)."""
+@pytest.mark.parametrize("module", ["racegate.harness.run.envs", "bootstrap"])
+def test_a_killed_upgrade_leaves_no_pip_running(module: str) -> None:
+    """SIGKILL of `upgrade` left its pip child running (PPID 1), and so did a killed
+    bootstrap.py (its pip install, its pytest): every child of the making of an environment,
+    and of the bootstrapper, dies with it (PR_SET_PDEATHSIG, racegate.harness.run.lifeline)."""
     mark = f"pip-{os.getpid()}-{time.monotonic_ns()}"
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT, mark], cwd=REPO)
+    code = _PARENT.format(module=module)
+    parent = subprocess.Popen([sys.executable, "-c", code, mark], cwd=REPO)
     deadline = time.monotonic() + 60
     while not processes_with("RACEGATE_TEST_MARK", mark):
         assert time.monotonic() < deadline and parent.poll() is None
