@@ -40,24 +40,25 @@ def test_every_kind_reads_back_equal(data: object) -> None:
 
 
 def test_the_lines_are_the_json_they_were_before_the_types() -> None:
-    """The line format did not move (PROTOCOL_VERSION stands): kind, at, data, version."""
+    """The line format did not move: kind, at, data, version (3 since each step reads every
+    thread's CPU time at its return, Step.cpu_at_return)."""
     line = json.loads(ProgressEvent(1.0, Stepping((7, 8))).to_line())
-    assert line == {"kind": "stepping", "at": 1.0, "data": {"tids": [7, 8]}, "version": 2}
+    assert line == {"kind": "stepping", "at": 1.0, "data": {"tids": [7, 8]}, "version": 3}
     line = json.loads(ProgressEvent(1.0, CacheDeleted(10, 0.5)).to_line())
     assert line["data"] == {"bytes": 10, "start": 0.5}
-    assert PROTOCOL_VERSION == 2
+    assert PROTOCOL_VERSION == 3
 
 
 @pytest.mark.parametrize(
     ("line", "error"),
     [
-        ({"kind": "stepping", "at": 1.0, "data": {"tids": [1]}, "version": 1}, ProtocolError),
-        ({"kind": "launched", "at": 1.0, "data": {}, "version": 2}, ProtocolError),
-        ({"kind": "stepping", "at": 1.0, "data": {"tids": ["1"]}, "version": 2}, ProtocolError),
-        ({"kind": "start_gate", "at": 1.0, "data": {"met": "yes"}, "version": 2}, ProtocolError),
-        ({"kind": "cache_deleted", "at": 1.0, "data": {"bytes": 1}, "version": 2}, ProtocolError),
-        ({"kind": "built", "at": 1.0, "data": None, "version": 2}, ProtocolError),
-        ({"kind": "thread", "at": 1.0, "data": {"index": 0}, "version": 2}, ProtocolError),
+        ({"kind": "stepping", "at": 1.0, "data": {"tids": [1]}, "version": 2}, ProtocolError),
+        ({"kind": "launched", "at": 1.0, "data": {}, "version": 3}, ProtocolError),
+        ({"kind": "stepping", "at": 1.0, "data": {"tids": ["1"]}, "version": 3}, ProtocolError),
+        ({"kind": "start_gate", "at": 1.0, "data": {"met": "yes"}, "version": 3}, ProtocolError),
+        ({"kind": "cache_deleted", "at": 1.0, "data": {"bytes": 1}, "version": 3}, ProtocolError),
+        ({"kind": "built", "at": 1.0, "data": None, "version": 3}, ProtocolError),
+        ({"kind": "thread", "at": 1.0, "data": {"index": 0}, "version": 3}, ProtocolError),
         ([1, 2], ProtocolError),
     ],
 )

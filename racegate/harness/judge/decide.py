@@ -477,17 +477,99 @@ def _moved_on(steps: list[Step], looks: _Looks | None, start: float, end: float)
     return False
 
 
+# Met at work (issue 54, short steps): the looks above see a step of 1 ms seldom, and a step
+# call's return falls in the short window between a look and the call's own end at a rate set
+# by the step's length, not by whether the threads run together (one H100, free 1 ms steps:
+# 19-35% interleaved, results/concurrency-short-steps). Threads of one process need no looks:
+# each step reads every stepping thread's CPU time, exactly, as its call returns
+# (Step.cpu_at_return). A thread's steady step is met when, as its call returned, another thread
+# of its process was inside a step call of its own (any step: a compile beside steady steps is
+# the race), and met at work when that thread's CPU time then was PROGRESS_S past its step's
+# start. Under a lock around the whole step the other thread is inside its step only parked on
+# the lock, at its start; a thread that starts after the other has done its steps is not inside
+# a step while the other returns (the step-overlap rule fails it too).
+MET_AT_WORK_SHARE = 0.4
+
+
+@dataclass(frozen=True)
+class Met:
+    """One thread's steady steps at whose return another thread of its process was inside a
+    step call (`met`), and of those the steps at whose return such a thread was at work in its
+    step (`at_work`); None: not measured (no other stepping thread in its process, or a child
+    that did not read the clocks)."""
+
+    met: int | None
+    at_work: int | None
+
+    @property
+    def shown(self) -> bool:
+        """Met at work: MET_AT_WORK_SHARE of at least MIN_AT_WORK steps met."""
+        n, k = self.met or 0, self.at_work or 0
+        return n >= MIN_AT_WORK and k >= MET_AT_WORK_SHARE * n
+
+
+NOT_MET = Met(None, None)
+
+
+def met_at_work(children: tuple[ChildEvidence, ...], warmup_steps: int) -> list[Met]:
+    """Per thread (in the judge's order): its steady steps met, and met at work (above)."""
+    out: list[Met] = []
+    for child in children:
+        mine = child.threads()
+        slots = {r.index: k for k, r in enumerate(sorted(mine, key=lambda r: r.index))}
+        others = {r.index: [x for x in mine if x.index != r.index] for r in mine}
+        for report in mine:
+            out.append(_met(report, [(slots[o.index], o) for o in others[report.index]], len(mine),
+                            warmup_steps))  # fmt: skip
+    return out
+
+
+def _met(report: ThreadReport, others: list[tuple[int, ThreadReport]], n: int, warmup: int) -> Met:
+    """One thread's Met against the other threads of its process (each with its clock's slot
+    in cpu_at_return; n: the process's stepping threads)."""
+    steady = [s for s in steady_steps(report, warmup) if len(s.cpu_at_return) == n]
+    if not others or not steady or any(s.call_end is None for s in steady):
+        return NOT_MET
+    starts = [[s.start for s in o.steps] for _, o in others]
+    met = at_work = 0
+    for step in steady:
+        returned = _call_end(step)
+        inside = [
+            (_inside(o.steps, begun, returned), step.cpu_at_return[slot])
+            for (slot, o), begun in zip(others, starts, strict=True)
+        ]
+        seen = [(s, cpu) for s, cpu in inside if s is not None and cpu >= 0]
+        if seen:
+            met += 1
+            at_work += any(s.cpu0_s is not None and cpu - s.cpu0_s >= PROGRESS_S for s, cpu in seen)
+    return Met(met, at_work)
+
+
+def _inside(steps: tuple[Step, ...], starts: list[float], t: float) -> Step | None:
+    """The step whose call was under way at t (started at or before it, not yet returned);
+    starts: the steps' starts."""
+    k = bisect.bisect_right(starts, t) - 1
+    return steps[k] if k >= 0 and t < _call_end(steps[k]) else None
+
+
 def steady_step_s(reports: Sequence[ThreadReport], warmup_steps: int) -> float | None:
     """The median length of the threads' steady steps (None: no steady step)."""
     lengths = [s.end - s.start for r in reports for s in steady_steps(r, warmup_steps)]
     return statistics.median(lengths) if lengths else None
 
 
-def _coactive_shown(coactive: Sequence[Coactivity], step_s: float | None) -> bool:
+def _coactive_shown(
+    coactive: Sequence[Coactivity], step_s: float | None, met: Sequence[Met]
+) -> bool:
     """The co-activity rule shows the threads together, at steps long enough to trust it
-    (COACTIVE_TRUSTED_STEP_S): every thread measured, one at least COACTIVE_SHARE in company."""
+    (COACTIVE_TRUSTED_STEP_S): every thread measured, one at least COACTIVE_SHARE in company;
+    only where no thread had another of its process to meet (Met): threads of one process are
+    judged by their clocks. A whole-step lock of 10 ms steps on a loaded 2-core box stretched
+    its steps to 27 ms (the wait for the lock inside them) and read co-activity 0.46: the rule
+    alone called it concurrent (results/concurrency-short-steps/cpu-loaded)."""
     return (
-        step_s is not None
+        not any(m.met is not None for m in met)
+        and step_s is not None
         and step_s >= COACTIVE_TRUSTED_STEP_S
         and bool(coactive)
         and all(m.share is not None for m in coactive)
@@ -502,6 +584,7 @@ def concurrency_findings(
     asked: int,
     interleaved: Sequence[Interleaving] = (),
     step_s: float | None = None,
+    met: Sequence[Met] = (),
 ) -> list[Finding]:
     """A clean thread whose steady steps mostly ran alone (CONCURRENCY_SHARE), or threads none
     of which was seen at work in its steps while another moved on in its own often enough
@@ -514,8 +597,9 @@ def concurrency_findings(
         # outcome already says what went wrong.
         return []
     measured = _measured(interleaved, len(records))
+    met_shown = any(m.shown for m in met)
     found = []
-    for rec, share, met in zip(records, shares, coactive, strict=True):
+    for rec, share, co in zip(records, shares, coactive, strict=True):
         seen = "no steady step" if share is None else f"{share:.0%} of its steady time"
         if share is None or share < CONCURRENCY_SHARE:
             found.append(
@@ -525,13 +609,13 @@ def concurrency_findings(
                     f"{seen} (needs ≥ {CONCURRENCY_SHARE:.0%})",
                 )
             )
-        elif not measured and met.share is None:
-            why = f"thread {rec.index}'s work beside other threads' is not shown: {met.why}"
+        elif not measured and not met_shown and co.share is None:
+            why = f"thread {rec.index}'s work beside other threads' is not shown: {co.why}"
             found.append(Finding(Outcome.NOT_CONCURRENT, why))
-    if found:
+    if found or met_shown:
         return found
     if measured:
-        if any(x.shown for x in interleaved) or _coactive_shown(coactive, step_s):
+        if any(x.shown for x in interleaved) or _coactive_shown(coactive, step_s, met):
             return []
         pairs = zip(records, interleaved, strict=True)
         each = ", ".join(f"thread {r.index} {x.interleaved} of {x.at_work}" for r, x in pairs)
@@ -545,8 +629,8 @@ def concurrency_findings(
             why = (
                 f"no thread was seen at work in its steady steps while another moved on in its "
                 f"own often enough: interleaved steps {each} of those seen at work (needs "
-                f"{INTERLEAVED_SHARE:.0%} of ≥ {MIN_AT_WORK} for one thread at least): the "
-                "threads took turns (one lock around every step?)"
+                f"{INTERLEAVED_SHARE:.0%} of ≥ {MIN_AT_WORK} for one thread at least)"
+                f"{_met_said(records, met)}: the threads took turns (one lock around every step?)"
             )
         return [Finding(Outcome.NOT_CONCURRENT, why)]
     met_shares = [met.share for met in coactive]
@@ -563,6 +647,18 @@ def concurrency_findings(
     return found
 
 
+def _met_said(records: list[ThreadRecord], met: Sequence[Met]) -> str:
+    """The met-at-work counts where measured, for a not_concurrent finding's reason."""
+    pairs = [(r, m) for r, m in zip(records, met, strict=False) if m.met is not None]
+    if not pairs:
+        return ""
+    each = ", ".join(f"thread {r.index} {m.at_work} of {m.met}" for r, m in pairs)
+    return (
+        f"; nor at work when another thread of its process returned from a step: {each} steps "
+        f"(needs {MET_AT_WORK_SHARE:.0%} of ≥ {MIN_AT_WORK})"
+    )
+
+
 def _measured(interleaved: Sequence[Interleaving], threads: int) -> bool:
     """Interleaving was measured for every thread (else the co-activity rule decides)."""
     return len(interleaved) == threads > 0 and all(x.at_work is not None for x in interleaved)
@@ -574,6 +670,7 @@ def concurrent_threads(
     asked: int,
     interleaved: Sequence[Interleaving] = (),
     step_s: float | None = None,
+    met: Sequence[Met] = (),
 ) -> int:
     """How many threads ran together, by concurrency_findings' rule: a thread whose steady
     steps overlapped others' (CONCURRENCY_SHARE), when some thread interleaved
@@ -583,8 +680,10 @@ def concurrent_threads(
     reported, counts every thread asked for (racegate.harness.run.record.record_rule_broken)."""
     if asked <= 1:
         return min(asked, len(shares))  # one thread races nobody: it ran "together" if it ran
+    if any(m.shown for m in met):
+        return sum(1 for share in shares if share is not None and share >= CONCURRENCY_SHARE)
     if _measured(interleaved, len(shares)):
-        if not any(x.shown for x in interleaved) and not _coactive_shown(coactive, step_s):
+        if not any(x.shown for x in interleaved) and not _coactive_shown(coactive, step_s, met):
             return 0
         return sum(1 for share in shares if share is not None and share >= CONCURRENCY_SHARE)
     if not any(met.share is not None and met.share >= COACTIVE_SHARE for met in coactive):
@@ -761,12 +860,15 @@ def record_run(ev: RunEvidence) -> RunRecord:
         rec.overlap_share = share
     coactive = coactive_shares(ev.children, scenario.warmup_steps)
     interleaved = interleaving(ev.children, scenario.warmup_steps)
+    met = met_at_work(ev.children, scenario.warmup_steps)
     step_s = steady_step_s(reports, scenario.warmup_steps)
-    findings += concurrency_findings(reported, shares, coactive, asked, interleaved, step_s)
+    findings += concurrency_findings(reported, shares, coactive, asked, interleaved, step_s, met)
     demands = demand_shares(reports, scenario.warmup_steps)
-    for rec, demand, met, il in zip(reported, demands, coactive, interleaved, strict=True):
-        rec.demand_share, rec.coactive_share = demand, met.share
+    each = zip(reported, demands, coactive, interleaved, met, strict=True)
+    for rec, demand, co, il, m in each:
+        rec.demand_share, rec.coactive_share = demand, co.share
         rec.steps_at_work, rec.steps_interleaved = il.at_work, il.interleaved
+        rec.steps_met, rec.steps_met_at_work = m.met, m.at_work
     cache, cache_found = cache_findings(ev.cache, scenario)
     findings += cache_found
     steady, flops_rate, mem_by_device, flops_problems = _throughput(scenario, ev.children)
@@ -788,7 +890,7 @@ def record_run(ev: RunEvidence) -> RunRecord:
         for t in threads:
             t.outcome = str(Outcome.TIMEOUT) if t.outcome == Outcome.HANG else t.outcome
         thread_outcomes = [Outcome(t.outcome) for t in threads]
-    concurrent = concurrent_threads(shares, coactive, asked, interleaved, step_s)
+    concurrent = concurrent_threads(shares, coactive, asked, interleaved, step_s, met)
     growths = _memory_growths(scenario, mem_by_device)
     first = next((c.report for c in ev.children if c.report), None)
     built = (d.hardware for c in ev.children for _, d in c.events(Built))

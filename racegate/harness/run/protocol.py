@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-PROTOCOL_VERSION = 2  # 2: Step.demand_s
+PROTOCOL_VERSION = 3  # 2: Step.demand_s; 3: Step.cpu_at_return
 
 # A thread that could not finish its steps before the run's deadline writes this mark in its
 # error; the judge files it as a hang (docs/vocabulary.md).
@@ -48,6 +48,12 @@ class Step:
     # When the workload's step call returned (monotonic), before the harness waits for the
     # device: a lock held around the call is released by then. None: not recorded.
     call_end: float | None = None
+    # Each stepping thread of this process (in its slot order, this one included) at the
+    # instant this step's call returned: its CPU time (its own clock, time.pthread_getcpuclockid:
+    # exact, read from this thread), seconds; -1 where not readable (not started, or ended). The
+    # judge tells whether another thread was at work inside its own step then
+    # (racegate.harness.judge.decide.returns_met).
+    cpu_at_return: tuple[float, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -69,7 +75,7 @@ class ThreadReport:
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ThreadReport:
         data = _fields(cls, raw)
-        data["steps"] = tuple(Step(**_fields(Step, s)) for s in raw["steps"])
+        data["steps"] = tuple(_step(s) for s in raw["steps"])
         return cls(**data)
 
 
@@ -313,6 +319,12 @@ class RunEvidence:
         None where no child said."""
         said = [c.containment for c in self.children if c.containment]
         return next((c for c in said if c != said[0]), said[0]) if said else None
+
+
+def _step(raw: dict[str, Any]) -> Step:
+    data = _fields(Step, raw)
+    data["cpu_at_return"] = tuple(float(x) for x in data["cpu_at_return"])  # JSON: a list
+    return Step(**data)
 
 
 def _fields(cls: type, raw: dict[str, Any]) -> dict[str, Any]:

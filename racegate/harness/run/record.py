@@ -4,7 +4,8 @@ JSON Lines files are appended one whole line per write (O_APPEND + fsync, under 
 crash or hang in a later run never loses or corrupts what an earlier run recorded; a line a
 killed writer tore is closed off before the next append and counted by every reader.
 Schema 2: every field is written and every field must be there to read a record, except the
-few added to it since (`ADDED_TO_SCHEMA_2`), which records written before them lack. Reading
+few added to it since (`ADDED_TO_SCHEMA_2`, `ADDED_TO_SCHEMA_3`), which records written before
+them lack. Reading
 one checks every field's type and the rules every record obeys (`check_record_json`), so each
 reader of records (racegate.harness.judge.inputs) refuses the same ones, with one line. A record's
 scenario, versions, hardware and cache proof are typed (Scenario, Versions, Hardware,
@@ -54,6 +55,8 @@ ADDED_TO_SCHEMA_2 = frozenset(
         "steps_interleaved",
     }
 )
+# ThreadRecord's fields added to schema 3 after records of it were written: may be absent too.
+ADDED_TO_SCHEMA_3 = frozenset({"steps_met", "steps_met_at_work"})
 
 
 class TornRecordsError(ValueError):
@@ -93,6 +96,11 @@ class ThreadRecord:
     # (racegate.harness.judge.decide.interleaving). None: not measured, or the record predates it.
     steps_at_work: int | None = None
     steps_interleaved: int | None = None
+    # Its steady steps inside which another thread of its process returned from a step call, and
+    # of those the steps it was at work in then (racegate.harness.judge.decide.met_at_work).
+    # None: no other thread in its process, or the record predates it.
+    steps_met: int | None = None
+    steps_met_at_work: int | None = None
 
 
 # RunRecord.hardware.device_name of a run none of whose children said what it ran on.
@@ -420,6 +428,8 @@ _THREAD_FIELDS: dict[str, Callable[[object, str], Any]] = {
     "coactive_share": _optional(_SECONDS),
     "steps_at_work": _optional(_count),
     "steps_interleaved": _optional(_count),
+    "steps_met": _optional(_count),
+    "steps_met_at_work": _optional(_count),
 }
 
 
@@ -474,8 +484,9 @@ _RUN_FIELDS: dict[str, Callable[[object, str], Any]] = {
 
 
 def check_thread_json(data: object, where: str) -> dict[str, Any]:
-    """One thread's JSON: every field there (ADDED_TO_SCHEMA_2 may be absent) and of its type."""
-    raw = _exactly(ThreadRecord, data, where, optional=ADDED_TO_SCHEMA_2)
+    """One thread's JSON: every field there (ADDED_TO_SCHEMA_2 and _3 may be absent) and of its
+    type."""
+    raw = _exactly(ThreadRecord, data, where, optional=ADDED_TO_SCHEMA_2 | ADDED_TO_SCHEMA_3)
     return {k: _THREAD_FIELDS[k](v, f"{where}.{k}") for k, v in raw.items()}
 
 

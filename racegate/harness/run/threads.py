@@ -105,6 +105,19 @@ class _Coordinator:
         self._quota_lock = threading.Lock()
         self._quota_told = False
         self.all_steady_at: float | None = None  # when the last thread got steady (monotonic)
+        # Each stepping thread's CPU clock (time.pthread_getcpuclockid), set as it starts: a
+        # step reads every thread's CPU time when its call returns (Step.cpu_at_return).
+        self.cpu_clocks: list[int | None] = [None] * n
+
+    def cpu_times(self) -> tuple[float, ...]:
+        """Every stepping thread's CPU time now, in slot order; -1 where not readable."""
+        out = []
+        for clock in self.cpu_clocks:
+            try:
+                out.append(time.clock_gettime(clock) if clock is not None else -1.0)
+            except OSError:  # the thread ended: its clock is gone
+                out.append(-1.0)
+        return tuple(out)
 
     def mark_steady(self) -> None:
         """Note when every thread is steady (or dead): the company phase starts then."""
@@ -144,6 +157,7 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
     extra = list(plan.shapes[1:])
     new_shape = extra[i % len(extra)] if extra else None
     quota = plan.warmup_steps + plan.steps
+    co.cpu_clocks[i] = time.pthread_getcpuclockid(threading.get_ident())
     try:
         if plan.fail_on_recompile:
             # Also set per thread: from torch 2.12 dynamo config is per-thread (DESIGN §3).
@@ -161,14 +175,16 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
             # Monotonic, not perf_counter: steps of threads in other processes are compared.
             t0, demand0, cpu0 = time.monotonic(), schedstat.demand_s(), time.thread_time()
             result = run.replica.step(shape)
-            returned = time.monotonic()
+            returned, cpu_now = time.monotonic(), co.cpu_times()
             sync_device(run.device)
             t1, demand1 = time.monotonic(), schedstat.demand_s()
             # What this thread itself ran (or was ready to) of the step: a step spent waiting
             # for a lock held by another thread demands nothing (recorded: decide.demand_shares).
             demand = demand1 - demand0 if demand0 is not None and demand1 is not None else None
             compiled = shape not in seen_shapes
-            step = Step(shape, t0, t1, int(result.tokens), compiled, None, demand, cpu0, returned)
+            step = Step(
+                shape, t0, t1, int(result.tokens), compiled, None, demand, cpu0, returned, cpu_now
+            )
             run.steps.append(step if run.device == "cpu" else _with_mem(step, run.device))
             seen_shapes.add(shape)
             done += 1
@@ -197,6 +213,7 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
         with contextlib.suppress(Exception):
             run.eager_fallbacks = run.replica.eager_fallbacks()
     finally:
+        co.cpu_clocks[i] = None  # its clock dies with it (a later thread may reuse the id)
         co.released[i].set()
         co.switched[i].set()
         co.stepped_after_switch[i].set()
