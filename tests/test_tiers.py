@@ -5,7 +5,6 @@ tier it belongs to, even where the code under test swallows the refusal; a marke
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -75,7 +74,7 @@ def test_entry_script_test_fast_runs_the_unit_tier(monkeypatch: pytest.MonkeyPat
         return SimpleNamespace(returncode=0)
 
     monkeypatch.setattr(entry, "ensure_env", lambda *_: Path("/venv/bin/python"))
-    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.setattr(entry, "_run", run)  # its subprocess.run, children dying with it
     assert entry.main(["test", "--fast", "-x"]) == 0
     assert entry.main(["test", "-x"]) == 0
     fast, every = commands
