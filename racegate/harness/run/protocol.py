@@ -52,7 +52,7 @@ class Step:
     # instant this step's call returned: its CPU time (its own clock, time.pthread_getcpuclockid:
     # exact, read from this thread), seconds; -1 where not readable (not started, or ended). The
     # judge tells whether another thread was at work inside its own step then
-    # (racegate.harness.judge.decide.returns_met).
+    # (racegate.harness.judge.decide.met_at_work).
     cpu_at_return: tuple[float, ...] = ()
 
     @property
