@@ -116,6 +116,10 @@ def test_pytest_exit_status_is_the_verdict_blocks_word(
     block = " ".join(out[out.index(" racegate verdict ") :].split())
     assert f" {word}: " in block and f"(exit {EXIT_CODES[word]}; racegate explain {word})" in block
     assert result.ret == EXIT_CODES[word], out  # the case itself passed
+    # pytest's own last line says it too (issue 55: "behind a pytest line that reads all green")
+    last = result.outlines[-1]
+    assert "1 passed" in last, last
+    assert (f"{word} verdict (" in last) is (word is not Word.SAFE), last
 
 
 _OTHER_STRATEGY_FAILS = """

@@ -326,6 +326,21 @@ def _clear_decision_file(config: pytest.Config) -> None:
         ) from None
 
 
+LAST_LINE_CLAUSE = 90  # characters of the decision's reason in pytest's last line
+
+
+def last_line_key(decision: Decision) -> str:
+    """What pytest's last line counts for a decision other than SAFE ("17 passed, 1 UNDECIDED
+    verdict (undecided here: per_device cannot produce the race on this machine) in 373s"): a
+    session whose cases all passed must not read as green where nothing, or UNSAFE, was
+    decided. pytest prints every key of its stats in that line (as pytest-rerunfailures'
+    "rerun"); the decision's reason up to its first ';'."""
+    clause = decision.reason.split(";")[0].strip().rstrip(".")
+    if len(clause) > LAST_LINE_CLAUSE:
+        clause = clause[: LAST_LINE_CLAUSE - 1].rstrip() + "…"
+    return f"{decision.word} verdict ({clause})" if clause else f"{decision.word} verdict"
+
+
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
@@ -334,6 +349,9 @@ def pytest_terminal_summary(
         return
     for line in [*_unsafe_lines(terminalreporter), *concluded[0]]:
         terminalreporter.write_line(line)
+    decision = concluded[1]
+    if not decision.passed:  # pytest's own last line says it too, not only the block
+        terminalreporter.stats.setdefault(last_line_key(decision), []).append(decision)
     if not config.getoption("racegate_gate"):
         terminalreporter.write_line(
             f"(--no-racegate-gate: pytest's exit status is its own, not {concluded[1].word}'s)"
