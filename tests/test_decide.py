@@ -9,10 +9,16 @@ import pytest
 
 from racegate.harness.judge.decide import (
     COACTIVE_SHARE,
+    COACTIVE_TRUSTED_STEP_S,
     CONCURRENCY_SHARE,
     INTERLEAVED_SHARE,
     MET_AT_WORK_SHARE,
     MIN_AT_WORK,
+    Coactivity,
+    Interleaving,
+    Met,
+    concurrency_findings,
+    concurrent_threads,
     record_run,
 )
 from racegate.harness.judge.metrics import coactivity, merge, overlap_share
@@ -30,8 +36,9 @@ from racegate.harness.run.protocol import (
     ThreadReport,
     WatchEvidence,
 )
-from racegate.harness.run.record import Versions
+from racegate.harness.run.record import RunRecord, ThreadRecord, Versions
 from racegate.harness.scenario.spec import make_scenario
+from racegate.harness.scenario.vocab import Outcome
 
 FAULT = "tests.fault_workloads:make_workload"
 
@@ -596,6 +603,20 @@ def on_one_gil(
     return [*reports, *acts]
 
 
+def judged_on_one_gil(reports: list, looks: tuple[ThreadActivity, ...]) -> RunRecord:
+    """The record of a run of on_one_gil's threads (their reports, the runner's looks)."""
+    quota = min(len(r.steps) for r in reports) - 1
+    sc = make_scenario(preset="ok", strategy="eager", workload=FAULT, steps=max(1, quota),
+                       warmup_steps=1, threads_per_device=2, timeout_s=30)  # fmt: skip
+    report = ChildReport(tuple(reports), {"torch": "x", "transformers": "y"},
+                         {"device_name": "cpu"}, {}, None, {}, None)  # fmt: skip
+    cache = CacheEvidence("cold", "/x", None, None, {}, None, WatchEvidence())
+    ch = ChildEvidence(0, False, 0, report, None, (), "", "", 1.0, looks)
+    ev = RunEvidence(sc.to_json(), (ch,), cache, {}, True, "", 0, "", 1.0, PARENT_VERSIONS,
+                     [], WatchEvidence())  # fmt: skip
+    return record_run(ev)
+
+
 @pytest.mark.parametrize("step_s", [0.001, 0.01], ids=["1ms", "10ms"])
 @pytest.mark.parametrize(("kind", "outcome"), [
     ("free", "ok"), ("locked", "not_concurrent"), ("serial", "not_concurrent"),
@@ -609,18 +630,7 @@ def test_threads_taking_turns_at_the_gil_ran_together_a_lock_or_a_late_start_did
     Interleaving counts that; a lock around the whole step, or a thread that starts once the
     other is done, still never shows it."""
     *reports, a0, a1 = on_one_gil(kind, step_s)
-    quota = min(len(r.steps) for r in reports) - 1
-    sc = make_scenario(preset="ok", strategy="eager", workload=FAULT, steps=max(1, quota),
-                       warmup_steps=1, threads_per_device=2, timeout_s=30)  # fmt: skip
-    ch = ChildEvidence(
-        0, False, 0, ChildReport(tuple(reports), {"torch": "x", "transformers": "y"},
-                                 {"device_name": "cpu"}, {}, None, {}, None),
-        None, (), "", "", 1.0, (a0, a1),
-    )  # fmt: skip
-    ev = RunEvidence(sc.to_json(), (ch,), CacheEvidence("cold", "/x", None, None, {}, None,
-                     WatchEvidence()), {}, True, "", 0, "", 1.0, PARENT_VERSIONS, [],
-                     WatchEvidence())  # fmt: skip
-    rec = record_run(ev)
+    rec = judged_on_one_gil(reports, (a0, a1))
     assert rec.outcome == outcome, rec.detail
     at_work = [t.steps_at_work for t in rec.threads]
     interleaved = [t.steps_interleaved for t in rec.threads]
@@ -651,16 +661,7 @@ def test_steps_too_short_for_the_runners_looks_are_judged_by_the_threads_own_clo
     came in time), and the clocks alone decide: free steps ran together, a lock or a late
     start still fails (without the clocks free steps read not_concurrent, the test below)."""
     *reports, _, _ = on_one_gil(kind, 0.001)
-    quota = min(len(r.steps) for r in reports) - 1
-    sc = make_scenario(preset="ok", strategy="eager", workload=FAULT, steps=quota,
-                       warmup_steps=1, threads_per_device=2, timeout_s=30)  # fmt: skip
-    report = ChildReport(tuple(reports), {"torch": "x", "transformers": "y"},
-                         {"device_name": "cpu"}, {}, None, {}, None)  # fmt: skip
-    cache = CacheEvidence("cold", "/x", None, None, {}, None, WatchEvidence())
-    ch = ChildEvidence(0, False, 0, report, None, (), "", "", 1.0, ())
-    ev = RunEvidence(sc.to_json(), (ch,), cache, {}, True, "", 0, "", 1.0, PARENT_VERSIONS,
-                     [], WatchEvidence())  # fmt: skip
-    rec = record_run(ev)
+    rec = judged_on_one_gil(reports, ())
     assert rec.outcome == outcome, rec.detail
     assert all(t.steps_at_work is None for t in rec.threads)  # the looks measured nothing
     met = [(t.steps_met_at_work or 0, t.steps_met or 0) for t in rec.threads]
@@ -686,17 +687,8 @@ def test_the_co_activity_rule_alone_read_short_gil_turns_as_not_concurrent() -> 
     *made, a0, a1 = on_one_gil("free", 0.001)
     reports = [replace(r, steps=tuple(replace(s, cpu_at_return=()) for s in r.steps)) for r in made]
     blind = tuple(replace(a, cpu=()) for a in (a0, a1))
-    quota = min(len(r.steps) for r in reports) - 1
-    sc = make_scenario(preset="ok", strategy="eager", workload=FAULT, steps=quota,
-                       warmup_steps=1, threads_per_device=2, timeout_s=30)  # fmt: skip
-    report = ChildReport(tuple(reports), {"torch": "x", "transformers": "y"},
-                         {"device_name": "cpu"}, {}, None, {}, None)  # fmt: skip
-    cache = CacheEvidence("cold", "/x", None, None, {}, None, WatchEvidence())
     for looks, outcome in ((blind, "not_concurrent"), ((a0, a1), "ok")):
-        ch = ChildEvidence(0, False, 0, report, None, (), "", "", 1.0, looks)
-        ev = RunEvidence(sc.to_json(), (ch,), cache, {}, True, "", 0, "", 1.0, PARENT_VERSIONS,
-                         [], WatchEvidence())  # fmt: skip
-        rec = record_run(ev)
+        rec = judged_on_one_gil(reports, looks)
         assert rec.outcome == outcome, rec.detail
 
 
@@ -706,16 +698,6 @@ def test_long_steps_shown_together_by_co_activity_are_concurrent_short_ones_are_
     40%, and the race cases failed as not judged in the fresh-clone CI. Where steps are long
     enough for the runner's looks to tell turns apart, co-activity shows them together too; at
     1 ms and 10 ms it misreads a whole-step lock, so there only interleaving counts."""
-    from racegate.harness.judge.decide import (
-        COACTIVE_TRUSTED_STEP_S,
-        Coactivity,
-        Interleaving,
-        concurrency_findings,
-        concurrent_threads,
-    )
-    from racegate.harness.run.record import ThreadRecord
-    from racegate.harness.scenario.vocab import Outcome
-
     threads = [ThreadRecord(i, "cpu", "ok") for i in range(2)]
     overlap = [0.95, 0.95]
     company = [Coactivity(0.62), Coactivity(0.55)]
@@ -741,17 +723,6 @@ def test_threads_of_one_process_are_judged_by_their_clocks_not_by_co_activity() 
     called concurrent (results/concurrency-short-steps/cpu-loaded, one run of 3). Where the
     threads' clocks were read (Met measured: threads of one process), they decide; co-activity
     stays the rule for threads of different processes."""
-    from racegate.harness.judge.decide import (
-        COACTIVE_TRUSTED_STEP_S,
-        Coactivity,
-        Interleaving,
-        Met,
-        concurrency_findings,
-        concurrent_threads,
-    )
-    from racegate.harness.run.record import ThreadRecord
-    from racegate.harness.scenario.vocab import Outcome
-
     threads = [ThreadRecord(i, "cpu", "ok") for i in range(2)]
     overlap = [0.52, 0.51]
     company = [Coactivity(0.46), Coactivity(0.31)]  # the loaded run's

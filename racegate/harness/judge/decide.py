@@ -379,8 +379,13 @@ class Interleaving:
     @property
     def shown(self) -> bool:
         """Interleaving shown: INTERLEAVED_SHARE of at least MIN_AT_WORK steps seen at work."""
-        n, k = self.at_work or 0, self.interleaved or 0
-        return n >= MIN_AT_WORK and k >= INTERLEAVED_SHARE * n
+        return _share_shown(self.interleaved, self.at_work, INTERLEAVED_SHARE)
+
+
+def _share_shown(some: int | None, of: int | None, share: float) -> bool:
+    """`some` is at least `share` of `of`, itself at least MIN_AT_WORK steps (None: none)."""
+    n, k = of or 0, some or 0
+    return n >= MIN_AT_WORK and k >= share * n
 
 
 NOT_MEASURED = Interleaving(None, None)
@@ -504,8 +509,7 @@ class Met:
     @property
     def shown(self) -> bool:
         """Met at work: MET_AT_WORK_SHARE of at least MIN_AT_WORK steps met."""
-        n, k = self.met or 0, self.at_work or 0
-        return n >= MIN_AT_WORK and k >= MET_AT_WORK_SHARE * n
+        return _share_shown(self.at_work, self.met, MET_AT_WORK_SHARE)
 
 
 NOT_MET = Met(None, None)
