@@ -125,7 +125,9 @@ _run([sys.executable, "-c", "import time; time.sleep(120)"], env={{**__import__(
 
 
 @pytest.mark.fault
-@pytest.mark.parametrize("module", ["racegate.harness.run.envs", "bootstrap"])
+@pytest.mark.parametrize(
+    "module", ["racegate.harness.run.envs", "bootstrap"], ids=["upgrade", "bootstrap"]
+)  # ids without "race": -k race selects race cases only (test_keyword_selection_...)
 def test_a_killed_upgrade_leaves_no_pip_running(module: str) -> None:
     """SIGKILL of `upgrade` left its pip child running (PPID 1), and so did a killed
     bootstrap.py (its pip install, its pytest): every child of the making of an environment,
