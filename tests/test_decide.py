@@ -734,6 +734,11 @@ def test_threads_of_one_process_are_judged_by_their_clocks_not_by_co_activity() 
     assert finding.outcome is Outcome.NOT_CONCURRENT
     assert "2 of 50" in finding.reason, finding.reason
     assert concurrent_threads(overlap, company, 2, took_turns, long, locked) == 0
+    # Nor where the looks read no CPU times (interleaving not measured): co-activity was the
+    # judge's fallback there, and read the lock as company.
+    (finding,) = concurrency_findings(threads, overlap, company, 2, (), long, locked)
+    assert finding.outcome is Outcome.NOT_CONCURRENT and "2 of 50" in finding.reason
+    assert concurrent_threads(overlap, company, 2, (), long, locked) == 0
     # Threads in processes of their own meet nobody: co-activity still shows them together.
     apart = [Met(None, None), Met(None, None)]
     assert concurrency_findings(threads, overlap, company, 2, took_turns, long, apart) == []

@@ -572,7 +572,7 @@ def _coactive_shown(
     its steps to 27 ms (the wait for the lock inside them) and read co-activity 0.46: the rule
     alone called it concurrent (results/concurrency-short-steps/cpu-loaded)."""
     return (
-        not any(m.met is not None for m in met)
+        not _met_measured(met)
         and step_s is not None
         and step_s >= COACTIVE_TRUSTED_STEP_S
         and bool(coactive)
@@ -637,6 +637,9 @@ def concurrency_findings(
                 f"{_met_said(records, met)}: the threads took turns (one lock around every step?)"
             )
         return [Finding(Outcome.NOT_CONCURRENT, why)]
+    if _met_measured(met):  # threads of one process: their clocks decide, not co-activity
+        why = f"no thread was at work inside its step often enough{_met_said(records, met)}"
+        return [Finding(Outcome.NOT_CONCURRENT, f"{why}: the threads took turns")]
     met_shares = [met.share for met in coactive]
     if met_shares and all(m is not None and m < COACTIVE_SHARE for m in met_shares):
         pairs = zip(records, met_shares, strict=True)
@@ -649,6 +652,11 @@ def concurrency_findings(
         )
         found.append(Finding(Outcome.NOT_CONCURRENT, why))
     return found
+
+
+def _met_measured(met: Sequence[Met]) -> bool:
+    """Some thread had another of its process to meet (its clocks were read)."""
+    return any(m.met is not None for m in met)
 
 
 def _met_said(records: list[ThreadRecord], met: Sequence[Met]) -> str:
@@ -690,6 +698,8 @@ def concurrent_threads(
         if not any(x.shown for x in interleaved) and not _coactive_shown(coactive, step_s, met):
             return 0
         return sum(1 for share in shares if share is not None and share >= CONCURRENCY_SHARE)
+    if _met_measured(met):
+        return 0
     if not any(met.share is not None and met.share >= COACTIVE_SHARE for met in coactive):
         return 0
     return sum(
