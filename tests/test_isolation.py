@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 
 from racegate.harness.doors.cli import main
 from racegate.harness.judge.gate import DECIDED_EXITS as RUN_DECIDED
-from racegate.harness.run import lifeline, private_root, state
+from racegate.harness.run import lifeline, private_root, stall, state
 
 REPO = Path(__file__).resolve().parents[1]
 FAULT = "tests.fault_workloads:make_workload"
@@ -301,6 +302,47 @@ def test_a_root_left_by_a_killed_runner_goes_at_once(tmp_path: Path) -> None:
     left = _killed_runner(tmp_path, env, tmp, janitor_too=False)
     _wait_for(lambda: not left.exists(), timeout_s=30)
     assert left_in(tmp) == []
+
+
+def _ended(pid: int) -> bool:
+    """The process is gone or a zombie (its parent, maybe this process as a subreaper, has not
+    reaped it yet)."""
+    fields = stall.stat_fields(Path(f"/proc/{pid}/stat"))
+    return not fields or fields[0] == "Z"
+
+
+_ENTER_AND_WAIT = """
+import sys, time
+from racegate.harness.run import private_root
+root = private_root.enter()
+if sys.argv[1] == "keep":
+    private_root.keep()
+print(root, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("kept", [False, True], ids=["plain", "kept"])
+def test_the_janitor_leaves_a_kept_root_and_removes_any_other(tmp_path: Path, kept: bool) -> None:
+    """A front door SIGKILLed after enter(): its janitor removes the root, except one kept
+    (--keep: the runs' work dirs are what the user asked to look at)."""
+    env, tmp, _ = fresh_env(tmp_path)
+    door = subprocess.Popen(
+        [sys.executable, "-c", _ENTER_AND_WAIT, "keep" if kept else "plain"],
+        env=env, cwd=REPO, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert door.stdout is not None
+        root = Path(door.stdout.readline().strip())
+        [janitor] = _janitors_of(root)
+    finally:
+        door.kill()  # SIGKILL: no exit handler runs
+        door.wait()
+    _wait_for(lambda: _ended(janitor), timeout_s=30)  # it has done its work
+    assert root.is_dir() is kept, left_in(tmp)
+    if kept:
+        shutil.rmtree(root)
 
 
 @pytest.mark.process
