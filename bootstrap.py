@@ -28,7 +28,7 @@ from pathlib import Path
 from racegate.harness.doors import race_exit  # standard library only, like this file
 from racegate.harness.doors.options import to_pytest  # the same (tests/test_imports.py)
 from racegate.harness.doors.sizing import race_args  # the same
-from racegate.harness.run.lifeline import die_with_parent  # the same
+from racegate.harness.run.lifeline import run_dying_with_me as _run  # the same
 
 ROOT = Path(__file__).resolve().parent
 REQUIREMENTS = ROOT / "requirements" / "ci.txt"
@@ -175,13 +175,6 @@ def ensure_env(env_dir: Path, where: str = "RACEGATE_VENV") -> Path:
         )  # fmt: skip
         stamp.write_text(wanted + "\n")
     return python
-
-
-def _run(command: list[str], **kw) -> subprocess.CompletedProcess:
-    """subprocess.run, the child (venv, pip, pytest) dying with this process even by SIGKILL:
-    a killed bootstrap.py left its pip install running on (PPID 1)."""
-    me = os.getpid()
-    return subprocess.run(command, preexec_fn=lambda: die_with_parent(me), **kw)
 
 
 def has_torch() -> bool:

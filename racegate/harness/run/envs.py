@@ -277,17 +277,9 @@ def candidate(
         raise
 
 
-def _with_parent(pid: int = 0) -> None:
-    """subprocess's preexec_fn: the child (venv, pip) dies with racegate, even by SIGKILL."""
-    lifeline.die_with_parent(pid or None)
-
-
 def _run(args: Sequence[str], **kw: object) -> subprocess.CompletedProcess[str]:
     """A child of the environment's making (venv, pip, a probe): it dies with this process."""
-    me = os.getpid()
-    return subprocess.run(  # type: ignore[call-overload,no-any-return]
-        list(args), capture_output=True, text=True, preexec_fn=lambda: _with_parent(me), **kw
-    )
+    return lifeline.run_dying_with_me(list(args), capture_output=True, text=True, **kw)
 
 
 def _make(

@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -73,6 +74,14 @@ def die_with_parent(expected_parent: int | None) -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if expected_parent is not None and os.getppid() != expected_parent:
         os._exit(3)
+
+
+def run_dying_with_me(args: list[str], **kw) -> subprocess.CompletedProcess:
+    """subprocess.run, the child dying with this process even by SIGKILL (a killed `upgrade`
+    or bootstrap.py left its pip install running on, PPID 1). For single-threaded callers
+    (preexec_fn): the making of an environment, the bootstrapper."""
+    me = os.getpid()
+    return subprocess.run(list(args), preexec_fn=lambda: die_with_parent(me), **kw)
 
 
 def name_this_thread(name: str) -> bool:
