@@ -120,7 +120,7 @@ def test_short_gil_holding_steps_run_together_a_lock_or_a_late_start_do_not(
             or (t.steps_at_work or 0) < MIN_AT_WORK
             for t in record.threads
         ), threads
-        # met by the other's returns only while parked on the lock, at its step's start
+        # at each of its returns the other was inside a step only parked on the lock, at its start
         assert all(
             (t.steps_met or 0) >= MIN_AT_WORK
             and (t.steps_met_at_work or 0) < MET_AT_WORK_SHARE * (t.steps_met or 0)

@@ -655,11 +655,12 @@ def test_steps_too_short_for_the_runners_looks_are_judged_by_the_threads_own_clo
     return falls between that look and the step's end more seldom still, so the looks showed
     free threads together in 19-35% of the steps they saw at work on one H100 and 25-28% on the
     loaded CI box (the rule asks 40%): the fresh-clone CI failed test_activity's free 1 ms case.
-    Each step now reads every thread's CPU time as its call returns: a thread met at work then
-    (its CPU time moved since its step began) ran together with it; under a whole-step lock a
-    thread is met only parked at its step's start. Here the runner's looks gave nothing (none
-    came in time), and the clocks alone decide: free steps ran together, a lock or a late
-    start still fails (without the clocks free steps read not_concurrent, the test below)."""
+    Each step now reads every thread's CPU time as its call returns: another thread found at
+    work inside its own step then (its CPU time moved since that step began) ran together with
+    it; under a whole-step lock the other is inside its step only parked at its start. Here
+    the runner's looks gave nothing (none came in time), and the clocks alone decide: free
+    steps ran together, a lock or a late start still fails (without the clocks free steps read
+    not_concurrent, the test below)."""
     *reports, _, _ = on_one_gil(kind, 0.001)
     rec = judged_on_one_gil(reports, ())
     assert rec.outcome == outcome, rec.detail
@@ -729,7 +730,7 @@ def test_threads_of_one_process_are_judged_by_their_clocks_not_by_co_activity() 
     took_turns = [Interleaving(50, 3), Interleaving(51, 3)]
     long = 0.027
     assert long >= COACTIVE_TRUSTED_STEP_S
-    locked = [Met(50, 2), Met(51, 4)]  # met only while parked on the lock
+    locked = [Met(50, 2), Met(51, 4)]  # the other parked on the lock at most returns
     (finding,) = concurrency_findings(threads, overlap, company, 2, took_turns, long, locked)
     assert finding.outcome is Outcome.NOT_CONCURRENT
     assert "2 of 50" in finding.reason, finding.reason

@@ -265,7 +265,7 @@ def _janitors_of(root: Path) -> list[int]:
             args = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"racegate's janitor" in b" ".join(args) and str(root).encode() in args:
+        if private_root.JANITOR_MARK.encode() in b" ".join(args) and str(root).encode() in args:
             found.append(int(entry.name))
     return found
 

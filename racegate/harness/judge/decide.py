@@ -666,7 +666,7 @@ def _met_said(records: list[ThreadRecord], met: Sequence[Met]) -> str:
         return ""
     each = ", ".join(f"thread {r.index} {m.at_work} of {m.met}" for r, m in pairs)
     return (
-        f"; nor at work when another thread of its process returned from a step: {each} steps "
+        f"; nor another thread of its process at work inside its step when one returned: {each} "
         f"(needs {MET_AT_WORK_SHARE:.0%} of ≥ {MIN_AT_WORK})"
     )
 

@@ -51,13 +51,14 @@ BYTECODE_PACKAGES = ("torch", "transformers")  # whose missing bytecode costs ev
 # the front door holds (non-inheritable; a forked child keeps it, and the root, in use). At EOF
 # the front door is gone, however it ended: unless the root was kept (--keep) the janitor
 # removes it. Python with -I -S and nothing imported but the standard library: a few ms.
-_JANITOR = """\
-# racegate's janitor: removes the front door's private root once the front door is gone
+JANITOR_MARK = "racegate's janitor"  # its program's first line: `ps` (and a test) find it by it
+_JANITOR = f"""\
+# {JANITOR_MARK}: removes the front door's private root once the front door is gone
 import json, os, shutil, sys
 root = sys.argv[1]
 sys.stdin.buffer.read()
 try:
-    with os.fdopen(os.open(os.path.join(root, "owner.json"), os.O_RDONLY | os.O_NOFOLLOW)) as f:
+    with os.fdopen(os.open(os.path.join(root, "{OWNER}"), os.O_RDONLY | os.O_NOFOLLOW)) as f:
         kept = json.load(f).get("kept")
 except (OSError, ValueError, AttributeError):
     sys.exit(0)  # gone already (the front door's exit removed it), or not ours to judge

@@ -5,9 +5,9 @@ crash or hang in a later run never loses or corrupts what an earlier run recorde
 killed writer tore is closed off before the next append and counted by every reader.
 Schema 2: every field is written and every field must be there to read a record, except the
 few added to it since (`ADDED_TO_SCHEMA_2`, `ADDED_TO_SCHEMA_3`), which records written before
-them lack. Reading
-one checks every field's type and the rules every record obeys (`check_record_json`), so each
-reader of records (racegate.harness.judge.inputs) refuses the same ones, with one line. A record's
+them lack. Reading one checks every field's type and the rules every record obeys
+(`check_record_json`), so each reader of records (racegate.harness.judge.inputs) refuses the
+same ones, with one line. A record's
 scenario, versions, hardware and cache proof are typed (Scenario, Versions, Hardware,
 CacheProof) and read and write the JSON that dicts of them did, so schema 2 stands.
 Schema 3 adds a run's identity (`invocation`, `run_id`): a run is counted once however often
@@ -96,8 +96,9 @@ class ThreadRecord:
     # (racegate.harness.judge.decide.interleaving). None: not measured, or the record predates it.
     steps_at_work: int | None = None
     steps_interleaved: int | None = None
-    # Its steady steps inside which another thread of its process returned from a step call, and
-    # of those the steps it was at work in then (racegate.harness.judge.decide.met_at_work).
+    # Its steady steps at whose return another thread of its process was inside a step call
+    # (met), and of those the steps at whose return that thread was at work in it
+    # (racegate.harness.judge.decide.met_at_work).
     # None: no other thread in its process, or the record predates it.
     steps_met: int | None = None
     steps_met_at_work: int | None = None
