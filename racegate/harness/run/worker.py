@@ -11,26 +11,31 @@ from __future__ import annotations
 # First, before torch is imported (seconds, during which a dying runner must take us along).
 import os
 import signal
+import sys
+from pathlib import Path
 
-from racegate.harness.run import lifeline
+from racegate.harness.run import lifeline, pidns
 from racegate.harness.scenario import env_names
 
-_runner = os.environ.get(env_names.RUNNER_PID)
-lifeline.die_with_parent(int(_runner) if _runner and _runner.isdigit() else None)
-# The runner's stall watch signals (racegate.harness.run.stall) must never kill a child that has not
-# armed their handlers yet: ignored until then.
-signal.signal(lifeline.DUMP_SIGNAL, signal.SIG_IGN)
-signal.signal(lifeline.GIVE_UP_SIGNAL, signal.SIG_IGN)
-lifeline.unblock_run_signals()  # the runner started us with them blocked
-# Every process this run starts lives in a PID namespace of its own, killed with us (pidns):
-# from here on this is the worker inside it, or (where none could be made) the same process.
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 
-from racegate.harness.run import pidns  # noqa: E402
+def prologue(run_dir: Path) -> None:
+    """A worker's first acts, fresh or forked (racegate.harness.run.launcher): die with the
+    runner, arm the runner's signals only once handled, enter a PID namespace of its own."""
+    runner = os.environ.get(env_names.RUNNER_PID)
+    lifeline.die_with_parent(int(runner) if runner and runner.isdigit() else None)
+    # The runner's stall watch signals (racegate.harness.run.stall) must never kill a child
+    # that has not armed their handlers yet: ignored until then.
+    signal.signal(lifeline.DUMP_SIGNAL, signal.SIG_IGN)
+    signal.signal(lifeline.GIVE_UP_SIGNAL, signal.SIG_IGN)
+    lifeline.unblock_run_signals()  # the runner started us with them blocked
+    # Every process this run starts lives in a PID namespace of its own, killed with us
+    # (pidns): from here on this is the worker inside it, or (where none could be made) the
+    # same process.
+    pidns.announce(run_dir, pidns.enter(run_dir))
 
-if __name__ == "__main__":  # not when a test imports this module
-    pidns.announce(Path(sys.argv[1]), pidns.enter(Path(sys.argv[1])))
+
+if __name__ == "__main__":  # not when a test or the launcher imports this module
+    prologue(Path(sys.argv[1]))
 
 import faulthandler  # noqa: E402
 import time  # noqa: E402
@@ -297,6 +302,12 @@ def main(run_dir: Path) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def forked_main(run_dir: Path) -> int:
+    """A worker forked by racegate.harness.run.launcher, its environment and files set."""
+    prologue(run_dir)
+    return main(run_dir)
 
 
 if __name__ == "__main__":
