@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from racegate.harness.run import cache_state
+from racegate.harness.run.launcher import LAUNCHERS
 from racegate.harness.run.lifeline import processes_with
 from racegate.harness.scenario.spec import Scenario, make_scenario
 from tests.fault_workloads import FAULTS
@@ -58,5 +59,9 @@ def files_under(*roots: Path) -> list[str]:
 
 
 def left_behind() -> list[int]:
-    """Processes of runs this process started (children carry the runner's pid)."""
-    return processes_with("RACEGATE_RUNNER_PID", str(os.getpid()))
+    """Processes of runs this process started (children carry the runner's pid), but the
+    launchers, which live for the session (racegate.harness.run.launcher)."""
+    launchers = set(LAUNCHERS.pids())
+    return [
+        p for p in processes_with("RACEGATE_RUNNER_PID", str(os.getpid())) if p not in launchers
+    ]

@@ -201,6 +201,10 @@ class _Replica:
             os._exit(0)
         if fault == "setsid_grandchild":
             subprocess.Popen(["sleep", "600"], start_new_session=True)
+        if fault == "fork_setsid" and os.fork() == 0:
+            os.setsid()  # a daemon forked, not exec'd: its own session, the process's environ
+            time.sleep(600)
+            os._exit(0)
         if fault == "gil_hang":
             ctypes.PyDLL(None).sleep(600)  # a PyDLL call never releases the GIL
         if fault == "sleep_past":
@@ -287,9 +291,10 @@ class FaultWorkload:
 
 
 # Besides the fault table's kinds, the runner tests' own: a hang in one thread's 2nd step, a
-# process that starts its steps late (`processes`), and thread 0 writing 4 MB into its TMPDIR at
-# its 2nd step (`fill_tmp`: ENOSPC where TMPDIR is a small tmpfs, nothing otherwise).
-KNOWN = frozenset(FAULTS) | {"hang", "late_start", "fill_tmp"}
+# process that starts its steps late (`processes`), thread 0 writing 4 MB into its TMPDIR at
+# its 2nd step (`fill_tmp`: ENOSPC where TMPDIR is a small tmpfs, nothing otherwise), and thread
+# 0 forking a child that leaves the run's session without exec (`fork_setsid`).
+KNOWN = frozenset(FAULTS) | {"hang", "late_start", "fill_tmp", "fork_setsid"}
 
 
 def make_workload(preset: str = "ok") -> FaultWorkload:

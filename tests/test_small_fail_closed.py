@@ -52,11 +52,19 @@ def test_a_run_with_a_step_of_no_tokens_reads_the_same_everywhere(tmp_path: Path
     [
         ("RACEGATE_PID_NAMESPACE", "gpu", "allowed: '': unset"),
         ("RACEGATE_PID_NAMESPACE", "yes", "'0': no PID namespace"),
+        ("RACEGATE_LAUNCHER", "spawn", "'fork': forked from a launcher"),
         ("RACEGATE_TEST_SLOWDOWN", "abc", "is not a number ≥ 0"),
         ("RACEGATE_TEST_SLOWDOWN", "-1", "is not a number ≥ 0"),
         ("RACEGATE_TEST_SLOWDOWN", "nan", "is not a number ≥ 0"),
     ],
-    ids=["pidns-gpu", "pidns-yes", "slowdown-abc", "slowdown-negative", "slowdown-nan"],
+    ids=[
+        "pidns-gpu",
+        "pidns-yes",
+        "launcher-spawn",
+        "slowdown-abc",
+        "slowdown-negative",
+        "slowdown-nan",
+    ],
 )
 def test_a_run_variable_of_a_bad_value_is_one_line(name: str, value: str, said: str) -> None:
     with pytest.raises(ValueError) as caught:

@@ -945,4 +945,5 @@ def record_run(ev: RunEvidence) -> RunRecord:
         overridden_env=ev.overridden_env,
         test_slowdown=ev.test_slowdown,
         containment=ev.containment,
+        launch=ev.launch,
     )

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -146,7 +147,11 @@ def reap_orphans() -> None:
     Only pids no Popen owns: waitpid(-1) could steal the status of another run's child that
     a Popen of this process (`--jobs` > 1) is about to wait for.
     """
-    owned = LIVE_POPENS
+    with ADOPTING:
+        _reap_unowned(LIVE_POPENS)
+
+
+def _reap_unowned(owned: set[int]) -> None:
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in owned:
@@ -160,5 +165,35 @@ def reap_orphans() -> None:
                     os.waitpid(int(entry), os.WNOHANG)
 
 
-# Pids of children a subprocess.Popen of this process started and will wait for itself.
+def kill_adopted() -> list[int]:
+    """SIGKILL what forked runs left with this process: its children (as subreaper) that came
+    from a launcher (racegate.harness.run.launcher) and that nothing here owns. A forked
+    worker is a subreaper, so what it started stays below it while it lives; once it is gone,
+    its leftovers re-parent here, marked by this runner's pid and by no run's (a fork keeps its
+    launcher's environment, which names no run). Returns the pids it killed."""
+    me, killed = os.getpid(), []
+    runner, no_run = f"{env_names.RUNNER_PID}={me}".encode(), f"{RUN_MARKER}=".encode()
+    with ADOPTING:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in LIVE_POPENS:
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                if ppid != me:
+                    continue
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    env = fh.read().split(b"\0")
+                if runner in env and not any(v.startswith(no_run) for v in env):
+                    os.kill(int(entry), signal.SIGKILL)
+                    killed.append(int(entry))
+        _reap_unowned(LIVE_POPENS)
+    return killed
+
+
+# Pids of children a subprocess.Popen of this process started and will wait for itself, and
+# of workers a launcher forked that this process adopted (racegate.harness.run.launcher).
 LIVE_POPENS: set[int] = set()
+# Held while an adopted worker becomes owned (its pid into LIVE_POPENS): until then
+# reap_orphans could take its exit status.
+ADOPTING = threading.Lock()

@@ -30,10 +30,10 @@ import os
 import resource
 import select
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Protocol
 
 from racegate.harness.run import lifeline
 from racegate.harness.run.files import write_whole
@@ -231,7 +231,16 @@ def left_in_namespace(run_dir: Path) -> list[int]:
     return []
 
 
-def await_worker(proc: subprocess.Popen[bytes], run_dir: Path, until: float) -> tuple[int, str]:
+class Polled(Protocol):
+    """A started worker as the runner holds it: a subprocess.Popen, or a forked one
+    (racegate.harness.run.launcher.Forked)."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+
+def await_worker(proc: Polled, run_dir: Path, until: float) -> tuple[int, str]:
     """The worker's pid and containment once it announced them; P's pid (and why) if P ended
     or `until` (time.monotonic()) passed first."""
     path = run_dir / ANNOUNCE

@@ -253,6 +253,8 @@ class ChildEvidence:
     containment: str = ""
     # Its namespace's processes still alive when its worker ended, which the kernel killed.
     left_in_namespace: tuple[int, ...] = ()
+    # How its worker started (racegate.harness.run.launcher): "fork", "fresh: why", "" not known.
+    launch: str = ""
 
     def events(self, kind: type[D]) -> list[tuple[float, D]]:
         """(at, data) of each of its progress events of one kind, in order."""
@@ -318,6 +320,13 @@ class RunEvidence:
         """The run's containment: the first child's that was not contained, else theirs;
         None where no child said."""
         said = [c.containment for c in self.children if c.containment]
+        return next((c for c in said if c != said[0]), said[0]) if said else None
+
+    @property
+    def launch(self) -> str | None:
+        """How the run's workers started: the first child's that was not forked, else theirs;
+        None where no child said."""
+        said = [c.launch for c in self.children if c.launch]
         return next((c for c in said if c != said[0]), said[0]) if said else None
 
 

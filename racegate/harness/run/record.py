@@ -55,8 +55,9 @@ ADDED_TO_SCHEMA_2 = frozenset(
         "steps_interleaved",
     }
 )
-# ThreadRecord's fields added to schema 3 after records of it were written: may be absent too.
-ADDED_TO_SCHEMA_3 = frozenset({"steps_met", "steps_met_at_work"})
+# Fields added to schema 3 after records of it were written (ThreadRecord's steps_met and
+# steps_met_at_work, RunRecord's launch): may be absent too.
+ADDED_TO_SCHEMA_3 = frozenset({"steps_met", "steps_met_at_work", "launch"})
 
 
 class TornRecordsError(ValueError):
@@ -268,6 +269,9 @@ class RunRecord:
     # worker's children in a PID namespace killed whole, racegate.harness.run.pidns), or "none: why"
     # (a child left behind then outlives a SIGKILLed runner). None: predates it.
     containment: str | None = None
+    # How its workers started (racegate.harness.run.launcher): "fork" (from a launcher that had
+    # imported torch, transformers and the workload) or "fresh: why". None: predates it.
+    launch: str | None = None
     # The run's identity: the front-door invocation that made it (`invocation()`: one `racegate
     # run`, one pytest session with its xdist workers) and the run's own random id. None: a
     # record made by hand, or one of schema 2; it is then told apart by its content (identity).
@@ -471,6 +475,7 @@ _RUN_FIELDS: dict[str, Callable[[object, str], Any]] = {
     "stalled_s": _optional(_SECONDS),
     "busy_at_deadline": _optional(_bool),
     "containment": _optional(_name),
+    "launch": _optional(_text),
     "invocation": _optional(_name),
     "run_id": _optional(_name),
     "wall_s": _SECONDS,
@@ -562,7 +567,8 @@ def check_record_json(data: object) -> dict[str, Any]:
             f"schema_version is {values.shown(version)}; this racegate reads "
             f"{' and '.join(map(str, sorted(READS_SCHEMAS)))}"
         )
-    optional = ADDED_TO_SCHEMA_2 | (ADDED_IN_SCHEMA_3 if version == 2 else frozenset())
+    optional = ADDED_TO_SCHEMA_2 | ADDED_TO_SCHEMA_3
+    optional |= ADDED_IN_SCHEMA_3 if version == 2 else frozenset()
     raw = _exactly(RunRecord, data, "record", optional=optional)
     if version == 2 and raw.keys() & ADDED_IN_SCHEMA_3:
         raise values.GateInputError(

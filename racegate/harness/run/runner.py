@@ -29,6 +29,7 @@ from racegate.harness.run import (
     activity,
     cache_state,
     code_root,
+    launcher,
     lifeline,
     pidns,
     private_root,
@@ -114,11 +115,21 @@ def kill_live_children() -> None:
 atexit.register(kill_live_children)
 
 
-def start_child(spec: ChildSpec, run_dir: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+Child = subprocess.Popen[bytes] | launcher.Forked  # a run's child process, as the runner waits
+
+
+def start_child(spec: ChildSpec, run_dir: Path, env: dict[str, str]) -> tuple[Child, str]:
+    """Start a run's worker: forked from its environment's launcher, else a fresh interpreter;
+    with how it started ("fork", or "fresh: why": the record's `launch`)."""
     cache_state.private_dir(run_dir)
     spec.write(run_dir)
     if STOPPING.is_set():
         raise RuntimeError("racegate is shutting down: no new run is started")
+    module = spec.scenario.workload.partition(":")[0]
+    forked, why = launcher.LAUNCHERS.start(run_dir, env, module)
+    if forked is not None:
+        LIVE_CHILDREN.add(forked.pid)
+        return forked, launcher.FORK
     # Output goes straight to files; the runner only ever reads their tails. The stall
     # watch's signals are blocked until the worker has set its handlers.
     with (
@@ -136,7 +147,7 @@ def start_child(spec: ChildSpec, run_dir: Path, env: dict[str, str]) -> subproce
         )
     lifeline.LIVE_POPENS.add(proc.pid)
     LIVE_CHILDREN.add(proc.pid)
-    return proc
+    return proc, f"{launcher.FRESH}: {why}"
 
 
 def _read_report(run_dir: Path) -> tuple[ChildReport | None, str | None]:
@@ -166,7 +177,7 @@ STOP_GRACE_S = 10.0  # a stalled child's time to give up its threads and write i
 
 
 def wait_all(
-    procs: list[subprocess.Popen[bytes]],
+    procs: list[Child],
     t0: float,
     timeout_s: float,
     watch: stall.StallWatch,
@@ -202,7 +213,7 @@ def wait_all(
 
 
 def finish_child(
-    proc: subprocess.Popen[bytes],
+    proc: Child,
     run_dir: Path,
     t0: float,
     ooms: int | None,
@@ -210,6 +221,7 @@ def finish_child(
     activity: tuple[ThreadActivity, ...] = (),
     activity_error: str = "",
     worker: tuple[int, str] | None = None,
+    launch: str = "",
 ) -> ChildEvidence:
     """Kill the child if it is still alive (its stacks dumped first), reap its session, read
     what it left. `stalled`: the stall watch stopped the run (a kill then is no timeout).
@@ -246,6 +258,7 @@ def finish_child(
         activity_error=activity_error,
         containment=containment,
         left_in_namespace=tuple(pidns.left_in_namespace(run_dir)),
+        launch=launch,
     )
 
 
@@ -260,7 +273,8 @@ def run_children(
     dirs = [base / f"child{i}" for i in range(len(specs))]
     # The children budget their deadline from this start, not their own (after importing torch,
     # which under load takes seconds): their result must land before the timeout here kills them.
-    procs = [start_child(spec.started_at(t0), d, env) for spec, d in zip(specs, dirs, strict=True)]
+    started = [start_child(s.started_at(t0), d, env) for s, d in zip(specs, dirs, strict=True)]
+    procs = [proc for proc, _ in started]
     # Each worker runs in a PID namespace of its own, a grandchild of the runner: signals and
     # /proc looks go to it (its pid as it announced it), the kills to its process group.
     told = {
@@ -269,10 +283,14 @@ def run_children(
     }
     workers = {pid: worker for pid, (worker, _) in told.items()}
     run_id = env[lifeline.RUN_MARKER]
+    forked = [p.pid for p in procs if isinstance(p, launcher.Forked)]
     watch = stall.StallWatch(
         stall_s=scenario.stall_s,
         children={workers[p.pid]: d for p, d in zip(procs, dirs, strict=True)},
-        pids_of_run=stall.RunProcesses(lambda: lifeline.processes_of_run(run_id)),
+        # A forked worker's /proc environ is its launcher's (no run marker): found by its tree.
+        pids_of_run=stall.RunProcesses(
+            lambda: sorted({*lifeline.processes_of_run(run_id), *stall.descendants(forked)})
+        ),
         # Past the children's own deadline their final dumps and the timeout's take over.
         until=t0 + scenario.timeout_s * 0.85,
     )
@@ -287,9 +305,17 @@ def run_children(
     stalled = stalled_s is not None
     children = [
         finish_child(
-            p, d, t0, ooms, stalled, seen.traces(workers[p.pid]), seen.error or "", told[p.pid]
+            p,
+            d,
+            t0,
+            ooms,
+            stalled,
+            seen.traces(workers[p.pid]),
+            seen.error or "",
+            told[p.pid],
+            launch,
         )
-        for p, d in zip(procs, dirs, strict=True)
+        for (p, launch), d in zip(started, dirs, strict=True)
     ]
     late = None
     hung = any(_hung(c) for c in children)
@@ -483,6 +509,7 @@ def collect(
         # Read only when needed: importing torch here costs seconds.
         parent_versions = {} if any(c.report for c in children) else installed_versions()
         left = lifeline.kill_run(run_id)  # grandchildren in sessions of their own too
+        left += lifeline.kill_adopted()  # and what forked workers left (no run marker)
         # And what each worker's PID namespace held when it ended (the kernel killed those).
         left = sorted({*left, *(pid for c in children for pid in c.left_in_namespace)})
         return RunEvidence(

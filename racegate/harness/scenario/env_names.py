@@ -19,6 +19,7 @@ RUN_ID = "RACEGATE_RUN_ID"
 PRIVATE_ROOT = "RACEGATE_PRIVATE_ROOT"
 USER_ENV = "RACEGATE_USER_ENV"
 PID_NAMESPACE = "RACEGATE_PID_NAMESPACE"
+LAUNCHER = "RACEGATE_LAUNCHER"
 TEST_SLOWDOWN = "RACEGATE_TEST_SLOWDOWN"
 SLOTS = "RACEGATE_SLOTS"
 
@@ -32,6 +33,8 @@ NAMES: dict[str, str] = {
     PRIVATE_ROOT: "set for a child: the run's private 0700 root (run.private_root)",
     USER_ENV: "set for a child: JSON of the user's values of the variables the root replaced",
     PID_NAMESPACE: '"0": run children without their own PID namespace (the record says so)',
+    LAUNCHER: '"fresh": start each run\'s worker as a new interpreter, not forked from a launcher '
+    "that imported torch once (default fork: racegate.harness.run.launcher)",
     TEST_SLOWDOWN: "seconds of sleep per step, a deliberate slowdown for A/B and report tests",
     SLOTS: "set for a pytest: SIZE:FOLDER, run slots its parent shares with other sessions "
     "(racegate.harness.run.slots; racegate upgrade's two sides)",

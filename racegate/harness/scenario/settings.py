@@ -88,6 +88,11 @@ def production_strategy(explicit: str | None = None) -> Strategy:
 # RACEGATE_PID_NAMESPACE is the runner's own, for runs on a GPU, and never the user's.
 PID_NAMESPACE_VALUES = {"": "unset: each run's processes in a PID namespace of their own",
                         "0": "no PID namespace (the records say so)"}  # fmt: skip
+# RACEGATE_LAUNCHER: how each run's worker starts (racegate.harness.run.launcher).
+LAUNCHER_VALUES = {
+    "fork": "forked from a launcher that imported torch once (the default)",
+    "fresh": "a new interpreter for every run (seconds of imports each)",
+}
 SHOWN_CHARS = 60  # of a bad value echoed in its error line
 
 
@@ -108,6 +113,13 @@ def check_environment(env: dict[str, str] | os._Environ[str] | None = None) -> N
         allowed = "; ".join(f"{v!r}: {why}" for v, why in PID_NAMESPACE_VALUES.items())
         raise ValueError(
             f"{env_names.PID_NAMESPACE}={shown(pidns)} (from the environment) is not a value "
+            f"racegate takes; allowed: {allowed}"
+        )
+    launch = env.get(env_names.LAUNCHER)
+    if launch is not None and launch not in LAUNCHER_VALUES:
+        allowed = "; ".join(f"{v!r}: {why}" for v, why in LAUNCHER_VALUES.items())
+        raise ValueError(
+            f"{env_names.LAUNCHER}={shown(launch)} (from the environment) is not a value "
             f"racegate takes; allowed: {allowed}"
         )
     slowdown = env.get(env_names.TEST_SLOWDOWN)

@@ -1,0 +1,102 @@
+"""Warm starts keep a fresh process's isolation: runs forked from one launcher
+(racegate.harness.run.launcher) find nothing an earlier run left, whatever it left or however it
+ended; where forking is unsafe the run starts fresh and its record says why.
+
+Real subprocesses, real torch; the faults are real (tests/launcher_workloads.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from racegate.harness.doors.pipeline import run_scenario
+from racegate.harness.scenario.spec import make_scenario
+from tests.fault_kit import left_behind
+
+pytestmark = pytest.mark.process
+
+REPO = Path(__file__).resolve().parents[1]
+TAINT = "tests.launcher_workloads:make_workload"
+THREAD_AT_IMPORT = "tests.launcher_thread_at_import:make_workload"
+FAULT = "tests.fault_workloads:make_workload"
+
+
+def scenario(preset: str = "taint", workload: str = TAINT):
+    return make_scenario(
+        preset=preset, strategy="eager", workload=workload, steps=2, warmup_steps=1,
+        timeout_s=60, threads_per_device=1,
+    )  # fmt: skip
+
+
+def test_the_taint_workload_finds_what_an_earlier_run_left_in_its_process() -> None:
+    """The check below can fail: two runs' replicas made in one process, the second finds the
+    first's marks (this is what a launcher that ran runs itself, not forks, would give)."""
+    code = (
+        "import os, torch\n"
+        "from tests.launcher_workloads import TaintWorkload\n"
+        "w = TaintWorkload()\n"
+        "w.make_replica(torch.device('cpu'), 'eager', seed=0)\n"
+        "try:\n"
+        "    w.make_replica(torch.device('cpu'), 'eager', seed=0)\n"
+        "except RuntimeError as exc:\n"
+        "    print(exc, flush=True); os._exit(0)\n"
+        "os._exit(1)\n"  # the leaked thread is not a daemon: exit without waiting for it
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for mark in ("a module global", "an environment variable", "a planted module",
+                 "dynamo's config", "threads ['leaked-by-"):  # fmt: skip
+        assert mark in proc.stdout, proc.stdout
+
+
+def test_runs_forked_from_one_launcher_find_nothing_an_earlier_run_left() -> None:
+    """Each taint run leaves a module global, a variable, a planted module, dynamo's config
+    changed, a non-daemon thread and another working folder; the next run from the same
+    launcher finds none of them."""
+    first = run_scenario(scenario())
+    second = run_scenario(scenario())
+    for record in (first, second):
+        assert record.launch == "fork", record.launch
+        assert record.outcome == "ok", record.detail
+
+
+def test_a_crashed_run_leaves_its_launcher_forking_clean_runs() -> None:
+    crashed = run_scenario(scenario("abort"))
+    assert (crashed.launch, crashed.outcome) == ("fork", "crash"), crashed.detail
+    assert "SIGABRT" in (crashed.detail or ""), crashed.detail
+    after = run_scenario(scenario())
+    assert (after.launch, after.outcome) == ("fork", "ok"), after.detail
+
+
+def test_a_workload_whose_import_starts_a_thread_runs_fresh_and_says_why() -> None:
+    record = run_scenario(scenario(workload=THREAD_AT_IMPORT))
+    assert record.outcome == "ok", record.detail
+    assert record.launch is not None and record.launch.startswith("fresh: no launcher: "), record
+    assert "started a thread (started-at-import)" in record.launch, record.launch
+
+
+def test_racegate_launcher_fresh_starts_every_run_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RACEGATE_LAUNCHER", "fresh")
+    record = run_scenario(scenario())
+    assert (record.launch, record.outcome) == ("fresh: RACEGATE_LAUNCHER=fresh", "ok"), record
+    assert os.environ["RACEGATE_LAUNCHER"] == "fresh"
+
+
+def test_a_daemon_a_forked_run_forked_into_its_own_session_dies_with_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a PID namespace (a run on a GPU makes none) a process the worker forks, not
+    execs, carries its launcher's environment (no run marker) and, in a session of its own,
+    escapes the process group's kill: the worker is a subreaper, and the runner kills what it
+    left once it re-parents (lifeline.kill_adopted). Without that the daemon sleeps on."""
+    monkeypatch.setenv("RACEGATE_PID_NAMESPACE", "0")
+    record = run_scenario(scenario("fork_setsid", workload=FAULT))
+    assert (record.launch, record.outcome) == ("fork", "ok"), record.detail
+    assert left_behind() == []
