@@ -105,6 +105,7 @@ class _Coordinator:
         self._quota_lock = threading.Lock()
         self._quota_told = False
         self.all_steady_at: float | None = None  # when the last thread got steady (monotonic)
+        self.all_switched_at: float | None = None  # when the last one compiled its new shape
         # Each stepping thread's CPU clock (time.pthread_getcpuclockid), set as it starts: a
         # step reads every thread's CPU time when its call returns (Step.cpu_at_return).
         self.cpu_clocks: list[int | None] = [None] * n
@@ -124,6 +125,13 @@ class _Coordinator:
         with self._quota_lock:
             if self.all_steady_at is None and self.all_set(self.released):
                 self.all_steady_at = time.monotonic()
+
+    def mark_switched(self) -> None:
+        """Note when every thread has compiled its new shape (or died): no compile is left, and
+        the company phase of a schedule that compiles after steady steps starts then."""
+        with self._quota_lock:
+            if self.all_switched_at is None and self.all_set(self.switched):
+                self.all_switched_at = time.monotonic()
 
     def reached_quota(self, i: int) -> None:
         self.quota_done[i].set()
@@ -197,6 +205,7 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
                     co.hook_done.set()
             if shape == new_shape:
                 co.switched[i].set()
+                co.mark_switched()
             if after_switch:
                 co.stepped_after_switch[i].set()
             if done == quota:
@@ -216,6 +225,7 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
         co.cpu_clocks[i] = None  # its clock dies with it (a later thread may reuse the id)
         co.released[i].set()
         co.switched[i].set()
+        co.mark_switched()
         co.stepped_after_switch[i].set()
         co.reached_quota(i)
 
@@ -243,9 +253,18 @@ def _may_stop(co: _Coordinator, i: int) -> bool:
         return False
     # A steady phase long enough to see the threads interleave, however short their steps:
     # steps of a few ms that hold the GIL take turns at it, and a quota of them lasted 0.1 s
-    # (issue 54), too short for the runner's looks to show them working together.
-    steady_at = co.all_steady_at
-    if steady_at is not None and time.monotonic() - steady_at < MIN_COMPANY_S:
+    # (issue 54), too short for the runner's looks to show them working together. Where threads
+    # compile a new shape after their first steady steps (`recompile`, the deleted cache) it
+    # counts from the last such compile: counted from the first steady step, a CPU compile of
+    # seconds used it up, and the steps after the switches were too few to judge (a deleted-
+    # cache run read not_concurrent on 2 steady steps a thread, under load).
+    switching = len(plan.shapes) > 1 and (
+        plan.schedule is Schedule.RECOMPILE or plan.switch_shape_after_hook
+    )
+    company_from = co.all_switched_at if switching else co.all_steady_at
+    if switching and company_from is None:
+        return False
+    if company_from is not None and time.monotonic() - company_from < MIN_COMPANY_S:
         return False
     if plan.siblings_done is not None and not plan.siblings_done():
         return False
