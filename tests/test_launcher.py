@@ -82,7 +82,9 @@ def test_a_workload_whose_import_starts_a_thread_runs_fresh_and_says_why() -> No
     assert "started a thread (started-at-import)" in record.launch, record.launch
 
 
-def test_racegate_launcher_fresh_starts_every_run_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_launcher_variable_set_to_fresh_starts_every_run_fresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("RACEGATE_LAUNCHER", "fresh")
     record = run_scenario(scenario())
     assert (record.launch, record.outcome) == ("fresh: RACEGATE_LAUNCHER=fresh", "ok"), record

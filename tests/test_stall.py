@@ -353,12 +353,15 @@ def test_a_starved_busy_process_is_busy_not_idle() -> None:
 
 
 @pytest.mark.process
+@pytest.mark.parametrize("launch", ["fork", "fresh"])
 def test_a_dump_or_give_up_signal_at_a_childs_first_instant_does_not_kill_it(
-    tmp_path: Path,
+    tmp_path: Path, launch: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The watch may signal a child before its interpreter has run a line (a tiny timeout, a
     slow start): a real-time signal's default action would kill it (exit -37). The runner
-    starts it with both blocked; the worker unblocks them once ignored or armed."""
+    starts it with both blocked (a forked one inherits them blocked from its launcher); the
+    worker unblocks them once ignored or armed."""
+    monkeypatch.setenv("RACEGATE_LAUNCHER", launch)
     from racegate.harness.run import cache_state, runner
     from tests.fault_kit import fault_scenario
 
@@ -366,7 +369,8 @@ def test_a_dump_or_give_up_signal_at_a_childs_first_instant_does_not_kill_it(
     root = cache_state.private_dir(tmp_path / "root")
     env, _ = runner.child_env(scenario, root, uuid.uuid4().hex)
     (spec,) = runner.child_specs(scenario, tmp_path)
-    proc = runner.start_child(spec, tmp_path / "run", env)
+    proc, how = runner.start_child(spec, tmp_path / "run", env)
+    assert how.startswith(launch), how
     try:
         proc.send_signal(lifeline.DUMP_SIGNAL)  # at once: the child is still starting
         proc.send_signal(lifeline.GIVE_UP_SIGNAL)

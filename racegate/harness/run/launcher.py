@@ -179,8 +179,6 @@ def _become_worker(request: dict[str, str]) -> None:  # pragma: no cover - runs 
         # What it starts stays below it, even a daemon of its own session: the runner finds
         # that by its tree while it lives, and kills it as an orphan after (lifeline.kill_adopted).
         lifeline.become_subreaper()
-        # The runner's stall watch signals stay pending until the worker's handlers are set.
-        signal.pthread_sigmask(signal.SIG_BLOCK, lifeline.RUN_SIGNALS)
         run_dir = Path(request["run_dir"])
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
         null = os.open(os.devnull, os.O_RDONLY)
@@ -216,6 +214,9 @@ def serve(module: str) -> int:
     """The launcher's loop: one JSON request per line on stdin, one answer per line out."""
     runner = os.environ.get(env_names.RUNNER_PID, "")
     lifeline.die_with_parent(int(runner) if runner.isdigit() else None)
+    # Blocked here, so every fork starts with them blocked: the runner may signal a worker the
+    # instant it knows its pid, and they stay pending until the worker's handlers are set.
+    signal.pthread_sigmask(signal.SIG_BLOCK, lifeline.RUN_SIGNALS)
     if not sys.platform.startswith("linux"):
         why = "not Linux"
     else:
@@ -257,6 +258,14 @@ class Forked:
                     if pid:
                         self.returncode = os.waitstatus_to_exitcode(status)
             return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:  # never a pid the kernel may have given to another process
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
