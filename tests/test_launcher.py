@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from racegate.harness.doors.pipeline import run_scenario
+from racegate.harness.run import launcher
+from racegate.harness.run.launcher import LAUNCHERS
 from racegate.harness.scenario.spec import make_scenario
 from tests.fault_kit import left_behind
 
@@ -102,3 +104,20 @@ def test_a_daemon_a_forked_run_forked_into_its_own_session_dies_with_the_run(
     record = run_scenario(scenario("fork_setsid", workload=FAULT))
     assert (record.launch, record.outcome) == ("fork", "ok"), record.detail
     assert left_behind() == []
+
+
+def test_one_launcher_serves_every_test_of_a_session_and_at_most_two_live(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pytest names the test in progress in the environment (PYTEST_CURRENT_TEST): keyed by it,
+    every case started a launcher of its own, each holding torch imported. Another environment
+    stops the least recently used one beyond two."""
+    assert run_scenario(scenario()).launch == "fork"
+    before = set(LAUNCHERS.pids())
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/elsewhere.py::test_other (call)")
+    assert run_scenario(scenario()).launch == "fork"
+    assert set(LAUNCHERS.pids()) == before
+    for value in ("a", "b", "c"):
+        monkeypatch.setenv("LAUNCHER_TEST_ENVIRONMENT", value)
+        assert run_scenario(scenario()).outcome == "ok"
+        assert len(LAUNCHERS.pids()) <= launcher.MAX_LIVE

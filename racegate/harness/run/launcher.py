@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,12 @@ READY_TIMEOUT_S = 300.0  # the launcher's imports (a loaded box: a minute or mor
 _REPARENT_S = 5.0  # the middle process exits at once; the worker waits this long at most
 # Variables that differ between runs of one environment: the runner sets each run's own, and
 # the launcher checks that the libraries it imported read them late (`_late_readers`).
-PER_RUN = frozenset(cache_state.PRIVATE_DIRS) | {lifeline.RUN_MARKER}
+# pytest's PYTEST_CURRENT_TEST too: it names the test in progress, so every case of a pytest
+# session would have started a launcher of its own.
+PER_RUN = frozenset(cache_state.PRIVATE_DIRS) | {lifeline.RUN_MARKER, "PYTEST_CURRENT_TEST"}
+# Launchers kept at once (each holds torch and transformers imported, about 1 GB): the least
+# recently used one stops when another environment needs one.
+MAX_LIVE = 2
 
 
 # ---------------------------------------------------------------- the launcher process itself
@@ -299,11 +305,14 @@ class _Server:
 
 class Launchers:
     """The runner's launchers, one per environment (its variables but a run's own) and workload
-    module; each started at its first run, all stopped at exit."""
+    module; each started at its first run, at most MAX_LIVE kept, all stopped at exit."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._servers: dict[tuple[str, ...], tuple[threading.Lock, list[_Server]]] = {}
+        # Least recently used first.
+        self._servers: OrderedDict[tuple[str, ...], tuple[threading.Lock, list[_Server]]] = (
+            OrderedDict()
+        )
 
     def start(self, run_dir: Path, env: dict[str, str], module: str) -> tuple[Forked | None, str]:
         """The run's worker forked (and owned: lifeline.LIVE_POPENS), or None and why it must
@@ -330,6 +339,11 @@ class Launchers:
         key = (module, *sorted(f"{k}={v}" for k, v in env.items() if k not in PER_RUN))
         with self._lock:
             lock, made = self._servers.setdefault(key, (threading.Lock(), []))
+            self._servers.move_to_end(key)
+            old = list(self._servers)[:-MAX_LIVE]
+            stale = [s for k in old for s in self._servers.pop(k)[1]]
+        for server in stale:  # a run it forked lives on: a worker is the runner's, not its
+            _stop(server)
         with lock:  # the first run of an environment starts its launcher; the others wait
             if not made:
                 made.append(_start_server(env, module))
@@ -345,13 +359,19 @@ class Launchers:
             servers = [s for _, made in self._servers.values() for s in made]
             self._servers.clear()
         for server in servers:
-            with contextlib.suppress(OSError):
-                server.proc.stdin and server.proc.stdin.close()
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(server.proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                server.proc.wait(timeout=5)
-            shutil.rmtree(server.root, ignore_errors=True)
+            _stop(server)
+
+
+def _stop(server: _Server) -> None:
+    with server.lock:  # not while it forks a run's worker
+        with contextlib.suppress(OSError):
+            server.proc.stdin and server.proc.stdin.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(server.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.proc.wait(timeout=5)
+        lifeline.LIVE_POPENS.discard(server.proc.pid)
+        shutil.rmtree(server.root, ignore_errors=True)
 
 
 def _launcher_env(env: dict[str, str], root: Path) -> dict[str, str]:
