@@ -87,9 +87,18 @@ def _prepare(module: str) -> str:
         return f"importing {module} started a thread ({names}): a fork would lose it"
     if (started := _native_threads() - libraries) > 0:
         return f"importing {module} started {started} native thread(s): a fork would lose them"
-    if torch.cuda.is_initialized():
+    if torch.cuda.is_initialized() or _cuda_driver_loaded():
         return f"importing {module} initialised CUDA, which a forked process cannot use"
     return _late_readers()
+
+
+def _cuda_driver_loaded() -> bool:
+    """The CUDA driver library is mapped: something called into CUDA (cuInit) below torch's own
+    lazy start, e.g. a device count at import; a fork's CUDA would then fail to start."""
+    try:
+        return "libcuda.so" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
 
 
 def enter_env(env: dict[str, str]) -> None:
@@ -378,6 +387,9 @@ def _launcher_env(env: dict[str, str], root: Path) -> dict[str, str]:
     """A run's environment less its own: the launcher's caches in its private folder, and no
     run marker (killing a run never kills the launcher)."""
     own = cache_state.private_env(root)
+    # torch.cuda.is_available() at an import then asks NVML, not the driver (which would make
+    # the launcher's forks unable to start CUDA); read when called, so the forks ask as usual.
+    own["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     return {k: v for k, v in env.items() if k != lifeline.RUN_MARKER} | own
 
 
