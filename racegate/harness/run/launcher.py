@@ -56,13 +56,6 @@ MAX_LIVE = 2
 # ---------------------------------------------------------------- the launcher process itself
 
 
-def _native_threads() -> int:
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return 1
-
-
 def _prepare(module: str) -> str:
     """Import what every run imports; '' when forks of this process are fresh runs, else why
     not."""
@@ -75,30 +68,20 @@ def _prepare(module: str) -> str:
         import torch._inductor.config
     from racegate.harness.run import worker  # noqa: F401  (the forks' entry: its imports too)
 
-    # numpy's BLAS pool and torch's own helpers start native threads at import; they are in
-    # every torch process and re-made after a fork (pthread_atfork). A workload's are not.
-    libraries = _native_threads()
     try:
         importlib.import_module(module)
     except BaseException as exc:  # its fresh worker reports the error as a run's
         return f"the workload module {module} did not import here ({type(exc).__name__})"
+    # A thread of the workload's own (telemetry, a prefetcher) would be lost in every fork.
+    # Native pools of libraries are not counted: numpy's and scipy's BLAS start one per core at
+    # import (31 threads after transformers' Qwen3 import on a 16-core H100 host) and re-make
+    # it after a fork (their pthread_atfork handlers), as jemalloc does its background thread.
     if threading.active_count() > 1:
         names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
         return f"importing {module} started a thread ({names}): a fork would lose it"
-    if (started := _native_threads() - libraries) > 0:
-        return f"importing {module} started {started} native thread(s): a fork would lose them"
-    if torch.cuda.is_initialized() or _cuda_driver_loaded():
+    if torch.cuda.is_initialized():
         return f"importing {module} initialised CUDA, which a forked process cannot use"
     return _late_readers()
-
-
-def _cuda_driver_loaded() -> bool:
-    """The CUDA driver library is mapped: something called into CUDA (cuInit) below torch's own
-    lazy start, e.g. a device count at import; a fork's CUDA would then fail to start."""
-    try:
-        return "libcuda.so" in Path("/proc/self/maps").read_text()
-    except OSError:
-        return False
 
 
 def enter_env(env: dict[str, str]) -> None:
