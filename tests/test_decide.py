@@ -744,3 +744,30 @@ def test_threads_of_one_process_are_judged_by_their_clocks_not_by_co_activity() 
     apart = [Met(None, None), Met(None, None)]
     assert concurrency_findings(threads, overlap, company, 2, took_turns, long, apart) == []
     assert concurrent_threads(overlap, company, 2, took_turns, long, apart) == 2
+
+
+def test_a_thread_parked_in_its_first_step_is_no_company_by_its_own_clock() -> None:
+    """Thread 1 parked (its CPU time flat) in its first step through thread 0's whole quota, as
+    the clocks read it at thread 0's returns: no look of the runner's sampler saw it (a forked
+    run stepped before the sampler's first look). Counted whole, its parked step was company
+    to all of thread 0's steps (overlap 1.0: `serial` read ok); by its clock, to its last."""
+    from racegate.harness.judge.decide import clock_readings, overlap_shares
+    from racegate.harness.run.protocol import ChildEvidence, ThreadReport
+
+    def step(t: float, length: float, cpu0: float, clocks: tuple[float, float]) -> Step:
+        return Step(0, t, t + length, 1, False, None, None, cpu0, t + length, clocks)
+
+    # thread 0 steps 0-1, 1-2, ... 5-6 (its CPU 1 s a step); thread 1's first step 0-6, parked
+    first = [step(k, 1.0, float(k), (k + 1.0, 0.0)) for k in range(6)]
+    parked = [step(0.0, 6.0, 0.0, (6.0, 0.0)), step(6.0, 1.0, 0.0, (6.0, 1.0))]
+    reports = [ThreadReport(0, "cpu", True, None, 0, tuple(first)),
+               ThreadReport(1, "cpu", True, None, 0, tuple(parked))]  # fmt: skip
+    child = ChildEvidence(
+        returncode=0, timed_out=False, oom_kills=None, report=None, report_error=None,
+        progress=(), stacks="", stderr_tail="", wall_s=7.0,
+    )  # fmt: skip
+    child = replace(child, progress=tuple(ProgressEvent(0.0, r) for r in reports))
+    clocks = clock_readings((child,))
+    assert overlap_shares(reports, 1, 5)[0] == 1.0  # the parked step counted whole
+    # company only from the last reading that found it parked (at 5 s): one step of five
+    assert overlap_shares(reports, 1, 5, clocks=clocks)[0] == pytest.approx(0.2)

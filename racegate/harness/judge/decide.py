@@ -162,6 +162,7 @@ def overlap_shares(
     steps: int,
     hooks: Sequence[tuple[float, float]] = (),
     looks: Sequence[_Looks | None] = (),
+    clocks: Sequence[_Readings] = (),
 ) -> list[float | None]:
     """Per thread: share of its steady time during which another thread was inside a step, or
     inside one of the run's `hooks` (the deleted state's cache deletion, which thread 0 runs
@@ -175,14 +176,21 @@ def overlap_shares(
     Where the runner's looks read the threads' CPU times (`looks`, per thread), another
     thread's step counts as company only from the last look that found it not yet at work in
     it (parked on a lock or an event at its start: its CPU time under PROGRESS_S past the
-    step's start): a thread parked in its first step while this one does all of its steps kept
-    it no company the race needs. The thread's own steps count whole: a production strategy
+    step's start), and from the last reading of its own clock at a step's return of its process
+    (`clocks`) that found its CPU time not moved PARKED_CPU_S since the step began: a thread
+    parked in its first step while this one does all of its steps kept it no company the race
+    needs. The clocks need no sampler: a forked run's threads stepped before the runner's
+    sampler had its first look on a loaded 2-core box, and a thread parked through the other's
+    whole quota counted as company (`serial` 1 ms read ok). The thread's own steps count
+    whole: a production strategy
     that serialises part of its step (a lock around its compiled forward) waits inside its own
     steps while the others work beside it.
     """
     seen = list(looks) or [None] * len(reports)
+    read = list(clocks) or [[] for _ in reports]
     intervals = [
-        [_at_work_span(s, lk) for s in r.steps] for r, lk in zip(reports, seen, strict=True)
+        [_at_work_span(s, lk, rd) for s in r.steps]
+        for r, lk, rd in zip(reports, seen, read, strict=True)
     ]
     quota = warmup_steps + steps
     shares = []
@@ -194,19 +202,54 @@ def overlap_shares(
     return shares
 
 
-def _at_work_span(step: Step, looks: _Looks | None) -> tuple[float, float]:
+def _at_work_span(
+    step: Step, looks: _Looks | None, readings: _Readings = ()
+) -> tuple[float, float]:
     """The step's span from the last look inside its call that found its thread parked in it
-    (_parked: on a lock or an event at its start), else from its start."""
-    if looks is None or step.cpu0_s is None:
+    (_parked: on a lock or an event at its start), or the last reading of its clock that found
+    its CPU time not moved PARKED_CPU_S since the step began, else from its start."""
+    if step.cpu0_s is None:
         return step.start, step.end
-    times = looks[0]
     start, end = step.start, _call_end(step)
-    for k in range(bisect.bisect_right(times, step.start), len(times)):
-        if times[k] >= end:
+    if looks is not None:
+        times = looks[0]
+        for k in range(bisect.bisect_right(times, step.start), len(times)):
+            if times[k] >= end:
+                break
+            if _parked(looks, k, step):
+                start = max(start, times[k])
+    at = [t for t, _ in readings]
+    for k in range(bisect.bisect_right(at, step.start), len(at)):
+        t, cpu = readings[k]
+        if t >= end:
             break
-        if _parked(looks, k, step):
-            start = times[k]
+        if cpu - step.cpu0_s < PARKED_CPU_S:
+            start = max(start, t)
     return min(start, step.end), step.end
+
+
+# A thread whose CPU time moved less than this since its step began, read by its own clock, is
+# parked in the step (on a lock or an event): a wait on a futex costs no CPU time, while a
+# thread inside its step that waits its turn at the GIL wakes every switch interval to ask.
+PARKED_CPU_S = 0.00005
+_Readings = Sequence[tuple[float, float]]  # (when, the thread's CPU time then), in time order
+
+
+def clock_readings(children: tuple[ChildEvidence, ...]) -> list[_Readings]:
+    """Per thread (in the judge's order): its own clock as read at every step's return in its
+    process (Step.cpu_at_return), in time order; [] where none was read."""
+    out: list[_Readings] = []
+    for child in children:
+        mine = child.threads()
+        slots = {r.index: k for k, r in enumerate(sorted(mine, key=lambda r: r.index))}
+        for report in mine:
+            k = slots[report.index]
+            out.append(sorted(
+                (_call_end(s), s.cpu_at_return[k])
+                for r in mine for s in r.steps
+                if len(s.cpu_at_return) == len(mine) and s.cpu_at_return[k] >= 0
+            ))  # fmt: skip
+    return out
 
 
 def hook_spans(children: Sequence[ChildEvidence]) -> list[tuple[float, float]]:
@@ -869,7 +912,8 @@ def record_run(ev: RunEvidence) -> RunRecord:
         findings.append(Finding(Outcome.OTHER_ERROR, why))
     hooks = hook_spans(ev.children)
     looks = cpu_looks(ev.children)
-    shares = overlap_shares(reports, scenario.warmup_steps, scenario.steps, hooks, looks)
+    clocks = clock_readings(ev.children)
+    shares = overlap_shares(reports, scenario.warmup_steps, scenario.steps, hooks, looks, clocks)
     for rec, share in zip(reported, shares, strict=True):
         rec.overlap_share = share
     coactive = coactive_shares(ev.children, scenario.warmup_steps)
