@@ -148,21 +148,27 @@ def reap_orphans() -> None:
     a Popen of this process (`--jobs` > 1) is about to wait for.
     """
     with ADOPTING:
-        _reap_unowned(LIVE_POPENS)
+        _reap_unowned()
 
 
-def _reap_unowned(owned: set[int]) -> None:
-    me = os.getpid()
+def _unowned_children() -> list[int]:
+    """This process's children that no Popen of its owns (LIVE_POPENS): re-parented ones."""
+    me, found = os.getpid(), []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in owned:
+        if not entry.isdigit() or int(entry) in LIVE_POPENS:
             continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"/proc/{entry}/stat") as fh:
-                # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            if ppid == me:
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(int(entry), os.WNOHANG)
+        stat = f"/proc/{entry}/stat"
+        with contextlib.suppress(OSError, ValueError, IndexError), open(stat) as fh:
+            # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
+            if int(fh.read().rsplit(")", 1)[1].split()[1]) == me:
+                found.append(int(entry))
+    return found
+
+
+def _reap_unowned() -> None:
+    for pid in _unowned_children():
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def kill_adopted() -> list[int]:
@@ -171,23 +177,17 @@ def kill_adopted() -> list[int]:
     worker is a subreaper, so what it started stays below it while it lives; once it is gone,
     its leftovers re-parent here, marked by this runner's pid and by no run's (a fork keeps its
     launcher's environment, which names no run). Returns the pids it killed."""
-    me, killed = os.getpid(), []
-    runner, no_run = f"{env_names.RUNNER_PID}={me}".encode(), f"{RUN_MARKER}=".encode()
+    killed = []
+    runner = f"{env_names.RUNNER_PID}={os.getpid()}".encode()
+    no_run = f"{RUN_MARKER}=".encode()
     with ADOPTING:
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) in LIVE_POPENS:
-                continue
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-                if ppid != me:
-                    continue
-                with open(f"/proc/{entry}/environ", "rb") as fh:
-                    env = fh.read().split(b"\0")
+        for pid in _unowned_children():
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/environ", "rb") as fh:
+                env = fh.read().split(b"\0")
                 if runner in env and not any(v.startswith(no_run) for v in env):
-                    os.kill(int(entry), signal.SIGKILL)
-                    killed.append(int(entry))
-        _reap_unowned(LIVE_POPENS)
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+        _reap_unowned()
     return killed
 
 

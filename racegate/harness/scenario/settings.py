@@ -108,20 +108,15 @@ def check_environment(env: dict[str, str] | os._Environ[str] | None = None) -> N
     """The environment variables racegate's runs read, checked before any run: ValueError,
     one line naming the variable, its value and the allowed ones."""
     env = os.environ if env is None else env
-    pidns = env.get(env_names.PID_NAMESPACE)
-    if pidns is not None and pidns not in PID_NAMESPACE_VALUES:
-        allowed = "; ".join(f"{v!r}: {why}" for v, why in PID_NAMESPACE_VALUES.items())
-        raise ValueError(
-            f"{env_names.PID_NAMESPACE}={shown(pidns)} (from the environment) is not a value "
-            f"racegate takes; allowed: {allowed}"
-        )
-    launch = env.get(env_names.LAUNCHER)
-    if launch is not None and launch not in LAUNCHER_VALUES:
-        allowed = "; ".join(f"{v!r}: {why}" for v, why in LAUNCHER_VALUES.items())
-        raise ValueError(
-            f"{env_names.LAUNCHER}={shown(launch)} (from the environment) is not a value "
-            f"racegate takes; allowed: {allowed}"
-        )
+    for name, values in ((env_names.PID_NAMESPACE, PID_NAMESPACE_VALUES),
+                         (env_names.LAUNCHER, LAUNCHER_VALUES)):  # fmt: skip
+        value = env.get(name)
+        if value is not None and value not in values:
+            allowed = "; ".join(f"{v!r}: {why}" for v, why in values.items())
+            raise ValueError(
+                f"{name}={shown(value)} (from the environment) is not a value racegate "
+                f"takes; allowed: {allowed}"
+            )
     slowdown = env.get(env_names.TEST_SLOWDOWN)
     if slowdown is not None and slowdown.strip():
         try:
