@@ -1,7 +1,8 @@
 """Run a scenario in fresh child processes and collect the evidence of what happened.
 
-Owns isolation (one subprocess per run, per device for `processes`; a private 0700 root for
-every cache and temp dir), timeouts with a stack dump, cache-state priming, and leaving
+Owns isolation (one new process per run, per device for `processes`, forked from its
+environment's launcher or a fresh interpreter: racegate.harness.run.launcher; a private 0700
+root for every cache and temp dir), timeouts with a stack dump, cache-state priming, and leaving
 nothing behind (no process, no run dir). It decides nothing: racegate.harness.judge.decide turns the
 `RunEvidence` into an outcome and a record.
 """
