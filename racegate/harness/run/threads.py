@@ -89,6 +89,26 @@ def _with_mem(step: Step, device: str) -> Step:
     return replace(step, mem_peak=peak)
 
 
+def planned_shapes(plan: Plan, n: int) -> list[list[int]]:
+    """Each of `n` threads' new shapes, in the order it switches to them: under `recompile`
+    thread i takes the workload's extra shapes i, i + n, i + 2n, ... (each its own compile; with
+    fewer extra shapes than threads, extra shape i mod their number, as one switch); after the
+    deleted cache's hook only the first of them; else none."""
+    extra = list(plan.shapes[1:])
+    if not extra:
+        return [[] for _ in range(n)]
+    own = (
+        [extra[i::n] for i in range(n)]
+        if len(extra) >= n
+        else [[extra[i % len(extra)]] for i in range(n)]
+    )
+    if plan.schedule is Schedule.RECOMPILE:
+        return own
+    if plan.switch_shape_after_hook:
+        return [o[:1] for o in own]
+    return [[] for _ in range(n)]
+
+
 class _Coordinator:
     """Events ordering thread starts; each thread sets its `released` when steady or dead."""
 
@@ -101,6 +121,19 @@ class _Coordinator:
         # each other company in steady steps once no compile is left (_may_stop).
         self.stepped_after_switch = [threading.Event() for _ in range(n)]
         self.hook_done = threading.Event()
+        # The new shapes each thread compiles after its first steady steps, and under
+        # `recompile` the turns they take, one compile at a time: thread 0's first, thread 1's
+        # first, ..., thread 0's second, ... Each turn is a window in which the other threads
+        # run compiled steps beside a compile, so a workload with more shapes than threads
+        # gives a run more windows (issue 55: a control that fires every time).
+        self.new_shapes = planned_shapes(plan, n)
+        self.turns = [
+            (i, r)
+            for r in range(max((len(s) for s in self.new_shapes), default=0))
+            for i in range(n)
+            if r < len(self.new_shapes[i])
+        ]
+        self.turn_done = [threading.Event() for _ in self.turns]  # that switch made (or dead)
         self.quota_done = [threading.Event() for _ in range(n)]  # did its steps (or dead)
         self._quota_lock = threading.Lock()
         self._quota_told = False
@@ -160,10 +193,10 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
         # A later thread on a shape of its own compiles when it starts, while earlier threads
         # are in steady state; on the same shape it would only hit the device's compiled cache.
         base_shape = plan.shapes[i % len(plan.shapes)]
-    # Under `recompile` thread i moves to its own new shape where the workload has enough, so
+    # Under `recompile` thread i moves to its own new shapes where the workload has enough, so
     # each switch is a fresh compile (a shape another thread compiled first would be a cache hit).
-    extra = list(plan.shapes[1:])
-    new_shape = extra[i % len(extra)] if extra else None
+    mine = co.new_shapes[i]
+    made = 0  # of its switches
     quota = plan.warmup_steps + plan.steps
     co.cpu_clocks[i] = time.pthread_getcpuclockid(threading.get_ident())
     try:
@@ -178,7 +211,7 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
             )
         done = 0
         while time.monotonic() < plan.deadline and not GIVE_UP.is_set():
-            shape = _next_shape(co, i, base_shape, new_shape)
+            shape = _next_shape(co, i, base_shape, made)
             after_switch = co.all_set(co.switched)
             # Monotonic, not perf_counter: steps of threads in other processes are compared.
             t0, demand0, cpu0 = time.monotonic(), schedstat.demand_s(), time.thread_time()
@@ -203,9 +236,12 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
                 if i == 0 and plan.on_first_steady_step is not None:
                     plan.on_first_steady_step()
                     co.hook_done.set()
-            if shape == new_shape:
-                co.switched[i].set()
-                co.mark_switched()
+            if made < len(mine) and shape == mine[made]:
+                co.turn_done[co.turns.index((i, made))].set()
+                made += 1
+                if made == len(mine):
+                    co.switched[i].set()
+                    co.mark_switched()
             if after_switch:
                 co.stepped_after_switch[i].set()
             if done == quota:
@@ -223,6 +259,9 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
             run.eager_fallbacks = run.replica.eager_fallbacks()
     finally:
         co.cpu_clocks[i] = None  # its clock dies with it (a later thread may reuse the id)
+        for k, (owner, _) in enumerate(co.turns):
+            if owner == i:  # its turns left: the threads after it must not wait for them
+                co.turn_done[k].set()
         co.released[i].set()
         co.switched[i].set()
         co.mark_switched()
@@ -230,19 +269,21 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
         co.reached_quota(i)
 
 
-def _next_shape(co: _Coordinator, i: int, base_shape: int, new_shape: int | None) -> int:
-    """Thread i's shape for its next step: its new shape once the deleted cache's hook ran, or
-    under `recompile` once every thread is steady and the thread before it has switched."""
-    plan = co.plan
-    if new_shape is None:
-        return base_shape
-    if plan.switch_shape_after_hook and co.hook_done.is_set():
-        return new_shape
-    if plan.schedule is Schedule.RECOMPILE:
-        my_turn = co.all_set(co.released) and (i == 0 or co.switched[i - 1].is_set())
-        if my_turn or co.switched[i].is_set():
-            return new_shape
-    return base_shape
+def _next_shape(co: _Coordinator, i: int, base_shape: int, made: int) -> int:
+    """Thread i's shape for its next step, having made `made` of its switches: its first new
+    shape once the deleted cache's hook ran; under `recompile` its next one when its turn comes
+    (every thread steady and the turn before it taken); else the shape it is on."""
+    plan, mine = co.plan, co.new_shapes[i]
+    current = mine[made - 1] if made else base_shape
+    if made == len(mine):
+        return current
+    if made == 0 and plan.switch_shape_after_hook and co.hook_done.is_set():
+        return mine[0]
+    if plan.schedule is Schedule.RECOMPILE and co.all_set(co.released):
+        k = co.turns.index((i, made))
+        if k == 0 or co.turn_done[k - 1].is_set():
+            return mine[made]
+    return current
 
 
 def _may_stop(co: _Coordinator, i: int) -> bool:
