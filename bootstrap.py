@@ -32,6 +32,10 @@ from racegate.harness.run.lifeline import run_dying_with_me as _run  # the same
 
 ROOT = Path(__file__).resolve().parent
 REQUIREMENTS = ROOT / "requirements" / "ci.txt"
+# `race` on a machine whose python has no torch (and no RACEGATE_VENV): a venv of its own with
+# the newest torch whose race shows on a CPU (the file says why), so a bare box decides.
+BARE_RACE_REQUIREMENTS = ROOT / "requirements" / "race.txt"
+BARE_RACE_VENV = ".venv-race"
 # Written into a venv racegate makes, before anything is installed in it: only such a venv is
 # ever installed into. STAMP (the requirements' hash) marks one made by an older racegate.
 MADE_MARKER = ".racegate-made"
@@ -140,8 +144,10 @@ def made_by_racegate(env_dir: Path) -> bool:
     return any((env_dir / name).is_file() for name in (MADE_MARKER, STAMP))
 
 
-def ensure_env(env_dir: Path, where: str = "RACEGATE_VENV") -> Path:
-    """The venv's python, made and brought up to date with requirements/ci.txt if needed.
+def ensure_env(
+    env_dir: Path, where: str = "RACEGATE_VENV", requirements: Path = REQUIREMENTS
+) -> Path:
+    """The venv's python, made and brought up to date with `requirements` if needed.
 
     ForeignEnv for a folder that exists, is not empty and was not made by racegate: someone's
     own environment, whose packages racegate must not change."""
@@ -165,12 +171,12 @@ def ensure_env(env_dir: Path, where: str = "RACEGATE_VENV") -> Path:
                 "install your distribution's python3-venv package and run again"
             )
     stamp = env_dir / STAMP
-    wanted = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
+    wanted = hashlib.sha256(requirements.read_bytes()).hexdigest()
     if not stamp.exists() or stamp.read_text().strip() != wanted:
-        print(f"racegate: installing {REQUIREMENTS.relative_to(ROOT)}", file=sys.stderr, flush=True)
+        print(f"racegate: installing {requirements.relative_to(ROOT)}", file=sys.stderr, flush=True)
         _run(
             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-             "-r", str(REQUIREMENTS)],
+             "-r", str(requirements)],
             check=True,
         )  # fmt: skip
         stamp.write_text(wanted + "\n")
@@ -180,6 +186,26 @@ def ensure_env(env_dir: Path, where: str = "RACEGATE_VENV") -> Path:
 def has_torch() -> bool:
     """This python (the one running bootstrap.py) has torch and transformers of its own."""
     return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+
+
+def pinned(requirements: Path, name: str) -> str:
+    """The version `requirements` pins `name` to (`name==X`), else "?"."""
+    for line in requirements.read_text().splitlines():
+        req, _, version = line.split("#")[0].strip().partition("==")
+        if req.strip().lower() == name and version:
+            return version.strip()
+    return "?"
+
+
+def bare_race_line() -> str:
+    """The first line of `race` on a bare machine: which versions it tests, and why those."""
+    torch, transformers = (pinned(BARE_RACE_REQUIREMENTS, n) for n in ("torch", "transformers"))
+    return (
+        f"racegate: this python has no torch of its own: testing torch {torch} and transformers "
+        f"{transformers} ({BARE_RACE_REQUIREMENTS.relative_to(ROOT)}), the newest torch whose "
+        "race shows on a CPU, so the positive control can fire here (2.13 masks it on a CPU, "
+        "2.14 fixed it); to test your own torch, run this with the python that has it"
+    )
 
 
 def host_env() -> Path:
@@ -275,12 +301,20 @@ def main(argv: list[str]) -> int:
         return 2
     env_dir = Path(os.environ.get("RACEGATE_VENV") or ROOT / ".venv")
     where = "RACEGATE_VENV" if os.environ.get("RACEGATE_VENV") else "the default venv"
-    host = argv[0] == "race" and not os.environ.get("RACEGATE_VENV") and has_torch()
+    requirements = REQUIREMENTS
+    own_venv = bool(os.environ.get("RACEGATE_VENV"))
+    host = argv[0] == "race" and not own_venv and has_torch()
+    if argv[0] == "race" and not own_venv and not host:  # a bare machine: say first what, why
+        print(bare_race_line(), flush=True)
+        env_dir, where = ROOT / BARE_RACE_VENV, "the race venv"
+        requirements = BARE_RACE_REQUIREMENTS
     try:
         if host:  # the torch and transformers of the python that runs this
             python = host_env()
         else:
-            python = ensure_env(env_dir if env_dir.is_absolute() else ROOT / env_dir, where)
+            python = ensure_env(
+                env_dir if env_dir.is_absolute() else ROOT / env_dir, where, requirements
+            )
     except ForeignEnv as exc:
         print(f"racegate: error: {exc}", file=sys.stderr)
         return 2
