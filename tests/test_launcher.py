@@ -8,8 +8,11 @@ Real subprocesses, real torch; the faults are real (tests/launcher_workloads.py)
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +124,34 @@ def test_one_launcher_serves_every_test_of_a_session_and_at_most_two_live(
         monkeypatch.setenv("LAUNCHER_TEST_ENVIRONMENT", value)
         assert run_scenario(scenario()).outcome == "ok"
         assert len(LAUNCHERS.pids()) <= launcher.MAX_LIVE
+
+
+def test_a_launcher_outlives_the_thread_that_started_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case's thread starts the launcher and ends; the kernel's death signal follows that
+    thread, not the runner, so with one the launcher died with it and every later run of the
+    session went fresh ("the launcher is gone": one H200, the main command)."""
+    monkeypatch.setenv("LAUNCHER_TEST_ENVIRONMENT", "started-by-a-thread")  # a launcher of its own
+    first: list = []
+    starter = threading.Thread(target=lambda: first.append(run_scenario(scenario())))
+    starter.start()
+    starter.join()
+    assert first[0].launch == "fork", first[0].launch
+    before = set(LAUNCHERS.pids())
+    time.sleep(1.0)  # a death signal is sent as the thread ends
+    later = run_scenario(scenario())
+    assert (later.launch, later.outcome) == ("fork", "ok"), later.launch
+    assert set(LAUNCHERS.pids()) == before  # the same launcher, not a new one
+
+
+def test_a_launcher_killed_from_outside_is_started_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launcher that died (a real SIGKILL) is not left answering "gone" for the rest of the
+    session: the next run of its environment starts another and is forked from it."""
+    monkeypatch.setenv("LAUNCHER_TEST_ENVIRONMENT", "killed")
+    before = set(LAUNCHERS.pids())
+    assert run_scenario(scenario()).launch == "fork"
+    (killed,) = set(LAUNCHERS.pids()) - before
+    os.kill(killed, signal.SIGKILL)
+    time.sleep(0.5)
+    after = run_scenario(scenario())
+    assert (after.launch, after.outcome) == ("fork", "ok"), after.launch
+    assert killed not in LAUNCHERS.pids()

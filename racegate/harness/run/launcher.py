@@ -51,6 +51,7 @@ PER_RUN = frozenset(cache_state.PRIVATE_DIRS) | {lifeline.RUN_MARKER, "PYTEST_CU
 # Launchers kept at once (each holds torch and transformers imported, about 1 GB): the least
 # recently used one stops when another environment needs one.
 MAX_LIVE = 2
+PARENT_CHECK_S = 1.0  # between requests the launcher looks this often whether the runner lives
 
 
 # ---------------------------------------------------------------- the launcher process itself
@@ -211,7 +212,15 @@ def _become_worker(request: dict[str, str]) -> None:  # pragma: no cover - runs 
 def serve(module: str) -> int:
     """The launcher's loop: one JSON request per line on stdin, one answer per line out."""
     runner = os.environ.get(env_names.RUNNER_PID, "")
-    lifeline.die_with_parent(int(runner) if runner.isdigit() else None)
+    parent = int(runner) if runner.isdigit() else os.getppid()
+    # No death signal (lifeline.die_with_parent): the kernel sends it when the *thread* that
+    # started this process ends, and the runner starts a launcher from whichever case's thread
+    # runs first, which ends long before the session (one H200: every later run of that
+    # pytest worker went fresh, "the launcher is gone"). It serves while the runner lives
+    # instead: its stdin closes when the runner dies, and between requests it looks at its
+    # parent (PARENT_CHECK_S).
+    if os.getppid() != parent:
+        return 3
     # Blocked here, so every fork starts with them blocked: the runner may signal a worker the
     # instant it knows its pid, and they stay pending until the worker's handlers are set.
     signal.pthread_sigmask(signal.SIG_BLOCK, lifeline.RUN_SIGNALS)
@@ -225,7 +234,15 @@ def serve(module: str) -> int:
     _send({"ready": not why, "why": why})
     if why:
         return 0
-    for line in sys.stdin:
+    # Unbuffered: a line read ahead into a buffer would sit there unseen by select().
+    requests = os.fdopen(sys.stdin.fileno(), "rb", buffering=0, closefd=False)
+    while os.getppid() == parent:
+        ready, _, _ = select.select([requests], [], [], PARENT_CHECK_S)
+        if not ready:
+            continue
+        line = requests.readline()
+        if not line:  # the runner closed it, or died
+            return 0
         try:
             _send({"pid": _spawn(json.loads(line))})
         except Exception as exc:
@@ -337,6 +354,8 @@ class Launchers:
         for server in stale:  # a run it forked lives on: a worker is the runner's, not its
             _stop(server)
         with lock:  # the first run of an environment starts its launcher; the others wait
+            if made and not made[0].why and made[0].proc.poll() is not None:
+                _stop(made.pop())  # it died (killed from outside): the next run starts another
             if not made:
                 made.append(_start_server(env, module))
         return made[0]
