@@ -155,3 +155,23 @@ def test_a_launcher_killed_from_outside_is_started_again(monkeypatch: pytest.Mon
     after = run_scenario(scenario())
     assert (after.launch, after.outcome) == ("fork", "ok"), after.launch
     assert killed not in LAUNCHERS.pids()
+
+
+def test_the_launcher_learns_this_cpu_once_for_every_fork(tmp_path: Path) -> None:
+    """inductor's instruction-set check (a C++ build and load per instruction set, 24 s of a
+    33 s first CPU compile on 2 cores) is made in the launcher, so a forked run starts with it,
+    and the launcher still forks (it left no thread, its caches are its own)."""
+    code = (
+        "from racegate.harness.run import launcher\n"
+        "why = launcher._prepare('racegate.model.workload')\n"
+        "from torch._inductor.cpu_vec_isa import valid_vec_isa_list\n"
+        "print(repr(why), valid_vec_isa_list.cache_info().currsize)\n"
+    )
+    env = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["''", "1"], proc.stdout

@@ -35,6 +35,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from racegate.harness.run import cache_state, code_root, lifeline, private_root
 from racegate.harness.scenario import env_names
@@ -73,6 +74,7 @@ def _prepare(module: str) -> str:
         importlib.import_module(module)
     except BaseException as exc:  # its fresh worker reports the error as a run's
         return f"the workload module {module} did not import here ({type(exc).__name__})"
+    _learn_this_cpu(torch)
     # A thread of the workload's own (telemetry, a prefetcher) would be lost in every fork.
     # Native pools of libraries are not counted: numpy's and scipy's BLAS start one per core at
     # import (31 threads after transformers' Qwen3 import on a 16-core H100 host) and re-make
@@ -83,6 +85,22 @@ def _prepare(module: str) -> str:
     if torch.cuda.is_initialized():
         return f"importing {module} initialised CUDA, which a forked process cannot use"
     return _late_readers()
+
+
+def _learn_this_cpu(torch: ModuleType) -> None:
+    """What inductor learns of this CPU once per process, learned here so every fork starts
+    with it: pick_vec_isa() builds and loads a test library per instruction set with the C++
+    compiler, cached in the process only (functools.cache). That was 24 s of a CPU run's 33 s
+    first compile (2 cores, torch 2.12.1): every cold CPU run paid it. A run's compile cache
+    stays its own and cold (the test libraries go to the launcher's folder; no graph of the
+    workload is compiled here). Where a GPU is seen, nothing: its runs compile no CPU kernels
+    (the check is NVML's: CUDA stays uninitialised, _launcher_env)."""
+    if torch.cuda.is_available():
+        return
+    with contextlib.suppress(Exception):  # an older or other inductor: the runs learn it
+        from torch._inductor import cpu_vec_isa
+
+        cpu_vec_isa.pick_vec_isa()
 
 
 def enter_env(env: dict[str, str]) -> None:
