@@ -534,3 +534,32 @@ def test_an_env_of_our_own_is_known_by_its_mark_or_older_stamp(tmp_path: Path) -
         (tmp_path / name / mark).write_text("")
         assert entry.made_by_racegate(tmp_path / name)
     assert not entry.made_by_racegate(tmp_path)
+
+
+def test_race_on_a_bare_machine_says_first_what_it_tests_and_makes_its_own_venv(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A python without torch: `race` tests requirements/race.txt's torch (the newest whose race
+    shows on a CPU: with 2.13's the control never fired on a CPU box and the gate said
+    UNDECIDED after 10-12 min) in .venv-race, and says so on its first line, before any
+    install; `test` keeps .venv and requirements/ci.txt."""
+    from racegate.harness.doors.upgrade import LAST_CPU_FIRING_TORCH
+
+    entry = _entry_module()
+    asked: list[tuple[str, str]] = []
+
+    def ensure_env(env_dir: Path, where: str = "", requirements: Path = entry.REQUIREMENTS):
+        asked.append((Path(env_dir).name, requirements.name))
+        raise entry.ForeignEnv("stop here")
+
+    monkeypatch.setattr(entry, "has_torch", lambda: False)
+    monkeypatch.setattr(entry, "ensure_env", ensure_env)
+    monkeypatch.delenv("RACEGATE_VENV", raising=False)
+    assert entry.main(["race"]) == 2
+    first = capsys.readouterr().out.splitlines()[0]
+    torch = entry.pinned(entry.BARE_RACE_REQUIREMENTS, "torch")
+    assert torch.startswith(LAST_CPU_FIRING_TORCH + "."), torch
+    assert first.startswith(f"racegate: this python has no torch of its own: testing torch {torch}")
+    assert "2.13 masks it" in first
+    assert entry.main(["test"]) == 2
+    assert asked == [(".venv-race", "race.txt"), (".venv", "ci.txt")]
