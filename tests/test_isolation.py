@@ -536,7 +536,7 @@ def test_an_env_of_our_own_is_known_by_its_mark_or_older_stamp(tmp_path: Path) -
     assert not entry.made_by_racegate(tmp_path)
 
 
-def test_race_on_a_bare_machine_says_first_what_it_tests_and_makes_its_own_venv(
+def test_the_bare_machine_command_says_first_what_it_tests_and_makes_its_own_venv(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A python without torch: `race` tests requirements/race.txt's torch (the newest whose race
