@@ -133,6 +133,7 @@ class _Coordinator:
             for i in range(n)
             if r < len(self.new_shapes[i])
         ]
+        self.turn_of = {turn: k for k, turn in enumerate(self.turns)}  # (thread, r) → its turn
         self.turn_done = [threading.Event() for _ in self.turns]  # that switch made (or dead)
         self.quota_done = [threading.Event() for _ in range(n)]  # did its steps (or dead)
         self._quota_lock = threading.Lock()
@@ -237,7 +238,7 @@ def _thread_main(run: ThreadRun, co: _Coordinator, i: int) -> None:
                     plan.on_first_steady_step()
                     co.hook_done.set()
             if made < len(mine) and shape == mine[made]:
-                co.turn_done[co.turns.index((i, made))].set()
+                co.turn_done[co.turn_of[(i, made)]].set()
                 made += 1
                 if made == len(mine):
                     co.switched[i].set()
@@ -280,7 +281,7 @@ def _next_shape(co: _Coordinator, i: int, base_shape: int, made: int) -> int:
     if made == 0 and plan.switch_shape_after_hook and co.hook_done.is_set():
         return mine[0]
     if plan.schedule is Schedule.RECOMPILE and co.all_set(co.released):
-        k = co.turns.index((i, made))
+        k = co.turn_of[(i, made)]
         if k == 0 or co.turn_done[k - 1].is_set():
             return mine[made]
     return current

@@ -235,7 +235,7 @@ class Schedule(StrEnum):
 
     BARRIER = "barrier"  # all threads released together
     STAGGERED = "staggered"  # thread i starts once threads < i are in steady state
-    RECOMPILE = "recompile"  # all steady, then one thread at a time switches to a new shape
+    RECOMPILE = "recompile"  # all steady, then the threads compile new shapes in turns
 
 
 class Outcome(StrEnum):
