@@ -5,6 +5,7 @@ end to end on CPU with a workload whose race probability is a knob (tests/race_k
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ from racegate.harness.judge.gate import decide_gate
 from racegate.harness.judge.suite import OUTCOME_ERRORS, NotJudged, TooSlowToJudge, judge
 from racegate.harness.judge.verdict import (
     Calibration,
+    ControlRate,
     Status,
     control_rates,
     decide,
@@ -391,7 +393,7 @@ def test_the_control_gets_more_runs_where_its_rate_cannot_power_a_safe() -> None
     """One H200, upgrade's candidate side: per_device failed 4/4 cold and 4/4 deleted but 0/4
     warm, so warmup_locked could only be INCONCLUSIVE there. More control runs in that cell
     decide it; where the control fired nowhere (a torch that masks the race) none would."""
-    from racegate.cases.plan import control_top_up
+    from racegate.cases.plan import RunCosts, control_top_up
 
     cal = Calibration()
     rates = control_rates(runs("per_device", 4, 0, cache_state="warm"), "per_device")
@@ -403,9 +405,12 @@ def test_the_control_gets_more_runs_where_its_rate_cannot_power_a_safe() -> None
     assert not once.gives_power(cal)
     more, why = control_top_up(once, cal, fired_elsewhere=False)
     assert more == 8 and "too seldom" in why, why
-    # Two in 4 (low 15%) is enough; so is reaching --control-max.
+    # Two in 4 (low 15%) gives power (29 runs); where a control run costs 5 production runs
+    # (a hang against a clean warm run) no more are asked (more, at equal costs: below);
+    # reaching --control-max is enough too.
     twice = control_rates(runs("per_device", 4, 2), "per_device")["cold 1×2"]
-    assert twice.gives_power(cal) and control_top_up(twice, cal, True)[0] == 0
+    hangs = RunCosts(control_s=40.0, production_s=8.0)
+    assert twice.gives_power(cal) and control_top_up(twice, cal, True, costs=hangs)[0] == 0
     at_max = control_rates(runs("per_device", 12, 1), "per_device")["cold 1×2"]
     assert control_top_up(at_max, cal, True) == (
         0,
@@ -420,6 +425,45 @@ def test_the_control_gets_more_runs_where_its_rate_cannot_power_a_safe() -> None
     all_three = control_rates(runs("per_device", 3, 3), "per_device")["cold 1×2"]
     more, why = control_top_up(all_three, tiny, fired_elsewhere=True)
     assert more == 0 and "could not give a SAFE its power at the 1-run cap" in why, why
+
+
+def test_more_control_runs_come_first_where_they_are_expected_to_save_production_runs() -> None:
+    """One H200 at 9621b56: the warm control fired 2 of 4, which asks for 29 production runs
+    (8 s each, one at a time beside the other cases). At the rate those 4 runs suggest, two more
+    control runs most likely show 3 or 4 of 6 (13 or 8 runs). Measured against the runs a true
+    rate of one in two would make, exactly (every outcome of the extra runs weighed by its
+    binomial chance): the policy's control runs plus the production runs its rate then asks for
+    come to fewer than 29. Not where the rate is already sharp (3/4, 4/4), nor where a control
+    run costs far more than a production run, nor once the production runs are mostly made."""
+    from racegate.cases.plan import RunCosts, cheaper_top_up, control_top_up
+
+    cal = Calibration()
+    twice = control_rates(runs("per_device", 4, 2, cache_state="warm"), "per_device")["warm 1×2"]
+    more, why = control_top_up(twice, cal, fired_elsewhere=False)
+    assert more >= 1 and "asks for 29 production runs" in why and "expected to save" in why, why
+    at_half = more + sum(
+        math.comb(more, x) * 0.5**more * ControlRate("warm 1×2", 2 + x, 4 + more).needed(cal)
+        for x in range(more + 1)
+    )
+    assert at_half < 29 - 2, at_half
+    for hits in (3, 4):
+        sharp = ControlRate("warm 1×2", hits, 4)
+        assert cheaper_top_up(sharp, cal, done=0, costs=RunCosts()) == (0, 0.0)
+    assert cheaper_top_up(twice, cal, done=0, costs=RunCosts(40.0, 8.0)) == (0, 0.0)
+    assert cheaper_top_up(twice, cal, done=25, costs=RunCosts()) == (0, 0.0)
+
+
+def test_what_more_runs_are_likely_to_show_is_the_beta_binomial() -> None:
+    """2 hits in 4, 2 more runs: under a uniform prior P(0, 1, 2 hits) = 2/7, 3/7, 2/7."""
+    from racegate.harness.judge.metrics import predictive_hits
+
+    assert predictive_hits(2, 4, 2) == pytest.approx([2 / 7, 3 / 7, 2 / 7])
+    for hits, n, more in ((0, 4, 8), (4, 4, 3), (1, 6, 6)):
+        assert sum(predictive_hits(hits, n, more)) == pytest.approx(1.0)
+    # More hits seen: more hits expected.
+    assert predictive_hits(4, 4, 1)[1] > predictive_hits(1, 4, 1)[1]
+    with pytest.raises(ValueError, match="hits ≤ runs"):
+        predictive_hits(5, 4, 1)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")

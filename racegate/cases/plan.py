@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import statistics
+from dataclasses import dataclass
+
 import pytest
 
 from racegate.cases.session import RacegateConfig
+from racegate.harness.judge.metrics import predictive_hits
 from racegate.harness.judge.verdict import (
     Calibration,
     ControlRate,
@@ -13,6 +17,7 @@ from racegate.harness.judge.verdict import (
     control_rates,
     repeats_for,
 )
+from racegate.harness.scenario.vocab import Outcome
 
 
 def topologies(rc: RacegateConfig) -> list[tuple[tuple[str, ...], int]]:
@@ -126,11 +131,79 @@ def controls_landed(cells: set[str], rc: RacegateConfig, cal: Calibration, recor
     return all(control_landed(c, cal, records) >= control_runs(rc, cal) for c in cells)
 
 
+@dataclass(frozen=True)
+class RunCosts:
+    """Seconds one more run takes in a cell: the control's, and the production strategy's."""
+
+    control_s: float = 1.0
+    production_s: float = 1.0
+
+
+def run_costs(cell: str, production: str, cal: Calibration, records: list) -> RunCosts:
+    """What a run costs in `cell`, from the runs landed there: the median wall of the control's
+    runs (hits and misses: a hit that hangs holds its slot to the stall watch's call, 38 s on one
+    H200 against 7 s for a clean warm run), and of the production strategy's, or, before it has
+    any, of the control's clean runs (the same cell's work without the race). Medians: the
+    session's first run starts the launcher (36–43 s on the 2-core box against ~10 s forked)."""
+
+    def median_wall(keep) -> float | None:
+        walls = [r.wall_s for r in records if cell_of(r) == cell and keep(r) and r.wall_s > 0]
+        return statistics.median(walls) if walls else None
+
+    control = median_wall(lambda r: r.scenario.strategy == cal.control) or 1.0
+    own = median_wall(lambda r: r.scenario.strategy == production)
+    clean = median_wall(lambda r: r.scenario.strategy == cal.control and r.outcome == Outcome.OK)
+    return RunCosts(control, own or clean or control)
+
+
+def _left_s(rate: ControlRate, cal: Calibration, done: int, costs: RunCosts) -> float:
+    """Seconds of runs still to make in a cell at this control rate, `done` production runs in:
+    the production runs its power asks for; where it gives no power, the rest of the control's
+    top-up and then the production strategy's runs to the cap."""
+    if rate.gives_power(cal):
+        return max(0, (rate.needed(cal) or cal.cap) - done) * costs.production_s
+    rest = max(0, cal.control_max - rate.runs) * costs.control_s
+    return rest + max(0, cal.cap - done) * costs.production_s
+
+
+def cheaper_top_up(
+    rate: ControlRate, cal: Calibration, done: int, costs: RunCosts
+) -> tuple[int, float]:
+    """(control runs to make first, seconds they are expected to save) where the control's rate
+    already gives a SAFE its power; (0, 0.0) where no number of them, up to cal.control_max in
+    all, is expected to save at least one production run's time.
+
+    A rate is a sample: 2 hits in 4 (95% low 15%) asks for 29 production runs, but at the
+    rate those 4 runs suggest, 2 more control runs would most likely show 3 or 4 of 6 (low 30%
+    or 44%: 13 or 8 runs). Expected over what they may show (metrics.predictive_hits), 2 more
+    control runs first leave about 24 runs in all at equal costs. The power rule is the same:
+    the verdict still asks the production runs the control's whole rate asks for, every
+    control run counted, hit or miss."""
+    now = _left_s(rate, cal, done, costs)
+    best, saved = 0, 0.0
+    for more in range(1, cal.control_max - rate.runs + 1):
+        after = more * costs.control_s
+        for hits, p in enumerate(predictive_hits(rate.hits, rate.runs, more)):
+            after += p * _left_s(
+                ControlRate(rate.cell, rate.hits + hits, rate.runs + more), cal, done, costs
+            )
+        if now - after > saved:
+            best, saved = more, now - after
+    return (best, saved) if saved >= costs.production_s else (0, 0.0)
+
+
 def control_top_up(
-    rate: ControlRate | None, cal: Calibration, fired_elsewhere: bool
+    rate: ControlRate | None,
+    cal: Calibration,
+    fired_elsewhere: bool,
+    *,
+    done: int = 0,
+    costs: RunCosts | None = None,
 ) -> tuple[int, str]:
     """(control runs to add in a cell before the production strategy's next batch there, why):
-    the most to add, up to cal.control_max runs in all; 0 once its rate gives a SAFE its power.
+    the most to add, up to cal.control_max runs in all; 0 once its rate gives a SAFE its power
+    and more control runs are not expected to save time (cheaper_top_up: `done` production
+    runs made so far, `costs` what a run of each takes there).
 
     The control's first runs are a sample: at a true rate of one in two, 4 runs miss the race
     in all of them 1 time in 16 (one H200: warm 0/4 on one side of an upgrade whose other
@@ -146,6 +219,15 @@ def control_top_up(
     if rate is None:
         return 0, f"{cal.control} measured nothing here (no run of it reached its cache state)"
     if rate.gives_power(cal):
+        costs = costs or RunCosts()
+        more, saved = cheaper_top_up(rate, cal, done, costs)
+        if more:
+            return more, (
+                f"{cal.control} {rate.describe()} asks for {rate.needed(cal)} production runs "
+                f"here: {more} more {cal.control} runs first are expected to save "
+                f"{saved / costs.production_s:.1f} production runs' time (a sharper rate asks "
+                "for fewer)"
+            )
         return 0, f"{cal.control} {rate.describe()} gives the power a SAFE needs"
     if rate.runs >= cal.control_max:
         return 0, f"{cal.control} made its {cal.control_max} runs at most (--racegate-control-max)"

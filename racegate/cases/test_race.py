@@ -8,8 +8,9 @@ positive control (the known-bad one) are the workload's (its roles(); [tool.race
 case beside it (racegate.cases.plan.case_order); the control runs all its repeats,
 so its detection rate per cache state × topology, read back from this session's records, sets
 how many runs the production strategy's case makes there
-(racegate.harness.judge.verdict.repeats_for); where that rate cannot give a SAFE its power, the
-production case adds control runs in its cell (racegate.cases.plan.control_top_up).
+(racegate.harness.judge.verdict.repeats_for); where that rate cannot give a SAFE its power, or
+more control runs are expected to save more production runs than they cost, the production case
+adds control runs in its cell (racegate.cases.plan.control_top_up).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from racegate.cases.plan import (
     control_top_up,
     controls_landed,
     production_runs_left,
+    run_costs,
     runs_at_once,
 )
 from racegate.cases.race_session import calibration, session_records, slot_pool
@@ -260,7 +262,9 @@ def _run_race_case(
             if (
                 control is not None
                 and controls_landed({cell}, rc, cal, session_records(pytestconfig))
-                and _top_up_control(control, cell, rc, cal, pytestconfig, pool, command, primes)
+                and _top_up_control(
+                    control, cell, rc, cal, pytestconfig, pool, command, primes, len(records)
+                )
             ):
                 left, why = production_runs_left(
                     len(records), cell, rc, cal, session_records(pytestconfig)
@@ -288,9 +292,11 @@ def _top_up_control(
     pool: SlotPool | None,
     command: str,
     primes: SharedPrimes,
+    done: int,
 ) -> int:
     """More control runs in `cell`, batch by batch, while its rate there cannot give the
-    production strategy its power (racegate.cases.plan.control_top_up). Their records land in
+    production strategy its power, or more of them are expected to save production runs
+    (`done` of them made so far; racegate.cases.plan.control_top_up). Their records land in
     the session's results, where the verdict reads the control's rate; the control's failures
     are what it is for, so they fail nothing here. Returns how many it made. `primes`: the
     case's, keyed by scenario, so the control's warm/deleted runs share one priming run of
@@ -300,7 +306,8 @@ def _top_up_control(
         records = session_records(pytestconfig)
         rates = control_rates(records, cal.control)
         elsewhere = any(r.hits for c, r in rates.items() if c != cell)
-        more, why = control_top_up(rates.get(cell), cal, elsewhere)
+        costs = run_costs(cell, rc.production, cal, records)
+        more, why = control_top_up(rates.get(cell), cal, elsewhere, done=done, costs=costs)
         landed = control_landed(cell, cal, records)
         # Bounded by the runs landed (runs whose priming failed count here, not in the
         # rate) and by the runs made (a record that did not land cannot loop this).

@@ -1,4 +1,5 @@
-"""Throughput, memory and MFU from per-step logs: steady state only, medians over windows.
+"""Throughput, memory and MFU from per-step logs (steady state only, medians over windows), and
+the statistics of detection rates (their interval, what more runs are likely to show).
 
 Pure functions over numbers, so they are unit-tested without torch or GPUs.
 """
@@ -6,6 +7,7 @@ Pure functions over numbers, so they are unit-tested without torch or GPUs.
 from __future__ import annotations
 
 import bisect
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -83,6 +85,22 @@ def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / denom
     half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def predictive_hits(hits: int, runs: int, more: int) -> list[float]:
+    """P(x of `more` further runs hit), for x = 0 … more, where `hits` of `runs` hit so far: the
+    beta-binomial (a uniform prior on the per-run rate, updated by the runs seen)."""
+    if not 0 <= hits <= runs or more < 0:
+        raise ValueError(f"need 0 ≤ hits ≤ runs and more ≥ 0, got {hits}, {runs}, {more}")
+    a, b = hits + 1, runs - hits + 1
+    log_beta_ab = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    return [
+        math.comb(more, x)
+        * math.exp(
+            math.lgamma(x + a) + math.lgamma(more - x + b) - math.lgamma(more + a + b) - log_beta_ab
+        )
+        for x in range(more + 1)
+    ]
 
 
 def merge(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
