@@ -26,6 +26,7 @@ from racegate.harness.judge import baselines, race_expectations
 from racegate.harness.judge.verdict import Calibration
 from racegate.harness.run import state
 from racegate.harness.run.record import RunRecord
+from racegate.harness.run.runner import SharedPrimes
 from racegate.harness.run.slots import SlotPool
 from racegate.harness.scenario import env_names, versions
 
@@ -33,6 +34,8 @@ PLUGIN_NAME = "racegate-session"
 # The run folder this process made under .racegate/runs/ (not a worker's, not --results).
 _own_run_key = pytest.StashKey[Path]()
 slots_key = pytest.StashKey[SlotPool]()
+# The positive control's priming runs in this process (control_primes).
+_control_primes_key = pytest.StashKey[SharedPrimes]()
 # pytest's spelling of the path options (racegate.harness.doors.options.PATH_FLAGS).
 PATH_FLAGS = tuple(options.PYTEST_FLAGS[f] for f in options.PATH_FLAGS if f in options.PYTEST_FLAGS)
 
@@ -214,7 +217,20 @@ def pytest_configure_node(node: Any) -> None:
         node.workerinput["racegate_slots_from_parent"] = pool.from_parent
 
 
+def control_primes(config: pytest.Config) -> SharedPrimes:
+    """This process's priming runs of the positive control's warm/deleted scenarios, one per
+    scenario, kept until the session ends: its case and the production case that adds control
+    runs in the same cell (racegate.cases.test_race) copy one cache. One H200 at 9621b56: the
+    warm production case primed the control again (19 s) before its 2 added control runs, on
+    the chain the session's wall time hangs on."""
+    if (primes := config.stash.get(_control_primes_key, None)) is None:
+        primes = config.stash[_control_primes_key] = SharedPrimes()
+    return primes
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if (primes := config.stash.get(_control_primes_key, None)) is not None:
+        primes.close()
     own = config.stash.get(_own_run_key, None)
     if own is not None:
         state.discard_if_empty(own)

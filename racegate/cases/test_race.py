@@ -35,7 +35,12 @@ from racegate.cases.plan import (
     run_costs,
     runs_at_once,
 )
-from racegate.cases.race_session import calibration, session_records, slot_pool
+from racegate.cases.race_session import (
+    calibration,
+    control_primes,
+    session_records,
+    slot_pool,
+)
 from racegate.cases.session import RacegateConfig, racegate_key
 from racegate.harness.doors.pipeline import batch_slots, run_case
 from racegate.harness.judge import race_expectations
@@ -118,7 +123,12 @@ def test_race(race_case, racegate_config, pytestconfig, request) -> None:
     pool = slot_pool(pytestconfig)
     own = _own_slot(pool, strategy, rc, cal, pytestconfig, request.session.items)
     try:
-        with SharedPrimes() as primes:  # one priming run for the case's warm/deleted runs
+        # One priming run for the case's warm/deleted runs. The control's are the worker's
+        # (control_primes): the production case's added control runs copy the cache of the
+        # control case's priming run (on the same worker: the cell's two cases are collected
+        # side by side), not one more of their own.
+        with SharedPrimes() as case_primes:
+            primes = control_primes(pytestconfig) if strategy == cal.control else case_primes
             # The production case's control scenario where the control's case for this cell is
             # in the session (its rate will come; the case adds control runs where it asks)
             control = None
@@ -263,7 +273,7 @@ def _run_race_case(
                 control is not None
                 and controls_landed({cell}, rc, cal, session_records(pytestconfig))
                 and _top_up_control(
-                    control, cell, rc, cal, pytestconfig, pool, command, primes, len(records)
+                    control, cell, rc, cal, pytestconfig, pool, command, len(records)
                 )
             ):
                 left, why = production_runs_left(
@@ -291,17 +301,17 @@ def _top_up_control(
     pytestconfig: pytest.Config,
     pool: SlotPool | None,
     command: str,
-    primes: SharedPrimes,
     done: int,
 ) -> int:
     """More control runs in `cell`, batch by batch, while its rate there cannot give the
     production strategy its power, or more of them are expected to save production runs
     (`done` of them made so far; racegate.cases.plan.control_top_up). Their records land in
     the session's results, where the verdict reads the control's rate; the control's failures
-    are what it is for, so they fail nothing here. Returns how many it made. `primes`: the
-    case's, keyed by scenario, so the control's warm/deleted runs share one priming run of
-    the control however many times this is asked."""
-    made = 0
+    are what it is for, so they fail nothing here. Returns how many it made. Their warm/deleted
+    runs copy the worker's priming run of the control (control_primes): one, however many
+    times this is asked, shared with the control's own case where it ran on this worker."""
+    primes = control_primes(pytestconfig)
+    made, primed_before = 0, primes.made
     while True:
         records = session_records(pytestconfig)
         rates = control_rates(records, cal.control)
@@ -313,6 +323,13 @@ def _top_up_control(
         # rate) and by the runs made (a record that did not land cannot loop this).
         more = min(more, cal.control_max - landed, cal.control_max - made)
         if more <= 0:
+            if made and control.cache_state.primed:
+                copied = (
+                    "a priming run of their own"
+                    if primes.made > primed_before
+                    else "the control case's priming run"
+                )
+                print(f"{cal.control}: {made} more runs in {cell}, copying {copied}")
             return made
         print(why)
         jobs, extra = batch_slots(
