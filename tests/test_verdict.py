@@ -270,6 +270,14 @@ def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) ->
     assert "SAFE: keep warmup_locked; per_device is unsafe here (exit 0; racegate explain " in block
     assert "racegate explain SAFE)" in block
     assert proc.returncode == 0, out[-3000:]  # pytest's exit is the decision's: SAFE
+    # Progress: a line per run as it landed, in order, all before the verdict block (without
+    # -n the case's output is captured: the lines pass around that capture).
+    said = re.findall(r"^racegate \[\d+:\d\d · (\d+) runs?\] (\S+) cold 1×2 run (\d+): (\S+) in ",
+                      out[: out.index(" racegate verdict ")], re.MULTILINE)  # fmt: skip
+    assert said == [
+        (str(n), r.scenario.strategy, str(r.repeat_index + 1), r.outcome)
+        for n, r in enumerate(records, 1)
+    ], out[:3000]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the suite's child processes need Linux")
@@ -540,6 +548,9 @@ def test_end_to_end_other_strategies_wait_for_the_controls_runs(tmp_path: Path) 
     control = [r for r in records if r.scenario.strategy == "per_device"]
     other = [r for r in records if r.scenario.strategy == "warmup"]
     assert len(control) == 2 and other, (seen, out[-3000:])
+    # Under pytest-xdist the controller says each run as it lands, the workers nothing.
+    said = re.findall(r"^racegate \[\d+:\d\d · \d+ runs?\] (\S+) cold", out, re.MULTILINE)
+    assert sorted(said) == sorted(r.scenario.strategy for r in records), out[:3000]
     ended = max(_start(r) + r.wall_s for r in control)
     assert min(_start(r) for r in other) >= ended, seen
     # The control's two runs overlapped: it had both slots.

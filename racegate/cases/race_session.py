@@ -1,6 +1,6 @@
 """An active racegate pytest session: its settings resolved once, its run slots shared, the
-race suite added to what it collects, and its hooks (this module's, racegate.cases.terminal's)
-registered.
+race suite added to what it collects, and its hooks (this module's, racegate.cases.terminal's,
+racegate.cases.progress's) registered.
 
 Imported by racegate.cases.plugin only in a session that asked for racegate (plugin.asked_for):
 any other session of a project never loads it, nor anything it imports.
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from racegate.cases import terminal
+from racegate.cases import progress, terminal
 from racegate.cases.session import RacegateConfig, racegate_key
 from racegate.cases.suite import CASES, NAMES_RACE, reaches_cases
 from racegate.harness.doors import options
@@ -175,6 +175,10 @@ def configure(config: pytest.Config) -> None:
     # read are stashed.
     config.pluginmanager.register(sys.modules[__name__], PLUGIN_NAME)
     config.pluginmanager.register(terminal, "racegate.cases.terminal")
+    rc = config.stash[racegate_key]
+    if not _is_worker(config) and rc.results is not None and config.get_verbosity() >= 0:
+        says = progress.ProgressPlugin(config, lambda: terminal.session_records(config))
+        config.pluginmanager.register(says, progress.PLUGIN_NAME)
 
 
 def _share_slots(config: pytest.Config) -> None:
