@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -44,8 +45,16 @@ def line(record: RunRecord, elapsed_s: float, landed: int) -> str:
 class RunProgress:
     """The thread that says each run as it lands, from the session's start to its finish."""
 
-    def __init__(self, records: Callable[[], list[RunRecord]], say: Callable[[str], None]) -> None:
-        self._records, self._say = records, say
+    def __init__(
+        self,
+        records: Callable[[], list[RunRecord]],
+        say: Callable[[str], None],
+        stamp: Callable[[], object] = lambda: None,
+    ) -> None:
+        """records: the session's records so far; say: writes one line; stamp: something that
+        changes when records may have (the file's size): unchanged, the file is not read."""
+        self._records, self._say, self._stamp = records, say, stamp
+        self._seen: object = ()
         self._said = 0
         self._start = time.monotonic()
         self._stop = threading.Event()
@@ -70,6 +79,9 @@ class RunProgress:
 
     def _look(self) -> None:
         try:
+            if (stamp := self._stamp()) is not None and stamp == self._seen:
+                return
+            self._seen = stamp
             records = self._records()
         except (OSError, ValueError):  # a torn or unreadable file: the verdict will say so
             return
@@ -88,11 +100,17 @@ class ProgressPlugin:
     points at pytest's capture file), and suspending that capture from this thread could race
     pytest's own suspending and resuming in the main thread."""
 
-    def __init__(self, config: pytest.Config, records: Callable[[], list[RunRecord]]) -> None:
+    def __init__(
+        self, config: pytest.Config, results: Path, records: Callable[[], list[RunRecord]]
+    ) -> None:
         self._config = config
         self._out = os.dup(sys.__stdout__.fileno()) if sys.__stdout__ is not None else None
         self._width = 0  # pytest's writer's line width after our last line
-        self._progress = RunProgress(records, self._say)
+
+        def size() -> int:  # the results file only grows (records are appended whole)
+            return results.stat().st_size if results.exists() else 0
+
+        self._progress = RunProgress(records, self._say, size)
 
     def _say(self, text: str) -> None:
         if self._out is None:

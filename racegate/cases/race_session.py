@@ -177,7 +177,7 @@ def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(terminal, "racegate.cases.terminal")
     rc = config.stash[racegate_key]
     if not _is_worker(config) and rc.results is not None and config.get_verbosity() >= 0:
-        says = progress.ProgressPlugin(config, lambda: terminal.session_records(config))
+        says = progress.ProgressPlugin(config, rc.results, lambda: terminal.session_records(config))
         config.pluginmanager.register(says, progress.PLUGIN_NAME)
 
 
