@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -17,6 +18,7 @@ from racegate.harness.judge.verdict import (
     control_rates,
     repeats_for,
 )
+from racegate.harness.run.record import RunRecord
 from racegate.harness.scenario.vocab import Outcome
 
 
@@ -146,7 +148,7 @@ def run_costs(cell: str, production: str, cal: Calibration, records: list) -> Ru
     any, of the control's clean runs (the same cell's work without the race). Medians: the
     session's first run starts the launcher (36–43 s on the 2-core box against ~10 s forked)."""
 
-    def median_wall(keep) -> float | None:
+    def median_wall(keep: Callable[[RunRecord], bool]) -> float | None:
         walls = [r.wall_s for r in records if cell_of(r) == cell and keep(r) and r.wall_s > 0]
         return statistics.median(walls) if walls else None
 
