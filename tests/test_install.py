@@ -72,7 +72,7 @@ def test_installed_plugin_collects_the_suite_in_another_project(tmp_path: Path) 
 
     selected = pytest("-k", "race")
     assert selected.returncode == 0, selected.stdout + selected.stderr
-    assert "test_race.py::test_race[per_device-cold-cpux2]" in selected.stdout
+    assert "test_race.py::test_race[per_device-cold-cpux3]" in selected.stdout
     assert "test_race_probes.py::test_race_probe[" in selected.stdout
     plain = pytest()
     assert plain.returncode == 5 and "test_race" not in plain.stdout, plain.stdout
@@ -154,7 +154,7 @@ def test_a_wheel_carries_its_tables_and_runs_in_another_project(
     cmd = [python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-k", "race"]
     selected = run(*cmd)
     assert selected.returncode == 0, selected.stdout + selected.stderr
-    assert "test_race.py::test_race[per_device-cold-cpux2]" in selected.stdout, selected.stdout
+    assert "test_race.py::test_race[per_device-cold-cpux3]" in selected.stdout, selected.stdout
     assert "test_race_probes.py::test_race_probe[" in selected.stdout, selected.stdout
     assert not (project / ".racegate").exists()  # collecting makes no run folder
 

@@ -113,7 +113,8 @@ SHARED: tuple[Option, ...] = (
     Option(
         "--threads-per-device",
         "threads_per_device",
-        "comma list of threads per device (default: 2 on CPU, 1,2 on GPU)",
+        "comma list of threads per device (default: 1,2 on GPU; on CPU 3 in the race cases, "
+        "2 for `racegate run`)",
     ),
     Option(
         "--strategies",
@@ -578,7 +579,13 @@ def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str 
     )
     devices = _devices(v["devices"], gpus)
     on_gpu = devices != ("cpu",)
-    tpd_text = v["threads_per_device"] or ("1,2" if on_gpu else "2")
+    # On a CPU the race cases run 3 threads: with 2, a run's steady thread called a compiled
+    # function in another's FX trace (~29 ms) in 5 of 31 windows, its calls ~134 ms apart while
+    # the other compiled, and the control fired in 12 of 20 race-case runs (60%; a 2-core box,
+    # torch 2.12.1); with 3, two steady threads beside each window: 8 of 8, its runs 11-13 s and
+    # the production strategy's 13 s against 12 (results/control-every-time, CPU section).
+    cpu_default = "2" if for_cli else "3"
+    tpd_text = v["threads_per_device"] or ("1,2" if on_gpu else cpu_default)
     if not all(t.isdigit() and int(t) > 0 for t in csv(tpd_text)) or not csv(tpd_text):
         raise ValueError(
             f"--threads-per-device {tpd_text!r}: expected positive integers like '1,2'"
