@@ -272,10 +272,12 @@ def test_end_to_end_the_knob_sets_the_repeats_and_the_verdict(tmp_path: Path) ->
     assert proc.returncode == 0, out[-3000:]  # pytest's exit is the decision's: SAFE
     # Progress: a line per run as it landed, in order, all before the verdict block (without
     # -n the case's output is captured: the lines pass around that capture).
-    said = re.findall(r"^racegate \[\d+:\d\d · (\d+) runs?\] (\S+) cold 1×2 run (\d+): (\S+) in ",
-                      out[: out.index(" racegate verdict ")], re.MULTILINE)  # fmt: skip
+    before_block = out[: out.index(" racegate verdict ")]
+    said = re.findall(r"^racegate \[\d+:\d\d · (\d+) runs?\] (\S+) cold 1×2 run (\d+) of (\d+): "
+                      r"(\S+) in ", before_block, re.MULTILINE)  # fmt: skip
+    # Each with the runs its case makes: the control's 3, the production strategy's 5 (its cap).
     assert said == [
-        (str(n), r.scenario.strategy, str(r.repeat_index + 1), r.outcome)
+        (str(n), r.scenario.strategy, str(r.repeat_index + 1), "3" if n <= 3 else "5", r.outcome)
         for n, r in enumerate(records, 1)
     ], out[:3000]
 
@@ -331,6 +333,24 @@ def _rc(**kw: object) -> RacegateConfig:
         workload="w:f", production=Strategy.WARMUP_LOCKED, expectations=[], versions={},
     )  # fmt: skip
     return RacegateConfig(**(fields | kw))
+
+
+def test_a_progress_line_counts_the_runs_its_case_makes_where_known() -> None:
+    """The control's own runs (4), none for the runs the production case adds; the production
+    strategy's from the control's rate once its runs in the cell have landed (4 of 4, low 51%:
+    7), none before; another strategy's --repeat."""
+    from racegate.cases.plan import planned_runs
+
+    rc, cal = _rc(devices=("cpu",), gpus=0, threads_per_device=(2,)), Calibration()
+    control = runs("per_device", 5, 5)
+    control[4] = dataclasses.replace(control[4], repeat_index=4)  # an added run
+    production = runs("warmup_locked", 1)[0]
+    for k, r in enumerate(control[:4]):
+        assert planned_runs(dataclasses.replace(r, repeat_index=k), rc, cal, control) == 4
+    assert planned_runs(control[4], rc, cal, control) is None
+    assert planned_runs(production, rc, cal, control[:2]) is None  # the rate still coming
+    assert planned_runs(production, rc, cal, control[:4]) == 7
+    assert planned_runs(runs("warmup", 1)[0], rc, cal, control) == 3
 
 
 def test_each_control_cell_is_collected_with_its_production_cell_before_the_rest() -> None:

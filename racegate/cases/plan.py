@@ -257,6 +257,28 @@ def production_runs_done(
     return left == 0, why
 
 
+def planned_runs(
+    record: RunRecord, rc: RacegateConfig, cal: Calibration, records: list
+) -> int | None:
+    """The runs `record`'s case makes, as far as `records` (the session's so far) tell: the
+    control's own (control_runs; None for the runs the production case added), the production
+    strategy's as its power asks from the control's rate in the cell once that rate's runs have
+    landed (None before), another strategy's --repeat (fewer where one fails). For progress
+    lines (racegate.cases.progress): what the cases will do, not what decides."""
+    strategy, cell = record.scenario.strategy, cell_of(record)
+    if strategy == cal.control:
+        n = control_runs(rc, cal)
+        return n if record.repeat_index < n else None
+    if strategy == rc.production:
+        if not controls_landed({cell}, rc, cal, records):
+            return None
+        needed, _ = repeats_for(
+            control_rates(records, cal.control).get(cell), default=rc.repeat, cal=cal
+        )
+        return min(needed, cal.cap)
+    return rc.repeat
+
+
 def race_case_of(item: pytest.Item) -> tuple[str, str, tuple[str, ...], int] | None:
     """An item's race case (strategy, cache state, devices, threads per device), as
     racegate/cases/test_race.py parametrizes it; None for any other item."""

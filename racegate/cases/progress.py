@@ -30,15 +30,16 @@ PLUGIN_NAME = "racegate-progress"
 POLL_S = 1.0
 
 
-def line(record: RunRecord, elapsed_s: float, landed: int) -> str:
-    """One run's progress line: `racegate [1:02 · 7 runs] per_device cold 1×2 run 3:
-    nested_fx_error in 12.5 s` (the session's time, its runs landed so far, then this one)."""
+def line(record: RunRecord, elapsed_s: float, landed: int, of: int | None = None) -> str:
+    """One run's progress line: `racegate [1:02 · 7 runs] per_device cold 1×2 run 3 of 4:
+    nested_fx_error in 12.5 s` (the session's time, its runs landed so far, then this one; `of`:
+    the runs its case makes, where known)."""
     minutes, seconds = divmod(int(elapsed_s), 60)
     runs = f"{landed} run{'' if landed == 1 else 's'}"
+    run = f"run {record.repeat_index + 1}" + (f" of {of}" if of else "")
     return (
         f"racegate [{minutes}:{seconds:02d} · {runs}] {record.scenario.strategy} "
-        f"{cell_of(record)} run {record.repeat_index + 1}: {record.outcome} in "
-        f"{record.wall_s:.1f} s"
+        f"{cell_of(record)} {run}: {record.outcome} in {record.wall_s:.1f} s"
     )
 
 
@@ -50,10 +51,13 @@ class RunProgress:
         records: Callable[[], list[RunRecord]],
         say: Callable[[str], None],
         stamp: Callable[[], object] = lambda: None,
+        planned: Callable[[RunRecord, list[RunRecord]], int | None] = lambda r, rs: None,
     ) -> None:
         """records: the session's records so far; say: writes one line; stamp: something that
-        changes when records may have (the file's size): unchanged, the file is not read."""
+        changes when records may have (the file's size): unchanged, the file is not read;
+        planned: the runs a record's case makes, given the records so far (None: not known)."""
         self._records, self._say, self._stamp = records, say, stamp
+        self._planned = planned
         self._seen: object = ()
         self._said = 0
         self._start = time.monotonic()
@@ -88,7 +92,11 @@ class RunProgress:
         elapsed = time.monotonic() - self._start
         for record in records[self._said :]:
             self._said += 1
-            self._say(line(record, elapsed, self._said))
+            try:
+                of = self._planned(record, records[: self._said])
+            except (KeyError, ValueError):  # a session not configured for it: no count
+                of = None
+            self._say(line(record, elapsed, self._said, of))
 
 
 class ProgressPlugin:
@@ -101,7 +109,11 @@ class ProgressPlugin:
     pytest's own suspending and resuming in the main thread."""
 
     def __init__(
-        self, config: pytest.Config, results: Path, records: Callable[[], list[RunRecord]]
+        self,
+        config: pytest.Config,
+        results: Path,
+        records: Callable[[], list[RunRecord]],
+        planned: Callable[[RunRecord, list[RunRecord]], int | None],
     ) -> None:
         self._config = config
         self._out = os.dup(sys.__stdout__.fileno()) if sys.__stdout__ is not None else None
@@ -110,7 +122,7 @@ class ProgressPlugin:
         def size() -> int:  # the results file only grows (records are appended whole)
             return results.stat().st_size if results.exists() else 0
 
-        self._progress = RunProgress(records, self._say, size)
+        self._progress = RunProgress(records, self._say, size, planned)
 
     def _say(self, text: str) -> None:
         if self._out is None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from racegate.cases import progress, terminal
+from racegate.cases.plan import planned_runs
 from racegate.cases.session import RacegateConfig, racegate_key
 from racegate.cases.suite import CASES, NAMES_RACE, reaches_cases
 from racegate.harness.doors import options
@@ -177,7 +178,12 @@ def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(terminal, "racegate.cases.terminal")
     rc = config.stash[racegate_key]
     if not _is_worker(config) and rc.results is not None and config.get_verbosity() >= 0:
-        says = progress.ProgressPlugin(config, rc.results, lambda: terminal.session_records(config))
+        says = progress.ProgressPlugin(
+            config,
+            rc.results,
+            lambda: terminal.session_records(config),
+            lambda record, records: planned_runs(record, rc, calibration(config), records),
+        )
         config.pluginmanager.register(says, progress.PLUGIN_NAME)
 
 
