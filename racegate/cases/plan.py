@@ -272,10 +272,7 @@ def planned_runs(
     if strategy == rc.production:
         if not controls_landed({cell}, rc, cal, records):
             return None
-        needed, _ = repeats_for(
-            control_rates(records, cal.control).get(cell), default=rc.repeat, cal=cal
-        )
-        return min(needed, cal.cap)
+        return production_runs_left(0, cell, rc, cal, records)[0]
     return rc.repeat
 
 

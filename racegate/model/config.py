@@ -94,8 +94,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         target_head_dim=16,
         block_size=8,
         max_anchors=12,
-        # Two new shapes a thread under `recompile` (threads.planned_shapes): each compile a
-        # window for the race, so the control fires in more CPU runs (results/cpu-bare-race).
+        # Four new shapes, compiled in turns by the threads under `recompile`
+        # (threads.planned_shapes): each compile a window for the race, so the control fires in
+        # more CPU runs (results/cpu-bare-race, results/control-every-time).
         seq_buckets=(128, 96, 64, 112, 80),
         token_budget=512,
         micro_batch_size=0,
