@@ -113,8 +113,8 @@ SHARED: tuple[Option, ...] = (
     Option(
         "--threads-per-device",
         "threads_per_device",
-        "comma list of threads per device (default: 1,2 on GPU; on CPU 3 in the race cases, "
-        "2 for `racegate run`)",
+        "comma list of threads per device (default: 3 in the race cases, with 1 beside it on "
+        "GPUs; `racegate run`: 1,2 on GPU, 2 on CPU)",
     ),
     Option(
         "--strategies",
@@ -579,13 +579,18 @@ def resolve(values: Mapping[str, Any], *, gpus: int, for_cli: bool, prefix: str 
     )
     devices = _devices(v["devices"], gpus)
     on_gpu = devices != ("cpu",)
-    # On a CPU the race cases run 3 threads: with 2, a run's steady thread called a compiled
-    # function in another's FX trace (~29 ms) in 5 of 31 windows, its calls ~134 ms apart while
-    # the other compiled, and the control fired in 12 of 20 race-case runs (60%; a 2-core box,
-    # torch 2.12.1); with 3, two steady threads beside each window: 8 of 8, its runs 11-13 s and
-    # the production strategy's 13 s against 12 (results/control-every-time, CPU section).
-    cpu_default = "2" if for_cli else "3"
-    tpd_text = v["threads_per_device"] or ("1,2" if on_gpu else cpu_default)
+    # The race cases run 3 threads a device (`racegate run` keeps what a run is asked: 1,2 on a
+    # GPU, 2 on a CPU). On a CPU with 2, a run's steady thread called a compiled function in
+    # another's FX trace (~29 ms) in 5 of 31 windows, its calls ~134 ms apart while the other
+    # compiled, and the control fired in 12 of 20 race-case runs (60%; a 2-core box, torch
+    # 2.12.1); with 3, two steady threads beside each window: 8 of 8. On one H100 (torch 2.11,
+    # the main command twice in one call): at 1x3 the control fired 12 of 12 (warm 4 of 4), the
+    # production cells asked 7 runs each and the command said SAFE in 265 s; at 1x2 the warm
+    # control fired 2 of 6 and its production cell was at run 17 of 30 when it was stopped at
+    # 195 s (results/control-every-time, results/one-gpu-command-times).
+    race_default = "1,3" if on_gpu else "3"
+    cli_default = "1,2" if on_gpu else "2"
+    tpd_text = v["threads_per_device"] or (cli_default if for_cli else race_default)
     if not all(t.isdigit() and int(t) > 0 for t in csv(tpd_text)) or not csv(tpd_text):
         raise ValueError(
             f"--threads-per-device {tpd_text!r}: expected positive integers like '1,2'"
