@@ -261,19 +261,18 @@ def planned_runs(
     record: RunRecord, rc: RacegateConfig, cal: Calibration, records: list
 ) -> int | None:
     """The runs `record`'s case makes, as far as `records` (the session's so far) tell: the
-    control's own (control_runs; None for the runs the production case added), the production
-    strategy's as its power asks from the control's rate in the cell once that rate's runs have
-    landed (None before), another strategy's --repeat (fewer where one fails). For progress
+    production strategy's as its power asks from the control's rate in the cell once that
+    rate's runs have landed (None before); any other case's case_repeats (the control's own
+    runs, None for those the production case added; another strategy's --repeat, fewer where
+    one fails). For progress
     lines (racegate.cases.progress): what the cases will do, not what decides."""
     strategy, cell = record.scenario.strategy, cell_of(record)
-    if strategy == cal.control:
-        n = control_runs(rc, cal)
-        return n if record.repeat_index < n else None
     if strategy == rc.production:
         if not controls_landed({cell}, rc, cal, records):
             return None
         return production_runs_left(0, cell, rc, cal, records)[0]
-    return rc.repeat
+    n = case_repeats(strategy, rc, cal)[0]
+    return n if record.repeat_index < n else None
 
 
 def race_case_of(item: pytest.Item) -> tuple[str, str, tuple[str, ...], int] | None:

@@ -92,10 +92,7 @@ class RunProgress:
         elapsed = time.monotonic() - self._start
         for record in records[self._said :]:
             self._said += 1
-            try:
-                of = self._planned(record, records[: self._said])
-            except (KeyError, ValueError):  # a session not configured for it: no count
-                of = None
+            of = self._planned(record, records[: self._said])
             self._say(line(record, elapsed, self._said, of))
 
 
